@@ -1,0 +1,78 @@
+# flexmodal_ros developer entry points. `make setup` is idempotent: each step is keyed on a stamp
+# file and reruns only when its inputs change (requirements.txt, interface sources, setup files).
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := setup
+
+PYTHON ?= python3.11
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+JOBS ?= $(shell nproc)
+PYTEST_ARGS ?=
+
+IF_DIR := build/interfaces
+IF_PREFIX := $(abspath $(IF_DIR)/install)
+STAMPS := build/stamps
+# Lives inside .venv so that a new virtualenv reinstalls the requirements.
+REQ_STAMP := $(VENV)/.flexmodal-requirements.stamp
+IF_STAMP := $(STAMPS)/interfaces.stamp
+PKG_STAMP := $(STAMPS)/flexmodal_ros.stamp
+
+IF_SOURCES := flexmodal_interfaces/CMakeLists.txt flexmodal_interfaces/package.xml \
+	flexmodal_interfaces/msg flexmodal_interfaces/srv \
+	$(wildcard flexmodal_interfaces/msg/*.msg flexmodal_interfaces/srv/*.srv)
+PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile
+PKG_SHARE := $(VENV)/share/flexmodal_ros
+AMENT_MARKER := $(VENV)/share/ament_index/resource_index/packages/flexmodal_ros
+
+export PIP_NO_INPUT := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup test demo clean distclean
+
+setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP)
+
+$(VENV_PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(REQ_STAMP): requirements.txt | $(VENV_PY)
+	$(VENV_PY) -m pip install -r requirements.txt
+	touch $@
+
+# Plain CMake build of the ament_cmake interface package against the virtualenv prefix.
+$(IF_STAMP): $(IF_SOURCES) $(REQ_STAMP)
+	rm -rf $(IF_DIR)
+	AMENT_PREFIX_PATH=$(abspath $(VENV)) cmake -S flexmodal_interfaces -B $(IF_DIR)/build \
+		-DCMAKE_PREFIX_PATH=$(abspath $(VENV)) -DPython3_EXECUTABLE=$(abspath $(VENV_PY)) \
+		-DCMAKE_INSTALL_PREFIX=$(IF_PREFIX) -DBUILD_TESTING=OFF
+	cmake --build $(IF_DIR)/build -j $(JOBS)
+	cmake --install $(IF_DIR)/build
+	mkdir -p $(STAMPS)
+	touch $@
+
+# Editable installs skip setup.py's data_files, so the ament index marker and
+# share/flexmodal_ros/{package.xml,urdf,config,launch} are linked to the source tree instead
+# (as `colcon build --symlink-install` would): get_package_share_directory() works in .venv.
+$(PKG_STAMP): $(PKG_SOURCES) $(REQ_STAMP)
+	$(VENV_PY) -m pip install --no-deps --no-build-isolation -e .
+	mkdir -p $(dir $(AMENT_MARKER)) $(PKG_SHARE)
+	ln -sfn $(CURDIR)/resource/flexmodal_ros $(AMENT_MARKER)
+	for item in package.xml urdf config launch; do ln -sfn $(CURDIR)/$$item $(PKG_SHARE)/$$item; done
+	mkdir -p $(STAMPS)
+	touch $@
+
+# pytest exit code 5 means "no tests collected": reported and kept as a failure.
+test: setup
+	. scripts/env.sh; rc=0; python -m pytest test $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit code 5)" >&2; fi; \
+	exit $$rc
+
+demo: setup
+	. scripts/env.sh; python -m flexmodal_ros.demo
+
+clean:
+	rm -rf build *.egg-info .pytest_cache
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

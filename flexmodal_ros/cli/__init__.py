@@ -1,0 +1,37 @@
+"""The ``flexmodal`` command line: one module per subcommand.
+
+Each subcommand module exposes ``add_parser(subparsers)``, which registers its parser(s) with
+``set_defaults(func=run)``; ``run(args)`` returns the exit code. Errors of the package
+(:class:`~flexmodal_ros.errors.FlexmodalError`) become a one-line message and exit code 2.
+"""
+import argparse
+import importlib
+import sys
+
+from ..errors import FlexmodalError
+
+SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="flexmodal", description="Modal analysis, identification and "
+                                     "control of flexible-joint robots.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except FlexmodalError as exc:
+        print(f"flexmodal {args.command}: error: {exc}", file=sys.stderr)
+        return 2

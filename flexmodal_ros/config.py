@@ -1,0 +1,196 @@
+"""Flexibility parameters of a flexible-joint robot, read from YAML and validated.
+
+The YAML file complements a URDF (rigid links) with what the URDF cannot hold: per-joint stiffness,
+damping, rotor inertia, gear ratio, PD gains; the gravity vector; a tool; an external wrench.
+Symbols follow the thesis (T.T. Do 2021, eqs. (2.1), (A I-12)-(A I-18), (4.3)-(4.4)):
+
+```yaml
+robot: scompi                   # name (informational)
+urdf: ../urdf/scompi.urdf       # path relative to this YAML file
+gravity: [-9.81, 0.0, 0.0]      # g0 in frame 0 [m/s^2]
+end_effector_frame: tool0       # URDF frame carrying the tool / wrench point (default: last link)
+tool: {mass: 0.0, com: [0, 0, 0], inertia: [0, 0, 0, 0, 0, 0]}   # [kg], [m] in that frame,
+                                # [kg m^2] about the COM: ixx, ixy, ixz, iyy, iyz, izz
+wrench: [0, 0, 0, 0, 0, 0]      # tau_ext = [f; mu] in frame 0 at the tool point [N, N m]
+joints:                         # keyed by URDF joint name; every movable joint must appear
+  joint_1:
+    k: 25000.0      # joint stiffness [N m/rad] (motor side for a prismatic joint)
+    d_f: 2.73       # link-side viscous damping [N m s/rad] or [N s/m] (prismatic)
+    d_fm: 9.46e-4   # motor-side viscous damping [N m s/rad]
+    N: 51           # gear ratio  } reflected rotor inertia B = N^2 I_r [kg m^2],
+    I_r: 1.71e-4    # rotor inertia [kg m^2] } or give B directly instead of N and I_r
+    r: 0.057        # characteristic (pinion) radius [m]; prismatic joints only
+    kp: 15000.0     # motor-side P gain [N m/rad]
+    kd: 52.0        # motor-side D gain [N m s/rad]
+    d_c: 0.0        # optional link-side Coulomb friction [N m] (absent = no Coulomb friction)
+    d_cm: 0.0       # optional motor-side Coulomb friction [N m] (absent = no Coulomb friction)
+```
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .errors import ConfigError
+from .validation import finite_array, finite_vector, nonnegative, positive
+
+TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "tool", "wrench", "joints"}
+JOINT_KEYS = {"k", "d_f", "d_fm", "N", "I_r", "B", "r", "kp", "kd", "d_c", "d_cm"}
+TOOL_KEYS = {"mass", "com", "inertia"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """Rigid tool attached to the end-effector frame.
+
+    mass [kg]; com [m] offset of its centre of mass (= the tool point E of (A I-4)) in the
+    end-effector frame; inertia [kg m^2] 3x3 about the COM, in that frame's axes.
+    """
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+
+    @staticmethod
+    def none():
+        return Tool(0.0, np.zeros(3), np.zeros((3, 3)))
+
+    @staticmethod
+    def point_mass(mass, com=(0.0, 0.0, 0.0)):
+        return make_tool({"mass": mass, "com": list(com)}, "tool")
+
+
+@dataclass(frozen=True)
+class JointParameters:
+    """Flexibility parameters of one joint (units in the module docstring)."""
+    k: float
+    d_f: float
+    d_fm: float
+    B: float
+    r: float
+    kp: float
+    kd: float
+    d_c: float
+    d_cm: float
+
+
+@dataclass(frozen=True)
+class FlexibilityConfig:
+    """Parsed, validated flexibility YAML (joint names not yet matched to the URDF)."""
+    robot: str
+    urdf_path: Path
+    gravity: np.ndarray
+    end_effector_frame: str | None
+    tool: Tool
+    wrench: np.ndarray
+    joints: dict
+    path: Path | None
+
+
+def inertia_matrix(values, field, error=ConfigError):
+    """3x3 symmetric inertia from ``[ixx, ixy, ixz, iyy, iyz, izz]`` or a 3x3 nested list.
+
+    Checks positive semi-definiteness (principal moments >= 0 up to round-off) and names the field.
+    """
+    arr = finite_array(values, field, error=error)
+    if arr.shape == (6,):
+        ixx, ixy, ixz, iyy, iyz, izz = arr
+        arr = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    elif arr.shape == (3, 3):
+        if not np.allclose(arr, arr.T, atol=1e-12):
+            raise error(f"{field}: inertia matrix must be symmetric")
+    else:
+        raise error(f"{field}: expected 6 values [ixx, ixy, ixz, iyy, iyz, izz] or a 3x3 matrix")
+    if np.linalg.eigvalsh(arr).min() < -1e-12 * max(1.0, np.abs(arr).max()):
+        raise error(f"{field}: inertia matrix is not positive semi-definite")
+    return arr
+
+
+def make_tool(spec, field="tool", error=ConfigError):
+    """Build a :class:`Tool` from a mapping with ``mass`` and optional ``com``/``inertia``."""
+    if not isinstance(spec, dict):
+        raise error(f"{field}: expected a mapping with mass, com, inertia")
+    _reject_unknown(spec, TOOL_KEYS, field, error)
+    if "mass" not in spec:
+        raise error(f"{field}.mass: missing")
+    mass = float(nonnegative(spec["mass"], f"{field}.mass", error))
+    com = finite_vector(spec.get("com", [0.0, 0.0, 0.0]), 3, f"{field}.com", error)
+    inertia = inertia_matrix(spec.get("inertia", [0.0] * 6), f"{field}.inertia", error)
+    return Tool(mass, com, inertia)
+
+
+def load_config(path):
+    """Read and validate a flexibility YAML file; relative ``urdf`` paths are resolved against it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"params file {path}: cannot read ({exc.strerror})") from None
+    return parse_config(text, base_dir=path.parent, path=path)
+
+
+def parse_config(text, base_dir=Path("."), path=None):
+    """Validate flexibility parameters given as YAML text (see the module docstring)."""
+    where = path or "params"
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: malformed YAML: {_one_line(exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a YAML mapping at top level")
+    _reject_unknown(raw, TOP_KEYS, "params", ConfigError)
+    for key in ("urdf", "gravity", "joints"):
+        if key not in raw:
+            raise ConfigError(f"{key}: missing (required in {where})")
+    urdf = Path(str(raw["urdf"]))
+    urdf_path = urdf if urdf.is_absolute() else (Path(base_dir) / urdf).resolve()
+    joints = raw["joints"]
+    if not isinstance(joints, dict) or not joints:
+        raise ConfigError("joints: expected a non-empty mapping keyed by URDF joint name")
+    return FlexibilityConfig(
+        robot=str(raw.get("robot", urdf_path.stem)),
+        urdf_path=urdf_path,
+        gravity=finite_vector(raw["gravity"], 3, "gravity", ConfigError),
+        end_effector_frame=raw.get("end_effector_frame"),
+        tool=make_tool(raw["tool"]) if raw.get("tool") is not None else Tool.none(),
+        wrench=finite_vector(raw.get("wrench", [0.0] * 6), 6, "wrench", ConfigError),
+        joints={str(name): _joint(spec, f"joints.{name}") for name, spec in joints.items()},
+        path=path,
+    )
+
+
+def _joint(spec, field):
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{field}: expected a mapping of parameters")
+    _reject_unknown(spec, JOINT_KEYS, field, ConfigError)
+    for key in ("k", "d_f", "d_fm", "kp", "kd"):
+        if key not in spec:
+            raise ConfigError(f"{field}.{key}: missing")
+
+    def get(key, check, default=None):
+        if key not in spec:
+            return default
+        return float(check(spec[key], f"{field}.{key}", ConfigError))
+
+    if "B" in spec:
+        if "N" in spec or "I_r" in spec:
+            raise ConfigError(f"{field}: give either B or both N and I_r, not both")
+        B = get("B", positive)
+    elif "N" in spec and "I_r" in spec:
+        B = get("N", positive) ** 2 * get("I_r", positive)
+    else:
+        raise ConfigError(f"{field}.B: missing (give B, or N and I_r)")
+    return JointParameters(
+        k=get("k", positive), d_f=get("d_f", nonnegative), d_fm=get("d_fm", nonnegative), B=B,
+        r=get("r", positive, default=np.nan), kp=get("kp", positive), kd=get("kd", nonnegative),
+        d_c=get("d_c", nonnegative, 0.0), d_cm=get("d_cm", nonnegative, 0.0))
+
+
+def _reject_unknown(mapping, allowed, field, error):
+    unknown = sorted(set(map(str, mapping)) - allowed)
+    if unknown:
+        raise error(f"{field}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())

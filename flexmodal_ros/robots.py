@@ -1,0 +1,61 @@
+"""Bundled robots: ``urdf/<name>.urdf`` + ``config/<name>.yaml`` shipped with the package.
+
+Files are found in the source tree (editable install) or, for a colcon install, in the package's
+ament share directory (``share/flexmodal_ros/{urdf,config}``).
+"""
+from pathlib import Path
+
+from .errors import ConfigError
+from .model import load_model
+
+PACKAGE = "flexmodal_ros"
+
+
+def share_dir():
+    """Directory holding ``urdf/`` and ``config/`` of the bundled robots."""
+    source = Path(__file__).resolve().parent.parent
+    if (source / "config").is_dir() and (source / "urdf").is_dir():
+        return source
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return Path(get_package_share_directory(PACKAGE))
+    except (ImportError, LookupError, ValueError):
+        raise ConfigError(f"cannot find the bundled robot files (no {source}/config and no "
+                          f"installed {PACKAGE} share directory)") from None
+
+
+def list_robots():
+    """Names of the bundled robots (those with both a URDF and a config YAML)."""
+    root = share_dir()
+    return sorted(p.stem for p in (root / "config").glob("*.yaml") if (root / "urdf" / f"{p.stem}.urdf").is_file())
+
+
+def robot_paths(name):
+    """(urdf_path, params_path) of a bundled robot; ConfigError naming the choices if unknown."""
+    names = list_robots()
+    if name not in names:
+        raise ConfigError(f"unknown robot '{name}' (bundled robots: {', '.join(names)})")
+    root = share_dir()
+    return root / "urdf" / f"{name}.urdf", root / "config" / f"{name}.yaml"
+
+
+def load_robot(name):
+    """The :class:`~flexmodal_ros.model.FlexibleJointModel` of a bundled robot."""
+    urdf, params = robot_paths(name)
+    return load_model(urdf, params)
+
+
+def resolve_model(robot=None, urdf=None, params=None):
+    """Model from either a bundled robot name or a params YAML (optionally with an explicit URDF).
+
+    The one entry point used by the CLI and the nodes, so both accept the same inputs.
+    """
+    if robot and (urdf or params):
+        raise ConfigError("give either a robot name or urdf/params files, not both")
+    if robot:
+        return load_robot(robot)
+    if params:
+        return load_model(urdf or None, params)
+    if urdf:
+        raise ConfigError("params: a flexibility YAML is required with a URDF")
+    raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")
