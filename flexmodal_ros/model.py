@@ -12,6 +12,7 @@ with B = diag(N^2 I_r) (A I-12), W = diag(1/r) (A I-14; r = 1 for revolute joint
 (revolute) or m (prismatic); motor coordinates q_m after the gear, in rad.
 """
 import dataclasses
+import functools
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,8 +170,10 @@ def check_configuration(model, q, field="q"):
 
 def mass_matrix(model, data, q):
     """Link inertia matrix M(q) incl. the tool [kg m^2, kg m, kg], symmetric (thesis (A I-11))."""
-    M = pin.crba(model.pin, data, np.asarray(q, dtype=float))
-    return np.triu(M) + np.triu(M, 1).T
+    M = pin.crba(model.pin, data, np.asarray(q, dtype=float)).copy()
+    upper = _upper_indices(model.n)
+    M.T[upper] = M[upper]  # CRBA guarantees the upper triangle only
+    return M
 
 
 def gravity_torque(model, data, q):
@@ -308,6 +311,11 @@ def _last_body_frame(rigid):
     last = rigid.njoints - 1
     bodies = [i for i, f in enumerate(rigid.frames) if f.parentJoint == last and f.type == pin.FrameType.BODY]
     return bodies[-1]
+
+
+@functools.lru_cache(maxsize=None)
+def _upper_indices(n):
+    return np.triu_indices(n, 1)
 
 
 def _limit(values):

@@ -1,0 +1,175 @@
+"""Set-point PD law and linearized closed loop of a flexible-joint robot (thesis ch. 2).
+
+Thesis: T.T. Do (2021), eqs. (2.1)-(2.14). Notation: ``q`` link coordinates [rad or m],
+``q_m`` motor coordinates after the gear [rad], ``z = [q; q_m]`` (2.5), ``W = diag(1/r)``,
+``K = diag(k)``, ``D = diag(d_f)``, ``D_m = diag(d_fm)``, ``B = diag(N² I_r)``, gains
+``K_P = diag(kp)``, ``K_D = diag(kd)`` acting on the motor side, constant wrench
+``tau_ext = model.wrench`` = [f; μ] in frame 0 at the tool point E.
+
+Only viscous friction enters (the ch. 2 model); Coulomb terms are not part of the linearization.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pinocchio as pin
+
+from flexmodal_ros.model import (
+    gravity_stiffness,
+    gravity_torque,
+    mass_matrix,
+    wrench_stiffness,
+    wrench_torque,
+)
+
+
+class LinearizedSystem(NamedTuple):
+    """Linearized closed loop M̄ Δz̈ + D̄ Δż + K̄ Δz = 0 (2.8) about z^d = [q; q_m] (2.7).
+
+    ``M``, ``D``, ``K`` are the 2n×2n matrices (2.9)-(2.11); ``q`` the link set-point [rad or m];
+    ``q_m`` the motor equilibrium q_m^d (2.3) [rad].
+    """
+
+    M: np.ndarray
+    D: np.ndarray
+    K: np.ndarray
+    q: np.ndarray
+    q_m: np.ndarray
+
+
+def _wrench(model):
+    """The constant wrench τ_ext, or None when it is zero (its terms are then skipped)."""
+    return model.wrench if model.wrench.any() else None
+
+
+def static_compensation(model, data, q_d) -> np.ndarray:
+    """g(q^d) − Jᵀ(q^d) τ_ext [N·m or N], the constant term of (2.2)-(2.3)."""
+    comp = gravity_torque(model, data, q_d)
+    w = _wrench(model)
+    return comp if w is None else comp - wrench_torque(model, data, q_d, w)
+
+
+def equilibrium_from_compensation(model, q, comp) -> np.ndarray:
+    """q_m^d = W q^d + (K W)⁻¹ comp (2.3) from comp = g − Jᵀτ_ext; broadcasts over rows [rad]."""
+    return model.W * q + comp / (model.k * model.W)
+
+
+def motor_equilibrium(model, data, q) -> np.ndarray:
+    """Motor equilibrium q_m^d = W q^d + (K W)⁻¹ (g(q^d) − Jᵀ(q^d) τ_ext)  (2.3) [rad]."""
+    q = np.asarray(q, dtype=float)
+    return equilibrium_from_compensation(model, q, static_compensation(model, data, q))
+
+
+def configuration_terms(model, data, qs):
+    """For configurations ``qs`` (m, n): M(q) (m, n, n), K_G (2.12) (m, n, n) and
+    g − Jᵀτ_ext (m, n), in one pass (the configuration-dependent inputs of (2.3), (2.9)-(2.11))."""
+    qs = np.asarray(qs, dtype=float)
+    m, n = qs.shape
+    M, KG, comp = np.empty((m, n, n)), np.empty((m, n, n)), np.empty((m, n))
+    w = _wrench(model)
+    for i, q in enumerate(qs):
+        M[i] = mass_matrix(model, data, q)
+        KG[i] = gravity_stiffness(model, data, q)
+        comp[i] = gravity_torque(model, data, q)
+        if w is not None:
+            KG[i] -= wrench_stiffness(model, data, q, w)
+            comp[i] -= wrench_torque(model, data, q, w)
+    return M, KG, comp
+
+
+def setpoint_motor_torque(model, data, q_d, q_m, qd_m) -> np.ndarray:
+    """Set-point PD law with constant compensation (2.2), motor torque τ_m [N·m after the gear].
+
+    τ_m = W⁻¹ (g(q^d) − Jᵀ(q^d) τ_ext) + K_P (q_m^d − q_m) − K_D q̇_m.
+    """
+    q_d = np.asarray(q_d, dtype=float)
+    comp = static_compensation(model, data, q_d)
+    q_md = equilibrium_from_compensation(model, q_d, comp)
+    return comp / model.W + model.kp * (q_md - np.asarray(q_m)) - model.kd * np.asarray(qd_m)
+
+
+def _diag(v: np.ndarray) -> np.ndarray:
+    """Batched diagonal matrix from (..., n) to (..., n, n)."""
+    return v[..., :, None] * np.eye(v.shape[-1])
+
+
+def assemble(M, KG, k, W, d_f, d_fm, B, kp, kd):
+    """Linearized matrices M̄ (2.9), D̄ (2.10), K̄ (2.11), each (..., 2n, 2n).
+
+    ``M`` and ``KG`` (2.12) are (..., n, n); the joint parameters ``k, W, d_f, d_fm, B, kp, kd``
+    are (..., n) (or (n,)); all leading batch axes broadcast. Pure array function.
+    """
+    M, KG = np.asarray(M, float), np.asarray(KG, float)
+    k, W, d_f, d_fm, B, kp, kd = (np.asarray(x, float) for x in (k, W, d_f, d_fm, B, kp, kd))
+    n = M.shape[-1]
+    batch = np.broadcast_shapes(M.shape[:-2], KG.shape[:-2], *(x.shape[:-1] for x in
+                                                                (k, W, d_f, d_fm, B, kp, kd)))
+    Mbar = np.zeros(batch + (2 * n, 2 * n))
+    Dbar = np.zeros_like(Mbar)
+    Kbar = np.zeros_like(Mbar)
+    Mbar[..., :n, :n] = M
+    Mbar[..., n:, n:] = _diag(B)
+    Dbar[..., :n, :n] = _diag(d_f)
+    Dbar[..., n:, n:] = _diag(d_fm + kd)
+    kw = _diag(k * W)
+    Kbar[..., :n, :n] = KG + kw * W[..., None, :]
+    Kbar[..., :n, n:] = -kw
+    Kbar[..., n:, :n] = -kw
+    Kbar[..., n:, n:] = _diag(k + kp)
+    return Mbar, Dbar, Kbar
+
+
+def load_stiffness(model, data, q) -> np.ndarray:
+    """K_G = ∂g/∂q − ∂(Jᵀ τ_ext)/∂q at q (2.12), (n, n)."""
+    KG = gravity_stiffness(model, data, q)
+    w = _wrench(model)
+    return KG if w is None else KG - wrench_stiffness(model, data, q, w)
+
+
+def linearize(model, data, q) -> LinearizedSystem:
+    """Linearize the closed loop (2.6) about the set-point q (2.7)-(2.12)."""
+    q = np.array(q, dtype=float)
+    M, KG, comp = configuration_terms(model, data, q[None, :])
+    Mbar, Dbar, Kbar = assemble(M[0], KG[0], model.k, model.W, model.d_f, model.d_fm, model.B,
+                                model.kp, model.kd)
+    return LinearizedSystem(Mbar, Dbar, Kbar, q, equilibrium_from_compensation(model, q, comp[0]))
+
+
+def state_matrix(Mbar, Dbar, Kbar) -> np.ndarray:
+    """State matrix A = [[0, I], [−M̄⁻¹K̄, −M̄⁻¹D̄]] (2.14), (..., 4n, 4n); batched."""
+    Mbar = np.asarray(Mbar, float)
+    m = Mbar.shape[-1]
+    batch = np.broadcast_shapes(Mbar.shape[:-2], np.shape(Dbar)[:-2], np.shape(Kbar)[:-2])
+    rhs = np.concatenate(np.broadcast_arrays(Kbar, Dbar), axis=-1)
+    A = np.zeros(batch + (2 * m, 2 * m))
+    A[..., :m, m:] = np.eye(m)
+    A[..., m:, :] = -np.linalg.solve(np.broadcast_to(Mbar, batch + (m, m)),
+                                     np.broadcast_to(rhs, batch + (m, 2 * m)))
+    return A
+
+
+def _bias_torque(model, data, q, qd) -> np.ndarray:
+    """C(q, q̇) q̇ + g(q) [N·m or N] by Pinocchio's RNEA with zero acceleration."""
+    return pin.rnea(model.pin, data, q, qd, np.zeros(model.n)).copy()
+
+
+def closed_loop_acceleration(model, data, q_d, z, zdot) -> np.ndarray:
+    """Nonlinear closed loop Γ = 0 (2.4)/(2.6) solved for z̈ = [q̈; q̈_m] (2n,).
+
+    Plant (2.1) with viscous friction, controller (2.2) with set-point ``q_d``; for
+    finite-difference cross-checks of the linearization (2.8).
+    """
+    n = model.n
+    z, zdot = np.asarray(z, float), np.asarray(zdot, float)
+    q, q_m, qd, qd_m = z[:n], z[n:], zdot[:n], zdot[n:]
+    spring = model.k * (model.W * q - q_m)
+    link_rhs = -_bias_torque(model, data, q, qd) - model.d_f * qd - model.W * spring
+    w = _wrench(model)
+    if w is not None:
+        link_rhs = link_rhs + wrench_torque(model, data, q, w)
+    tau_m = setpoint_motor_torque(model, data, q_d, q_m, qd_m)
+    motor_rhs = tau_m - model.d_fm * qd_m + spring
+    qdd = np.linalg.solve(mass_matrix(model, data, q), link_rhs)
+    return np.concatenate([qdd, motor_rhs / model.B])

@@ -1,0 +1,213 @@
+"""Analytical modal analysis (AMA) of the closed-loop flexible-joint robot (thesis ch. 2).
+
+Eigen-solution of the state matrix (2.13)-(2.14) → natural frequencies f = |λ|/2π (2.16),
+damping ratios ζ = −Re λ/|λ| (2.17), complex mode shapes u = [I 0] y (2.18), for one
+configuration (:func:`modal_analysis`) or many (:func:`modal_analysis_batch`, vectorized assembly
+and batched ``eig``, split over worker threads: numpy's LAPACK calls release the GIL).
+
+Conventions (documented contract of :class:`ModalResult`):
+- a *mode* is a complex-conjugate eigenvalue pair, represented by its member with Im λ > 0; modes are
+  sorted by ascending natural frequency; real eigenvalues (overdamped motion) are listed separately;
+- mode shapes are the 2n position components [q; q_m] of the eigenvector, scaled to unit Euclidean
+  norm with the component of largest modulus real and positive;
+- stable ⇔ every eigenvalue has Re λ < 0 (2.14); eigenvalues with Re λ ≥ 0 are reported.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from flexmodal_ros.errors import InputError
+from flexmodal_ros.linearize import (assemble, configuration_terms, equilibrium_from_compensation,
+                                     state_matrix)
+from flexmodal_ros.model import create_data
+from flexmodal_ros.validation import finite_array, finite_vector
+
+TWO_PI = 2.0 * np.pi
+
+
+@dataclass(frozen=True)
+class ModalResult:
+    """Modal parameters of one configuration (units: Hz, fractions, 1/s, rad or m).
+
+    ``q`` link configuration; ``motor_equilibrium`` q_m^d (2.3) [rad]; ``frequencies_hz`` (m,)
+    natural frequencies |λ|/2π ascending; ``damping_ratios`` (m,) fractions (0.05 = 5 %);
+    ``eigenvalues`` (m,) complex, Im > 0; ``mode_shapes`` (2n, m) complex, rows [q; q_m];
+    ``real_eigenvalues`` ascending; ``stable``; ``unstable_eigenvalues`` (all members with Re ≥ 0).
+    """
+
+    q: np.ndarray
+    motor_equilibrium: np.ndarray
+    frequencies_hz: np.ndarray
+    damping_ratios: np.ndarray
+    eigenvalues: np.ndarray
+    mode_shapes: np.ndarray
+    real_eigenvalues: np.ndarray
+    stable: bool
+    unstable_eigenvalues: np.ndarray
+
+    @property
+    def num_modes(self) -> int:
+        return int(self.frequencies_hz.size)
+
+    def to_dict(self, joint_names: Sequence[str] | None = None) -> dict:
+        """JSON-ready dict (keys of the CLI ``--json`` output and of ModalParameters.msg)."""
+        out = {} if joint_names is None else {"joint_names": list(joint_names)}
+        out.update({
+            "positions": self.q.tolist(),
+            "motor_equilibrium": self.motor_equilibrium.tolist(),
+            "num_modes": self.num_modes,
+            "frequencies_hz": self.frequencies_hz.tolist(),
+            "damping_ratios": self.damping_ratios.tolist(),
+            "eigenvalues_real": self.eigenvalues.real.tolist(),
+            "eigenvalues_imag": self.eigenvalues.imag.tolist(),
+            "mode_shapes_real": self.mode_shapes.real.tolist(),
+            "mode_shapes_imag": self.mode_shapes.imag.tolist(),
+            "real_eigenvalues": self.real_eigenvalues.tolist(),
+            "stable": bool(self.stable),
+            "unstable_eigenvalues_real": self.unstable_eigenvalues.real.tolist(),
+            "unstable_eigenvalues_imag": self.unstable_eigenvalues.imag.tolist(),
+        })
+        return out
+
+
+def check_configurations(model, qs, field="q") -> np.ndarray:
+    """Configurations as a finite (m, n) array; a single (n,) vector gives m = 1."""
+    arr = finite_array(qs, field)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != model.n:
+        got = arr.shape[-1] if arr.ndim == 2 else f"shape {arr.shape}"
+        raise InputError(f"{field}: expected {model.n} values per configuration "
+                         f"({', '.join(model.joint_names)}), got {got}")
+    if arr.shape[0] == 0:
+        raise InputError(f"{field}: no configurations given")
+    return arr
+
+
+def configuration_from_names(model, joint_names: Sequence[str], values, field="positions"):
+    """Reorder per-joint ``values`` given for ``joint_names`` into URDF order (n,).
+
+    Empty ``joint_names`` means the values are already in URDF order (all joints).
+    """
+    values = finite_vector(values, None, field)
+    if not joint_names:
+        return finite_vector(values, model.n, field)
+    names = list(joint_names)
+    unknown = sorted(set(names) - set(model.joint_names))
+    if unknown:
+        raise InputError(f"joint_names: unknown joint(s) {unknown}; robot has {list(model.joint_names)}")
+    if len(set(names)) != len(names) or len(names) != model.n:
+        raise InputError(f"joint_names: need each of the {model.n} joints exactly once, got {names}")
+    if values.size != model.n:
+        raise InputError(f"{field}: expected {model.n} values (one per joint name), got {values.size}")
+    return values[[names.index(j) for j in model.joint_names]]
+
+
+def modes_from_state_matrices(A: np.ndarray):
+    """Batched eigen-solution of A (..., 4n, 4n) → sorted per-configuration parts.
+
+    Returns a list (one entry per leading index, flattened) of tuples
+    (frequencies_hz, damping_ratios, eigenvalues, mode_shapes, real_eigenvalues, stable,
+    unstable_eigenvalues) following the conventions of the module docstring.
+    """
+    A = np.asarray(A, float)
+    four_n = A.shape[-1]
+    A = A.reshape((-1, four_n, four_n))
+    w, v = np.linalg.eig(A)
+    w, v = w.astype(complex, copy=False), v.astype(complex, copy=False)
+    pos = w.imag > 0.0
+    order = np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable")
+    lam = np.take_along_axis(w, order, axis=1)
+    shapes = np.take_along_axis(v[:, : four_n // 2, :], order[:, None, :], axis=2)
+    shapes = _normalize_shapes(shapes)
+    omega = np.abs(lam)
+    freq, zeta = omega / TWO_PI, -lam.real / np.where(omega > 0, omega, 1.0)
+    counts = pos.sum(axis=1)
+    out = []
+    for b in range(A.shape[0]):
+        m = counts[b]
+        real = np.sort(w[b][w[b].imag == 0.0].real)
+        bad = w[b][w[b].real >= 0.0]
+        out.append((freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m], real,
+                    bool(bad.size == 0), bad[np.lexsort((bad.imag, bad.real))]))
+    return out
+
+
+def _normalize_shapes(shapes: np.ndarray) -> np.ndarray:
+    """Columns to unit norm, component of largest modulus real positive; (B, 2n, m)."""
+    mag = np.abs(shapes)
+    pivot = np.take_along_axis(shapes, np.argmax(mag, axis=1)[:, None, :], axis=1)
+    scale = np.linalg.norm(shapes, axis=1, keepdims=True) * pivot / np.abs(pivot)
+    return shapes / scale
+
+
+def linearized_batch(model, data, qs: np.ndarray):
+    """Stacks (M̄, D̄, K̄) (m, 2n, 2n) (2.9)-(2.11) and q_m^d (m, n) (2.3) for ``qs`` (m, n)."""
+    M, KG, comp = configuration_terms(model, data, qs)
+    mats = assemble(M, KG, model.k, model.W, model.d_f, model.d_fm, model.B, model.kp, model.kd)
+    return mats, equilibrium_from_compensation(model, qs, comp)
+
+
+def _analyse_chunk(model, data, qs: np.ndarray) -> list[ModalResult]:
+    (Mbar, Dbar, Kbar), q_m = linearized_batch(model, data, qs)
+    parts = modes_from_state_matrices(state_matrix(Mbar, Dbar, Kbar))
+    return [ModalResult(q.copy(), qm, *p) for q, qm, p in zip(qs, q_m, parts)]
+
+
+def modal_analysis(model, q, data=None) -> ModalResult:
+    """Modal parameters of the closed loop linearized about configuration ``q`` (n,), steps 1-5
+    of thesis §2.3: M, K_G → M̄, D̄, K̄ (2.9)-(2.12) → A (2.14) → eig → f, ζ, u (2.16)-(2.18).
+
+    Gains, tool and wrench are those of ``model`` (per call: :func:`flexmodal_ros.model.with_overrides`).
+    """
+    qs = check_configurations(model, finite_vector(q, None, "q"))
+    return _analyse_chunk(model, data if data is not None else create_data(model), qs)[0]
+
+
+def default_workers() -> int:
+    """Worker threads for batches: the CPUs available to this process (at most 2 by default)."""
+    return max(1, min(2, len(os.sched_getaffinity(0))))
+
+
+def modal_analysis_batch(model, qs, workers: int | None = None, chunk_size: int = 256,
+                         progress: Callable[[int], None] | None = None) -> list[ModalResult]:
+    """:func:`modal_analysis` for configurations ``qs`` (m, n), results in input order.
+
+    Configurations are processed in chunks of ``chunk_size`` (vectorized assembly, one batched
+    ``eig`` per chunk) by ``workers`` threads (default :func:`default_workers`), each with its own
+    model data. ``progress(k)`` is called after each chunk with the number of configurations done.
+    """
+    qs = check_configurations(model, qs, "configurations")
+    if chunk_size < 1:
+        raise InputError(f"chunk_size: must be >= 1, got {chunk_size}")
+    chunks = [qs[i:i + chunk_size] for i in range(0, len(qs), chunk_size)]
+    workers = min(workers or default_workers(), len(chunks))
+    if workers == 1:
+        data = create_data(model)
+        results = []
+        for c in chunks:
+            results.extend(_analyse_chunk(model, data, c))
+            if progress:
+                progress(len(c))
+        return results
+    datas = [create_data(model) for _ in range(workers)]
+    slots = [chunks[w::workers] for w in range(workers)]
+
+    def run(w):
+        out = []
+        for c in slots[w]:
+            out.append(_analyse_chunk(model, datas[w], c))
+            if progress:
+                progress(len(c))
+        return out
+
+    with ThreadPoolExecutor(workers) as pool:
+        per_worker = list(pool.map(run, range(workers)))
+    ordered = [per_worker[i % workers][i // workers] for i in range(len(chunks))]
+    return [r for chunk in ordered for r in chunk]

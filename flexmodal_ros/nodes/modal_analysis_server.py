@@ -1,0 +1,118 @@
+"""ROS 2 node ``modal_analysis``: configuration-dependent modal analysis as services and a live topic.
+
+Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (flexibility YAML;
+an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
+default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
+
+Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
+``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState);
+publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
+Bad requests are answered with ``success=false`` and a message naming the field.
+"""
+import time
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from flexmodal_interfaces.msg import ModalParameters
+from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
+
+from ..errors import FlexmodalError
+from ..modal import modal_analysis
+from ..model import create_data
+from ..robots import resolve_model
+from ..sweep import modal_map
+from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
+                          modal_map_to_response, modal_request_to_core, modal_result_to_msg)
+
+REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
+
+
+class ModalAnalysisServer(Node):
+    """Thin shell: requests → conversions → :mod:`flexmodal_ros.modal` / :mod:`flexmodal_ros.sweep`."""
+
+    def __init__(self, **kwargs):
+        super().__init__("modal_analysis", **kwargs)
+        robot = self.declare_parameter("robot", "").value
+        urdf = self.declare_parameter("urdf_path", "").value
+        params = self.declare_parameter("params_path", "").value
+        rate = self.declare_parameter("publish_rate_hz", 10.0).value
+        self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
+        if not robot and not params:
+            raise FlexmodalError("parameters: set 'robot' or 'params_path' (and optionally 'urdf_path')")
+        if not rate > 0 or not self.timeout > 0:
+            raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
+        self.model = resolve_model(robot or None, urdf or None, params or None)
+        self.data = create_data(self.model)
+        self.latest = None  # (q, stamp, monotonic receive time)
+        self.create_service(ComputeModalParameters, "~/compute_modal_parameters", self.on_parameters)
+        self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
+        self.create_subscription(JointState, "/joint_states", self.on_joint_state, 10)
+        self.publisher = self.create_publisher(ModalParameters, "~/modal_parameters", 10)
+        self.create_timer(1.0 / rate, self.on_timer)
+        self.get_logger().info(f"modal analysis of '{self.model.name}' ({self.model.n} joints) ready")
+
+    def on_parameters(self, request, response):
+        try:
+            model, q = modal_request_to_core(self.model, request)
+            result = modal_analysis(model, q, self.data)
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        response.result = modal_result_to_msg(result, self.model.joint_names,
+                                              self.get_clock().now().to_msg())
+        response.success, response.message = True, ""
+        return response
+
+    def on_map(self, request, response):
+        try:
+            model, qs = modal_map_request_to_core(self.model, request)
+            mmap = modal_map(model, qs, track=request.track_modes)
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        modal_map_to_response(mmap, response, self.get_clock().now().to_msg())
+        response.success, response.message = True, ""
+        return response
+
+    def on_joint_state(self, msg):
+        try:
+            self.latest = (joint_state_to_configuration(self.model, msg), msg.header.stamp,
+                           time.monotonic())
+        except FlexmodalError as exc:
+            self.get_logger().warn(f"ignoring joint state: {exc}", throttle_duration_sec=5.0)
+
+    def on_timer(self):
+        if self.latest is None or time.monotonic() - self.latest[2] > self.timeout:
+            return
+        q, stamp, _ = self.latest
+        result = modal_analysis(self.model, q, self.data)
+        self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp))
+
+
+def _failed(response, exc):
+    response.success, response.message = False, str(exc)
+    return response
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    try:
+        node = ModalAnalysisServer()
+    except FlexmodalError as exc:
+        print(f"modal_analysis_server: error: {exc}", flush=True)
+        rclpy.try_shutdown()
+        return 2
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
