@@ -6,6 +6,7 @@ Each subcommand module exposes ``add_parser(subparsers)``, which registers its p
 """
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import FlexmodalError
@@ -35,3 +36,6 @@ def main(argv=None):
     except FlexmodalError as exc:
         print(f"flexmodal {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`, which exited early
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

@@ -1,0 +1,612 @@
+"""Identification of joint stiffness and damping from modal data (thesis ch. 3).
+
+Inverse eigenvalue problem of T.T. Do (2021), §3.4: in configuration i the linearized closed loop
+(2.8) has the quadratic eigenproblem (M̄ λ² + D̄ λ + K̄) u = 0 (3.14). With the SPD square root
+M̄ = S̄ S̄ (3.15), a measured pair (f̂, ζ̂) gives λ̂ = −ω̂ζ̂ + jω̂√(1−ζ̂²) (3.20), ω̂ = 2π f̂, and
+the true parameters make
+
+    |Â| = det((I λ̂² + S̄⁻¹ D̂ S̄⁻¹ λ̂ + S̄⁻¹ K̂ S̄⁻¹) / ω̂) = 0             (3.17), (3.31)
+
+The unknowns (any subset of k (3.26), d_f, d_fm (3.27); the rest from the robot config) minimize
+F = Σ (Re |Â|)² + (Im |Â|)² (3.28) in the box 0 ≤ p ≤ p_max (3.29)-(3.30), (3.42), by bounded
+nonlinear least squares (SciPy ``least_squares``, trust-region reflective) from uniformly random
+multi-starts; the lowest F wins (thesis: MATLAB lsqnonlin + MultiStart).
+
+Because D̂ and K̂ are affine in (k, d_f, d_fm) ((2.10)-(2.11)) and M̄, S̄, K_G are fixed per
+configuration, the characteristic matrices are precomputed as A_i(p) = C0_i + Σ_j p_j C_ij: one
+evaluation is a batched complex determinant over all measurements, and the Jacobian is exact,
+∂|A|/∂p_j = tr(adj(A) C_j) (Jacobi's formula, adjugate from the SVD so it stays valid at the
+singular optimum).
+
+Second objective (not in the thesis), ``"eigenvalue"``: residual (λ_model − λ̂)/ω̂ (Re, Im) with
+λ_model the model eigenvalue of the measured mode (``mode_index``) or the nearest one in the complex
+plane; exact Jacobian from first-order eigenvalue perturbation. The default objective is
+chosen by the noise comparison in README ("Identification").
+
+Units: f [Hz], ζ fraction (0.05 = 5 %), k [N·m/rad] (prismatic: as in the config), d [N·m·s/rad
+or N·s/m]. Residuals and F are dimensionless per objective (determinant: [rad/s]^{2n} scaling).
+"""
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.optimize import least_squares
+
+from .errors import InputError
+from .linearize import assemble, load_stiffness, state_matrix
+from .model import create_data, mass_matrix
+from .modal import check_configurations
+from .robots import resolve_model
+from .validation import finite_array, finite_vector
+
+KINDS = ("k", "d_f", "d_fm")
+OBJECTIVES = ("determinant", "eigenvalue")
+# Default objective, chosen by the comparison of benchmarks/bench_identification.py (README): under
+# ±1/±2 pp damping noise eigenvalue matching recovers d_f markedly better and k comparably, and the
+# determinant (3.31) of a 6-DOF (12x12) system is swamped by round-off (F ≈ 1e49 at the truth).
+DEFAULT_OBJECTIVE = "eigenvalue"
+K_MAX_DEFAULT = 5000.0                   # (3.42) [N·m/rad]
+D_MAX_DEFAULT = 100.0                    # (3.42) [N·m·s/rad]
+DEFAULT_STARTS = 30
+# Assumed measurement noise (standard deviations) for the identifiability report: relative
+# frequency and absolute damping ratio; OMA and AMA agree within about 0.05 Hz (≤ 0.8 %) and
+# 0.05 pp in thesis Table 2.5.
+NOISE_FREQUENCY_REL = 0.001
+NOISE_DAMPING = 0.0005
+REL_STD_LIMIT = 0.5                      # std > 50 % of the value → "not determined by the data"
+RANK_RTOL = 1e-10                        # singular values below RANK_RTOL·σ_max count as zero
+
+
+# ----------------------------------------------------------------------------- data model
+
+@dataclass(frozen=True)
+class ModalData:
+    """Measured modal data: ``q`` (m, n) configurations [rad or m]; per measured mode (N entries):
+    ``config`` index into q, ``frequency_hz`` f̂ > 0 [Hz], ``damping_ratio`` 0 < ζ̂ < 1,
+    ``mode_index`` 0-based model mode (ascending frequency) or −1 = match automatically."""
+    q: np.ndarray
+    config: np.ndarray
+    frequency_hz: np.ndarray
+    damping_ratio: np.ndarray
+    mode_index: np.ndarray
+
+    @property
+    def num_measurements(self) -> int:
+        return int(self.frequency_hz.size)
+
+    def with_damping(self, damping_ratio) -> "ModalData":
+        """Copy with other damping ratios (e.g. shifted by an absolute amount, thesis Table 3.2)."""
+        return modal_data_arrays(self.q, self.config, self.frequency_hz, damping_ratio, self.mode_index)
+
+
+def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalData:
+    """Validate nested measurements ``[{q: [...], modes: [{frequency_hz, damping_ratio,
+    mode_index?}, ...]}, ...]`` for a robot with ``n`` joints; InputError names the entry."""
+    if not isinstance(measurements, (list, tuple)) or not measurements:
+        raise InputError(f"{field_name}: empty (need at least one configuration with measured modes)")
+    qs, config, freq, zeta, index = [], [], [], [], []
+    for i, meas in enumerate(measurements):
+        where = f"{field_name}[{i}]"
+        if not isinstance(meas, dict) or "q" not in meas or "modes" not in meas:
+            raise InputError(f"{where}: expected a mapping with 'q' and 'modes'")
+        _reject_unknown(meas, {"q", "modes"}, where)
+        qs.append(finite_vector(meas["q"], None, f"{where}.q"))
+        if qs[-1].size != n:
+            raise InputError(f"{where}.q: expected {n} joint values, got {qs[-1].size}")
+        modes = meas["modes"]
+        if not isinstance(modes, (list, tuple)) or not modes:
+            raise InputError(f"{where}.modes: empty (need at least one measured mode)")
+        for j, mode in enumerate(modes):
+            mw = f"{where}.modes[{j}]"
+            if not isinstance(mode, dict):
+                raise InputError(f"{mw}: expected a mapping with frequency_hz and damping_ratio")
+            _reject_unknown(mode, {"frequency_hz", "damping_ratio", "mode_index"}, mw)
+            for key in ("frequency_hz", "damping_ratio"):
+                if key not in mode:
+                    raise InputError(f"{mw}.{key}: missing")
+            config.append(i)
+            freq.append(_scalar(mode["frequency_hz"], f"{mw}.frequency_hz"))
+            zeta.append(_scalar(mode["damping_ratio"], f"{mw}.damping_ratio"))
+            index.append(_mode_index(mode.get("mode_index", -1), f"{mw}.mode_index"))
+    return modal_data_arrays(np.array(qs), config, freq, zeta, index)
+
+
+def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None) -> ModalData:
+    """Validated :class:`ModalData` from flat arrays (see its docstring); errors name the entry."""
+    q = finite_array(q, "q", (None, None))
+    f = finite_vector(frequency_hz, None, "frequency_hz")
+    z = finite_vector(damping_ratio, f.size, "damping_ratio")
+    c = np.asarray(config, dtype=int).reshape(-1)
+    idx = np.full(f.size, -1) if mode_index is None else np.asarray(mode_index, dtype=int).reshape(-1)
+    if f.size == 0 or q.shape[0] == 0:
+        raise InputError("measurements: empty (need at least one measured mode)")
+    if c.size != f.size or idx.size != f.size:
+        raise InputError(f"config/mode_index: expected {f.size} entries (one per measured mode)")
+    if c.min() < 0 or c.max() >= q.shape[0]:
+        raise InputError(f"config: indices must lie in 0..{q.shape[0] - 1}")
+    for name, bad, what in (("frequency_hz", f <= 0, "> 0"),
+                            ("damping_ratio", (z <= 0) | (z >= 1), "in (0, 1) (fraction, not %)")):
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"{_entry(c, i)}.{name}: must be {what}, got {(f if name[0] == 'f' else z)[i]:g}")
+    if (idx < -1).any():
+        raise InputError(f"{_entry(c, int(np.argmax(idx < -1)))}.mode_index: must be >= 0 (or -1 = auto)")
+    return ModalData(*(_frozen(a) for a in (q, c, f, z, idx)))
+
+
+def _entry(config, i):
+    """Name of flat entry ``i`` as measurements[c].modes[j] (modes are stored config by config)."""
+    return f"measurements[{config[i]}].modes[{i - int(np.flatnonzero(config == config[i])[0])}]"
+
+
+def _scalar(value, where):
+    arr = finite_array(value, where)
+    if arr.ndim != 0:
+        raise InputError(f"{where}: expected one number")
+    return float(arr)
+
+
+def _mode_index(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{where}: expected an integer (0-based mode number), got {value!r}")
+    return int(value)
+
+
+def _reject_unknown(mapping, allowed, where):
+    unknown = sorted(set(map(str, mapping)) - allowed)
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def _frozen(a):
+    a = np.array(a)
+    a.setflags(write=False)
+    return a
+
+
+# ----------------------------------------------------------------------------- data file
+
+@dataclass(frozen=True)
+class DataFile:
+    """A parsed identification data file: the robot model, the measurements, optional bounds."""
+    model: object
+    data: ModalData
+    k_max: float | None
+    d_max: float | None
+    path: Path
+
+
+DATA_KEYS = {"robot", "urdf", "params", "measurements", "bounds"}
+
+
+def load_data_file(path) -> DataFile:
+    """Read a YAML data file (format in README "Identification" and config/planar_2r_modal_data.yaml):
+    ``robot: NAME`` or ``params: F`` (+ optional ``urdf: F``; paths relative to the file),
+    ``measurements: [...]`` (see :func:`modal_data`), optional ``bounds: {k_max, d_max}``."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(f"data file {path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"data file {path}: malformed YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"data file {path}: expected a YAML mapping at top level")
+    _reject_unknown(raw, DATA_KEYS, "data file")
+    model = _data_file_model(raw, path.parent)
+    bounds = raw.get("bounds") or {}
+    if not isinstance(bounds, dict):
+        raise InputError("bounds: expected a mapping with k_max and/or d_max")
+    _reject_unknown(bounds, {"k_max", "d_max"}, "bounds")
+    k_max, d_max = (None if bounds.get(key) is None else _positive_scalar(bounds[key], f"bounds.{key}")
+                    for key in ("k_max", "d_max"))
+    return DataFile(model, modal_data(raw.get("measurements"), model.n), k_max, d_max, path)
+
+
+def _data_file_model(raw, base):
+    """Robot model of a data file: bundled ``robot`` or ``params`` (+ ``urdf``), paths relative to it."""
+    resolve = lambda key: None if not raw.get(key) else str(
+        Path(str(raw[key])) if Path(str(raw[key])).is_absolute() else base / str(raw[key]))
+    return resolve_model(raw.get("robot"), resolve("urdf"), resolve("params"))
+
+
+def _positive_scalar(value, where):
+    v = _scalar(value, where)
+    if v <= 0:
+        raise InputError(f"{where}: must be > 0, got {v:g}")
+    return v
+
+
+# ----------------------------------------------------------------------------- problem
+
+def parse_unknowns(unknowns) -> tuple:
+    """Unknown kinds as a tuple in canonical order; ``None``/empty = all of k, d_f, d_fm.
+
+    Accepts a comma-separated string or a sequence of "k", "d_f", "d_fm"."""
+    if unknowns is None:
+        return KINDS
+    items = [u.strip() for u in unknowns.split(",")] if isinstance(unknowns, str) else list(unknowns)
+    items = [u for u in items if u]
+    bad = sorted(set(items) - set(KINDS))
+    if bad:
+        raise InputError(f"unknowns: unknown parameter(s) {bad} (choose from k, d_f, d_fm)")
+    return tuple(k for k in KINDS if k in items) or KINDS
+
+
+class IdentificationProblem:
+    """Precomputed inverse eigenvalue problem for one robot model and one :class:`ModalData`.
+
+    Holds only arrays (picklable, sent to the multistart worker processes). Parameter vector
+    ``p`` (P,) = the unknowns in the order of :attr:`names` ("k/joint_1", ...), physical units.
+    """
+
+    def __init__(self, model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
+                 k_max=None, d_max=None):
+        if objective not in OBJECTIVES:
+            raise InputError(f"objective: must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        self.objective_name = objective
+        self.kinds = parse_unknowns(unknowns)
+        check_configurations(model, data.q, "measurements.q")
+        n = self.n = model.n
+        if data.mode_index.max() >= 2 * n:
+            raise InputError(f"mode_index: the model has {2 * n} modes (0..{2 * n - 1}), got {data.mode_index.max()}")
+        self.joint_names = tuple(model.joint_names)
+        self.names = tuple(f"{kind}/{j}" for kind in self.kinds for j in self.joint_names)
+        if len(self.names) >= data.num_measurements:
+            raise InputError(f"unknowns: {len(self.names)} unknowns need more than {len(self.names)} measured "
+                             f"modes (3.32), got {data.num_measurements}; measure more modes or fix parameters")
+        k_max = K_MAX_DEFAULT if k_max is None else _positive_scalar(k_max, "k_max")
+        d_max = D_MAX_DEFAULT if d_max is None else _positive_scalar(d_max, "d_max")
+        self.upper = np.repeat([k_max if k == "k" else d_max for k in self.kinds], n)
+        self.base = {kind: np.array(getattr(model, kind), float) for kind in KINDS}
+        self.fixed = dict(W=np.array(model.W), B=np.array(model.B), kp=np.array(model.kp),
+                          kd=np.array(model.kd))
+        self.data = data
+        mdata = create_data(model)
+        self.M = np.array([mass_matrix(model, mdata, q) for q in data.q])
+        self.KG = np.array([load_stiffness(model, mdata, q) for q in data.q])
+        self.Mbar = assemble(self.M, self.KG, **self._params(np.zeros(len(self.names))))[0]
+        w, v = np.linalg.eigh(self.Mbar)                         # S̄⁻¹ = V diag(w^-1/2) Vᵀ (3.15)
+        self.Sinv = (v / np.sqrt(w)[:, None, :]) @ np.swapaxes(v, 1, 2)
+        self._basis()
+        self.C0, self.C = self._det_terms(*_measured_eigenvalues(data.frequency_hz, data.damping_ratio))
+
+    # -- parameters
+    def _params(self, p) -> dict:
+        """Keyword arguments of :func:`linearize.assemble` for the unknowns ``p``."""
+        values = {kind: self.base[kind].copy() for kind in KINDS}
+        for i, kind in enumerate(self.kinds):
+            values[kind] = np.asarray(p[i * self.n:(i + 1) * self.n], float)
+        return dict(k=values["k"], d_f=values["d_f"], d_fm=values["d_fm"], **self.fixed)
+
+    def full_parameters(self, p):
+        """(k, d_f, d_fm) per joint for the unknowns ``p`` (config values for the others)."""
+        kw = self._params(p)
+        return kw["k"], kw["d_f"], kw["d_fm"]
+
+    def _basis(self):
+        """S̄⁻¹D̂S̄⁻¹ and S̄⁻¹K̂S̄⁻¹ as affine functions of p: constant parts (m, 2n, 2n) and
+        per-unknown parts (m, P, 2n, 2n), obtained from :func:`linearize.assemble` (exact: affine)."""
+        P = len(self.names)
+        p = np.vstack([np.zeros(P), np.eye(P)])                 # (P+1, P): zero, then unit vectors
+        kw = self._params(p.T)                                  # per-joint arrays (n, P+1) → transpose
+        kw = {key: (val.T if val.ndim == 2 else val) for key, val in kw.items()}
+        _, D, K = assemble(self.M[:, None], self.KG[:, None], **kw)   # (m, P+1, 2n, 2n)
+        S = self.Sinv[:, None]
+        D, K = S @ D @ S, S @ K @ S
+        self.Dt0, self.Kt0 = D[:, 0], K[:, 0]
+        self.Dt, self.Kt = D[:, 1:] - D[:, :1], K[:, 1:] - K[:, :1]
+
+    def _det_terms(self, lam, omega):
+        """C0 (N, 2n, 2n) and C (N, P, 2n, 2n) with A_i(p) = C0_i + Σ_j p_j C_ij (3.31)."""
+        c = self.data.config
+        eye = np.eye(2 * self.n)
+        L = lam[:, None, None]
+        C0 = (L ** 2 * eye + L * self.Dt0[c] + self.Kt0[c]) / omega[:, None, None]
+        C = (L[:, None] * self.Dt[c] + self.Kt[c]) / omega[:, None, None, None]
+        return C0, C
+
+    # -- residuals
+    def residuals(self, p, frequency_hz=None, damping_ratio=None) -> np.ndarray:
+        """Residual vector (2N,) = [Re, Im] per measured mode (interleaved) at unknowns ``p``;
+        optional measured values replace the data's (for sensitivity to measurement noise)."""
+        p = np.asarray(p, float)
+        perturbed = frequency_hz is not None or damping_ratio is not None
+        f = self.data.frequency_hz if frequency_hz is None else frequency_hz
+        z = self.data.damping_ratio if damping_ratio is None else damping_ratio
+        if self.objective_name == "determinant":
+            C0, C = self._det_terms(*_measured_eigenvalues(f, z)) if perturbed else (self.C0, self.C)
+            res = np.linalg.det(C0 + np.einsum("j,ijkl->ikl", p, C))
+        else:
+            lam, omega = _measured_eigenvalues(f, z)
+            res = (self._model_eigen(p, lam) - lam) / omega
+        return np.column_stack([res.real, res.imag]).ravel()
+
+    def _model_eigen(self, p, lam, vectors=False):
+        """Model eigenvalue (Im ≥ 0) matched to each measured λ̂ (N,): the ``mode_index``-th mode
+        (ascending |λ|) if given and present, else the nearest in the complex plane. Eigenvalues of
+        the state matrix (2.14) in the coordinates v = S̄u (unit mass); with ``vectors=True`` also
+        the matched v (N, 2n) and the damping matrices S̄⁻¹D̂S̄⁻¹ (N, 2n, 2n)."""
+        Dt = self.Dt0 + np.einsum("j,mjkl->mkl", p, self.Dt)
+        Kt = self.Kt0 + np.einsum("j,mjkl->mkl", p, self.Kt)
+        A = state_matrix(np.eye(2 * self.n), Dt, Kt)
+        c = self.data.config
+        if vectors:
+            w, V = np.linalg.eig(A)
+            w, V = w[c], V[c]
+        else:
+            w = np.linalg.eigvals(A)[c]                                          # (N, 4n)
+        upper = w.imag > 0
+        order = np.argsort(np.where(upper, np.abs(w), np.inf), axis=1)
+        idx = self.data.mode_index
+        indexed = order[np.arange(w.shape[0]), np.maximum(idx, 0)]
+        nearest = np.argmin(np.where(w.imag >= 0, np.abs(w - lam[:, None]), np.inf), axis=1)
+        pick = np.where((idx >= 0) & (idx < upper.sum(axis=1)), indexed, nearest)
+        lam_model = np.take_along_axis(w, pick[:, None], 1)[:, 0]
+        if not vectors:
+            return lam_model
+        v = np.take_along_axis(V[:, :2 * self.n], pick[:, None, None], 2)[:, :, 0]
+        return lam_model, v, Dt[c]
+
+    def objective(self, p) -> float:
+        """F = Σ r² (3.28)."""
+        r = self.residuals(p)
+        return float(r @ r)
+
+    def jacobian(self, p) -> np.ndarray:
+        """Exact ∂r/∂p (2N, P). Determinant: Jacobi's formula ∂|A|/∂p_j = tr(adj(A) C_j) with the
+        SVD adjugate. Eigenvalue: for the symmetric quadratic (Iλ² + D̃λ + K̃)v = 0 (3.16) the left
+        eigenvector is vᵀ, so ∂λ/∂p_j = −vᵀ(λD̃_j + K̃_j)v / vᵀ(2λI + D̃)v."""
+        p = np.asarray(p, float)
+        if self.objective_name == "determinant":
+            A = self.C0 + np.einsum("j,ijkl->ikl", p, self.C)
+            G = np.einsum("ilk,ijkl->ij", _adjugate(A), self.C)
+        else:
+            lam, omega = _measured_eigenvalues(self.data.frequency_hz, self.data.damping_ratio)
+            lm, v, Dt = self._model_eigen(p, lam, vectors=True)
+            c = self.data.config
+            L = lm[:, None, None, None]
+            num = np.einsum("ik,ijkl,il->ij", v, L * self.Dt[c] + self.Kt[c], v)
+            den = np.einsum("ik,ikl,il->i", v, 2 * lm[:, None, None] * np.eye(2 * self.n) + Dt, v)
+            G = -num / (den * omega)[:, None]
+        return np.stack([G.real, G.imag], axis=1).reshape(-1, p.size)
+
+
+def _measured_eigenvalues(frequency_hz, damping_ratio):
+    """λ̂ = −ω̂ζ̂ + jω̂√(1−ζ̂²) (3.20), ω̂ = 2π f̂ [rad/s]."""
+    omega = 2 * np.pi * np.asarray(frequency_hz, float)
+    z = np.asarray(damping_ratio, float)
+    return omega * (-z + 1j * np.sqrt(1 - z ** 2)), omega
+
+
+def _adjugate(A):
+    """Batched adjugate adj(A) = det(A) A⁻¹ via the SVD A = U Σ Vᴴ (valid for singular A):
+    adj(A) = det(U) det(Vᴴ) V diag(Π_{j≠i} σ_j) Uᴴ."""
+    U, s, Vh = np.linalg.svd(A)
+    ones = np.ones(s.shape[:-1] + (1,))
+    left = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)
+    right = np.cumprod(np.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]
+    others = left * right
+    phase = np.linalg.det(U) * np.linalg.det(Vh)
+    adj = (np.conj(np.swapaxes(Vh, -1, -2)) * others[..., None, :]) @ np.conj(np.swapaxes(U, -1, -2))
+    return phase[..., None, None] * adj
+
+
+# ----------------------------------------------------------------------------- multistart solve
+
+@dataclass(frozen=True)
+class IdentificationResult:
+    """Outcome of :func:`identify`.
+
+    Per joint (URDF order ``joint_names``): ``stiffness`` k, ``link_damping`` d_f, ``motor_damping``
+    d_fm (identified, or the config value when not an unknown). ``unknown_names``/``values``/
+    ``standard_deviations``: the unknowns, their identified values and approximate standard
+    deviations (same units). ``objective`` F* = Σ r² (3.28); ``residuals`` (N, 2) [Re, Im] per
+    measured mode; ``jacobian_rank``/``jacobian_condition`` of the residual Jacobian with columns
+    scaled by the parameter magnitudes; ``unidentifiable``: unknowns not determined by the data;
+    ``warnings``: human-readable notes; ``start_objectives``: F of every local solution.
+    """
+    joint_names: tuple
+    stiffness: np.ndarray
+    link_damping: np.ndarray
+    motor_damping: np.ndarray
+    unknown_names: tuple
+    values: np.ndarray
+    standard_deviations: np.ndarray
+    objective: float
+    objective_name: str
+    residuals: np.ndarray
+    success: bool
+    message: str
+    jacobian_rank: int
+    jacobian_condition: float
+    unidentifiable: tuple
+    warnings: tuple
+    start_objectives: np.ndarray
+    starts: int
+    seed: int
+    function_evaluations: int
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (keys of ``flexmodal identify --json``)."""
+        return {
+            "success": bool(self.success), "message": self.message,
+            "joint_names": list(self.joint_names), "stiffness": self.stiffness.tolist(),
+            "link_damping": self.link_damping.tolist(), "motor_damping": self.motor_damping.tolist(),
+            "objective": self.objective, "objective_name": self.objective_name,
+            "unknown_names": list(self.unknown_names), "values": self.values.tolist(),
+            "standard_deviations": self.standard_deviations.tolist(),
+            "unidentifiable": list(self.unidentifiable), "warnings": list(self.warnings),
+            "jacobian_rank": self.jacobian_rank, "jacobian_condition": self.jacobian_condition,
+            "residuals": self.residuals.tolist(), "starts": self.starts, "seed": self.seed,
+            "function_evaluations": self.function_evaluations,
+            "start_objectives": self.start_objectives.tolist(),
+        }
+
+
+def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE, starts=DEFAULT_STARTS,
+             seed=0, k_max=None, d_max=None, workers=2, noise=(NOISE_FREQUENCY_REL, NOISE_DAMPING)):
+    """Identify the ``unknowns`` (subset of k, d_f, d_fm; default all) of ``model`` from ``data``.
+
+    Bounded least squares (3.28)-(3.30) from ``starts`` points drawn uniformly in the box
+    [0, k_max] / [0, d_max] (default (3.42): 5000, 100) with ``numpy.random.default_rng(seed)``
+    (the result does not depend on ``workers``, the number of processes; scripts using
+    ``workers`` > 1 need the ``if __name__ == "__main__"`` guard of multiprocessing).
+    ``noise`` = (σ_f/f, σ_ζ) is the measurement noise assumed by the identifiability report.
+    """
+    problem = IdentificationProblem(model, data, unknowns, objective, k_max, d_max)
+    starts = int(starts)
+    if starts < 1:
+        raise InputError(f"starts: must be >= 1, got {starts}")
+    if int(workers) < 1:
+        raise InputError(f"workers: must be >= 1, got {workers}")
+    x0 = np.random.default_rng(int(seed)).uniform(size=(starts, len(problem.names)))
+    local = _run_starts(problem, x0, int(workers))
+    best = min(range(starts), key=lambda i: (local[i][1], i))
+    x, F, _, status, message = _polish(problem, local[best])
+    p = x * problem.upper
+    return _result(problem, p, F, status > 0, message, local, int(seed), noise)
+
+
+def _local_solve(problem: IdentificationProblem, x0):
+    """One bounded TRF least-squares run in scaled unknowns x = p / upper ∈ [0, 1]."""
+    up = problem.upper
+    fun = lambda x: problem.residuals(x * up)
+    jac = lambda x: problem.jacobian(x * up) * up
+    sol = least_squares(fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf",
+                        xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=200 * (x0.size + 1))
+    return sol.x, float(sol.fun @ sol.fun), int(sol.nfev), int(sol.status), str(sol.message)
+
+
+def _polish(problem, best):
+    """Refine the best multistart solution with unbounded Levenberg-Marquardt, kept only if it
+    stays in the box and lowers F. TRF stops on its gradient test in weakly determined, nearly
+    flat directions (e.g. the wrist stiffnesses of scompi from low modes); LM finishes them."""
+    up = problem.upper
+    sol = least_squares(lambda x: problem.residuals(x * up), best[0],
+                        jac=lambda x: problem.jacobian(x * up) * up, method="lm",
+                        xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=100 * (up.size + 1))
+    F = float(sol.fun @ sol.fun)
+    if np.all((sol.x >= 0) & (sol.x <= 1)) and F < best[1]:
+        return sol.x, F, best[2] + int(sol.nfev), best[3], best[4]
+    return best
+
+
+def _local_batch(problem, x0s):
+    return [_local_solve(problem, x0) for x0 in x0s]
+
+
+def _run_starts(problem, x0, workers):
+    """Local solutions for every start; ``workers`` > 1 splits the starts over processes
+    (forkserver: safe from a multithreaded ROS node)."""
+    workers = min(workers, len(x0))
+    if workers == 1:
+        return _local_batch(problem, x0)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    chunks = np.array_split(np.arange(len(x0)), workers)
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        parts = list(pool.map(partial(_local_batch, problem), [x0[c] for c in chunks]))
+    return [r for part in parts for r in part]
+
+
+# ----------------------------------------------------------------------------- report
+
+def _result(problem, p, F, success, message, local, seed, noise):
+    r = problem.residuals(p)
+    std, rank, cond = _standard_deviations(problem, p, r, noise)
+    k, d_f, d_fm = problem.full_parameters(p)
+    scale = np.maximum(np.abs(p), 1e-3 * problem.upper)
+    weak = tuple(nm for nm, s, sc in zip(problem.names, std, scale) if not s <= REL_STD_LIMIT * sc)
+    warnings = [_weak_warning(problem, nm, p, s) for nm, s in zip(problem.names, std) if nm in weak]
+    warnings += [f"{nm} = {v:g} is at its upper bound: raise {'k_max' if nm[0] == 'k' else 'd_max'}"
+                 for nm, v, u in zip(problem.names, p, problem.upper) if v >= u * (1 - 1e-9)]
+    if not success:
+        warnings.append(f"the best local solution did not converge: {message}")
+    return IdentificationResult(
+        joint_names=problem.joint_names, stiffness=k, link_damping=d_f, motor_damping=d_fm,
+        unknown_names=problem.names, values=p, standard_deviations=std, objective=float(F),
+        objective_name=problem.objective_name, residuals=r.reshape(-1, 2), success=bool(success),
+        message=message, jacobian_rank=rank, jacobian_condition=cond, unidentifiable=weak,
+        warnings=tuple(warnings), start_objectives=np.array([loc[1] for loc in local]),
+        starts=len(local), seed=seed, function_evaluations=sum(loc[2] for loc in local))
+
+
+def _standard_deviations(problem, p, r, noise):
+    """Approximate standard deviations of the unknowns at the optimum.
+
+    Linearized propagation through the (scaled) residual Jacobian J = U Σ Vᵀ: the larger of
+    (a) the assumed measurement noise (σ_f/f, σ_ζ) mapped through ∂r/∂(f̂, ζ̂) (sandwich
+    J⁺ R J⁺ᵀ, R from the noise) and (b) the residual scatter s² J⁺J⁺ᵀ, s² = F/(2N − P).
+    Directions with σ_i < RANK_RTOL·σ_max (rank deficiency) give infinite deviations.
+    Returns (std (P,), rank, condition number)."""
+    scale = np.maximum(np.abs(p), 1e-3 * problem.upper)
+    J = problem.jacobian(p) * scale
+    U, s, Vt = np.linalg.svd(J, full_matrices=False)
+    rank = int(np.sum(s > RANK_RTOL * s[0])) if s[0] > 0 else 0
+    cond = float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
+    pinv = (Vt[:rank].T / s[:rank]) @ U[:, :rank].T                        # (P, 2N)
+    d = problem.data
+    sens = []
+    for field_name, sigma, base in (("frequency_hz", noise[0] * d.frequency_hz, d.frequency_hz),
+                                    ("damping_ratio", np.full(d.num_measurements, noise[1]),
+                                     d.damping_ratio)):
+        h = 1e-6 * np.maximum(np.abs(base), 1e-3)
+        hi = problem.residuals(p, **{field_name: base + h})
+        lo = problem.residuals(p, **{field_name: base - h})
+        sens.append(_blockwise(pinv, (hi - lo).reshape(-1, 2) * (sigma / (2 * h))[:, None]))
+    var_noise = sum(np.sum(v ** 2, axis=1) for v in sens)
+    dof = r.size - p.size
+    var_resid = (r @ r) / dof * np.sum(pinv ** 2, axis=1) if dof > 0 else np.zeros(p.size)
+    var = np.maximum(var_noise, var_resid)
+    null = np.any(np.abs(Vt[rank:]) > 0.1, axis=0) if rank < p.size else np.zeros(p.size, bool)
+    return np.where(null, np.inf, np.sqrt(var) * scale), rank, cond
+
+
+def _blockwise(pinv, dr):
+    """Columns J⁺_i dr_i (P, N): the effect on p of a unit change of each measurement i, whose
+    residual pair i alone depends on it (dr (N, 2) = ∂[Re, Im]_i/∂measurement_i)."""
+    P = pinv.shape[0]
+    return np.einsum("pnk,nk->pn", pinv.reshape(P, -1, 2), dr)
+
+
+def _weak_warning(problem, name, p, std):
+    i = problem.names.index(name)
+    kind, joint = name.split("/")
+    msg = f"{name} = {p[i]:.4g} is not determined by the data (std ≈ {std:.3g})"
+    j = problem.joint_names.index(joint)
+    kd = problem.fixed["kd"][j]
+    if kind == "d_fm" and kd > 10 * max(abs(p[i]), 1e-12):
+        msg += f": it only enters D̄ as d_fm + Kd (2.10) and Kd = {kd:g} dominates"
+    return msg
+
+
+# ----------------------------------------------------------------------------- output
+
+def write_params(model, result: IdentificationResult, out_path) -> Path:
+    """Write a complete flexibility YAML (format of config/<robot>.yaml) equal to the model's
+    params file with k, d_f, d_fm replaced by the identified values; the urdf path is made absolute."""
+    if model.params_path is None:
+        raise InputError("write-params: the model has no params file to start from")
+    raw = yaml.safe_load(Path(model.params_path).read_text())
+    urdf = Path(str(raw["urdf"]))
+    raw["urdf"] = str(urdf if urdf.is_absolute() else (Path(model.params_path).parent / urdf).resolve())
+    for j, name in enumerate(result.joint_names):
+        joint = raw["joints"][name]
+        joint["k"] = float(result.stiffness[j])
+        joint["d_f"] = float(result.link_damping[j])
+        joint["d_fm"] = float(result.motor_damping[j])
+    out = Path(out_path)
+    try:
+        out.write_text("# Identified by flexmodal identify (objective "
+                       f"{result.objective_name}, F* = {result.objective:.6g})\n"
+                       + yaml.safe_dump(raw, sort_keys=False))
+    except OSError as exc:
+        raise InputError(f"write-params {out}: cannot write ({exc.strerror})") from None
+    return out
