@@ -1,0 +1,222 @@
+"""C code of the flexible-joint feedforward: generation, operation counts, compilation, cache, loading.
+
+The generated function maps x = [q; q'; q''; q'''; q''''] (5n) to
+y = [τ; τ'; τ''; q_m; q_m'; q_m''; τ_m] (7n), thesis (4.6)-(4.10). CasADi builds the SX graph
+(:mod:`.symbolic`), merges structurally equal subexpressions (``casadi.cse``) and emits
+straight-line C; the system C compiler turns it into a shared library stored in the cache
+directory ($FLEXMODAL_CACHE, default ~/.cache/flexmodal_ros) under a SHA-256 of everything the
+code depends on, so a model is compiled once per machine.
+"""
+import ctypes
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+
+from ..errors import BuildError
+from .symbolic import canonical_chain, flexible_joint_quantities, rnea_jets
+
+CFLAGS = ("-O2", "-fPIC", "-shared")
+FLEX_FIELDS = ("W", "k", "d_f", "d_c", "d_fm", "d_cm", "B")
+OP_CLASSES = ("add", "mul", "div", "trig", "other")
+_FALLBACK = ("use FlexibleJointFeedforward(model, compiled=False) (CasADi virtual machine, slower) "
+             "or feedforward_numeric(model, ...) (Pinocchio)")
+
+
+def flex_params(model):
+    """Flexibility parameters of a FlexibleJointModel used by (4.7)-(4.10), as float arrays."""
+    return {f: np.array(getattr(model, f), dtype=float) for f in FLEX_FIELDS}
+
+
+def feedforward_function(pin_model, flex=None, name="flexmodal_ff"):
+    """CasADi Function x (5n) → y: [τ; τ'; τ''] (3n), plus [q_m; q_m'; q_m''; τ_m] (4n) if ``flex``.
+
+    pin_model: pinocchio.Model (serial/tree of 1-DOF joints, gravity set);
+    flex: dict of FLEX_FIELDS arrays (see :func:`flex_params`) or None for the rigid terms only.
+    """
+    n = pin_model.nv
+    x = ca.SX.sym("x", 5 * n)
+    qs = ca.vertsplit(x, n)
+    tau = rnea_jets(canonical_chain(pin_model), pin_model.gravity.linear, qs)
+    outputs = list(tau)
+    if flex is not None:
+        c = {f: ca.DM(flex[f]) for f in FLEX_FIELDS}
+        outputs += flexible_joint_quantities(c["W"], c["k"], c["d_f"], c["d_c"], c["d_fm"], c["d_cm"],
+                                             c["B"], *qs[:4], *tau, ca.sign)
+    return ca.Function(name, [x], [ca.cse(ca.vertcat(*outputs))])
+
+
+def emit_c(function):
+    """C source text of a CasADi Function (CasADi's code generator, no header)."""
+    cg = ca.CodeGenerator(function.name(), {"with_header": False, "casadi_int": "long long int"})
+    cg.add(function)
+    return cg.dump()
+
+
+_BINARY = re.compile(r"^\((?:a\d+|[0-9.eE+-]+)([-+*/])a\d+\)$")
+_CALL = re.compile(r"^(\w+)\(a\d+(?:,a\d+)?\)$")
+_SKIP = re.compile(r"^(?:arg\[|[-+]?[0-9.]+(?:[eE][-+]?\d+)?$)")
+_CALL_CLASS = {"sin": "trig", "cos": "trig", "tan": "trig", "casadi_sq": "mul"}
+
+
+def count_operations(source):
+    """Arithmetic operations in the straight-line body of CasADi-generated C code.
+
+    Classes: add (+, -, unary minus), mul (*, squares), div (/), trig (sin, cos, tan), other
+    (sign, sqrt, ...); loads of inputs/constants and output stores are not operations.
+    Returns a dict with those keys and 'total'.
+    """
+    counts = dict.fromkeys(OP_CLASSES, 0)
+    for line in source.splitlines():
+        m = re.match(r"^\s*a\d+=(.*);$", line)
+        if not m or _SKIP.match(m.group(1)):
+            continue
+        rhs = m.group(1)
+        if (b := _BINARY.match(rhs)):
+            counts[{"+": "add", "-": "add", "*": "mul", "/": "div"}[b.group(1)]] += 1
+        elif re.match(r"^\(-a\d+\)$", rhs):
+            counts["add"] += 1
+        elif (c := _CALL.match(rhs)):
+            counts[_CALL_CLASS.get(c.group(1), "other")] += 1
+        else:
+            raise RuntimeError(f"count_operations: unrecognised generated statement {line.strip()!r}")
+    counts["total"] = sum(counts[k] for k in OP_CLASSES)
+    return counts
+
+
+def cache_dir():
+    """Directory of compiled feedforward libraries: $FLEXMODAL_CACHE or ~/.cache/flexmodal_ros."""
+    return Path(os.environ.get("FLEXMODAL_CACHE") or Path.home() / ".cache" / "flexmodal_ros")
+
+
+def model_hash(pin_model, flex):
+    """SHA-256 (hex) of everything the generated code depends on (model numbers, generator source,
+    CasADi version, compiler flags)."""
+    h = hashlib.sha256()
+    h.update(f"{ca.__version__}|{' '.join(CFLAGS)}|".encode())
+    for module in ("symbolic.py", "build.py"):                   # the generator's own code
+        h.update(Path(__file__).with_name(module).read_bytes())
+    h.update(np.asarray(pin_model.gravity.linear, dtype=float).tobytes())
+    for link in canonical_chain(pin_model):
+        h.update(repr((link.parent, link.revolute, link.mass)).encode())
+        for arr in (link.R, link.p, link.com, link.inertia_o):
+            h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
+    for f in FLEX_FIELDS:
+        h.update(f.encode() + np.ascontiguousarray(flex[f], dtype=float).tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class LibraryInfo:
+    """A compiled feedforward library: C symbol, paths, size n, op counts, timings [s]."""
+    symbol: str
+    source: str
+    library: str
+    n: int
+    hash: str
+    operations: dict
+    generation_s: float
+    compile_s: float
+
+
+def find_compiler():
+    """Path of the C compiler ($CC, else cc, else gcc); BuildError naming the fallback if none."""
+    for cand in (os.environ.get("CC"), "cc", "gcc"):
+        if cand and (path := shutil.which(cand)):
+            return path
+    raise BuildError(f"no C compiler found (tried $CC, cc, gcc): install gcc or set CC, or {_FALLBACK}")
+
+
+def build_library(model, cache=None):
+    """Compiled library of the feedforward of a FlexibleJointModel, from the cache if present."""
+    flex = flex_params(model)
+    digest = model_hash(model.pin, flex)
+    folder = Path(cache) if cache is not None else cache_dir()
+    stem = folder / f"flexmodal_ff_{digest[:16]}"
+    meta_path = stem.with_suffix(".json")
+    if meta_path.is_file() and stem.with_suffix(".so").is_file():
+        try:
+            return LibraryInfo(**json.loads(meta_path.read_text()))
+        except (ValueError, TypeError):
+            pass                                                  # damaged entry: rebuild it
+    compiler = find_compiler()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cache directory {folder} not writable ({exc}); set FLEXMODAL_CACHE") from None
+    t0 = time.perf_counter()
+    symbol = f"flexmodal_ff_{digest[:16]}"
+    source = emit_c(feedforward_function(model.pin, flex, symbol))
+    t1 = time.perf_counter()
+    _atomic_write(stem.with_suffix(".c"), source.encode())
+    _compile(compiler, stem.with_suffix(".c"), stem.with_suffix(".so"))
+    info = LibraryInfo(symbol, str(stem.with_suffix(".c")), str(stem.with_suffix(".so")), model.n, digest,
+                       count_operations(source), t1 - t0, time.perf_counter() - t1)
+    _atomic_write(meta_path, json.dumps(asdict(info), indent=1).encode())
+    return info
+
+
+def _atomic_write(path, data):
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _compile(compiler, source, library):
+    fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=library.name + ".", suffix=".so")
+    os.close(fd)
+    cmd = [compiler, *CFLAGS, str(source), "-o", tmp, "-lm"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise BuildError(f"C compiler {compiler} could not run ({exc}); {_FALLBACK}") from None
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        first = (proc.stderr.strip().splitlines() or ["no output"])[0]
+        raise BuildError(f"compiling {source} failed ({first}); {_FALLBACK}")
+    os.replace(tmp, library)
+
+
+class CompiledFunction:
+    """ctypes binding of a generated library: preallocated input/output arrays, one call per eval.
+
+    ``x`` (5n) and ``y`` (7n) are the buffers; :meth:`run` evaluates y = f(x) in place.
+    Not thread-safe (one instance per thread).
+    """
+
+    def __init__(self, info):
+        self.info = info
+        try:
+            lib = ctypes.CDLL(info.library)
+            fn = getattr(lib, info.symbol)
+        except (OSError, AttributeError) as exc:
+            raise BuildError(f"cannot load {info.library} ({exc}); delete it to rebuild, or {_FALLBACK}") from None
+        n = info.n
+        self.x, self.y = np.zeros(5 * n), np.zeros(7 * n)
+        work = ctypes.c_longlong * 1
+        sizes = [work() for _ in range(4)]
+        getattr(lib, info.symbol + "_work")(*[ctypes.byref(s) for s in sizes])
+        self._iw = np.zeros(max(1, sizes[2][0]), dtype=np.int64)
+        self._w = np.zeros(max(1, sizes[3][0]))
+        self._arg = (ctypes.c_void_p * max(1, sizes[0][0]))(self.x.ctypes.data)
+        self._res = (ctypes.c_void_p * max(1, sizes[1][0]))(self.y.ctypes.data)
+        fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
+        fn.restype = ctypes.c_int
+        self._lib, self._fn = lib, fn
+        self._args = (ctypes.addressof(self._arg), ctypes.addressof(self._res),
+                      self._iw.ctypes.data, self._w.ctypes.data, 0)
+
+    def run(self):
+        """y ← f(x) (no allocation)."""
+        self._fn(*self._args)
