@@ -10,9 +10,8 @@ does not block the node's other callbacks (or a second request). Bad requests ar
 ``success=false`` and a message naming the field.
 """
 import numpy as np
-import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 
 from flexmodal_interfaces.srv import IdentifyJointParameters
@@ -20,7 +19,7 @@ from flexmodal_interfaces.srv import IdentifyJointParameters
 from ..errors import FlexmodalError
 from ..identification import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DEFAULT_STARTS, K_MAX_DEFAULT,
                               OBJECTIVES, identify)
-from ..robots import resolve_model
+from .common import declare_robot_model, run_node
 from .conversions import identification_request_to_core, identification_result_to_response
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
@@ -31,21 +30,16 @@ class IdentificationServer(Node):
 
     def __init__(self, **kwargs):
         super().__init__("joint_identification", **kwargs)
-        robot = self.declare_parameter("robot", "").value
-        urdf = self.declare_parameter("urdf_path", "").value
-        params = self.declare_parameter("params_path", "").value
+        self.model = declare_robot_model(self)
         self.defaults = dict(objective=self.declare_parameter("objective", DEFAULT_OBJECTIVE).value,
                              starts=self.declare_parameter("starts", DEFAULT_STARTS).value,
                              k_max=self.declare_parameter("k_max", K_MAX_DEFAULT).value,
                              d_max=self.declare_parameter("d_max", D_MAX_DEFAULT).value)
         self.workers = self.declare_parameter("workers", 2).value
-        if not robot and not params:
-            raise FlexmodalError("parameters: set 'robot' or 'params_path' (and optionally 'urdf_path')")
         if self.defaults["objective"] not in OBJECTIVES:
             raise FlexmodalError(f"parameters: objective must be one of {', '.join(OBJECTIVES)}")
         if self.workers < 1 or self.defaults["starts"] < 1:
             raise FlexmodalError("parameters: workers and starts must be >= 1")
-        self.model = resolve_model(robot or None, urdf or None, params or None)
         self.create_service(IdentifyJointParameters, "~/identify_joint_parameters", self.on_identify,
                             callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"joint identification for '{self.model.name}' ({self.model.n} joints) ready")
@@ -63,24 +57,8 @@ class IdentificationServer(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    try:
-        node = IdentificationServer()
-    except FlexmodalError as exc:
-        print(f"identification_server: error: {exc}", flush=True)
-        rclpy.try_shutdown()
-        return 2
-    executor = MultiThreadedExecutor(num_threads=4)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(IdentificationServer, "identification_server", args,
+                    make_executor=lambda: MultiThreadedExecutor(num_threads=4))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ Bad requests are answered with ``success=false`` and a message naming the field.
 import time
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
@@ -23,8 +21,8 @@ from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
 from ..errors import FlexmodalError
 from ..modal import modal_analysis
 from ..model import create_data
-from ..robots import resolve_model
 from ..sweep import modal_map
+from .common import Throttle, declare_robot_model, run_node
 from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
                           modal_map_to_response, modal_request_to_core, modal_result_to_msg)
 
@@ -36,17 +34,13 @@ class ModalAnalysisServer(Node):
 
     def __init__(self, **kwargs):
         super().__init__("modal_analysis", **kwargs)
-        robot = self.declare_parameter("robot", "").value
-        urdf = self.declare_parameter("urdf_path", "").value
-        params = self.declare_parameter("params_path", "").value
+        self.model = declare_robot_model(self)
         rate = self.declare_parameter("publish_rate_hz", 10.0).value
         self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
-        if not robot and not params:
-            raise FlexmodalError("parameters: set 'robot' or 'params_path' (and optionally 'urdf_path')")
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
-        self.model = resolve_model(robot or None, urdf or None, params or None)
         self.data = create_data(self.model)
+        self._throttle = Throttle(5.0)
         self.latest = None  # (q, stamp, monotonic receive time)
         self.create_service(ComputeModalParameters, "~/compute_modal_parameters", self.on_parameters)
         self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
@@ -81,7 +75,8 @@ class ModalAnalysisServer(Node):
             self.latest = (joint_state_to_configuration(self.model, msg), msg.header.stamp,
                            time.monotonic())
         except FlexmodalError as exc:
-            self.get_logger().warn(f"ignoring joint state: {exc}", throttle_duration_sec=5.0)
+            if self._throttle():
+                self.get_logger().warn(f"ignoring joint state: {exc}")
 
     def on_timer(self):
         if self.latest is None or time.monotonic() - self.latest[2] > self.timeout:
@@ -97,21 +92,7 @@ def _failed(response, exc):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    try:
-        node = ModalAnalysisServer()
-    except FlexmodalError as exc:
-        print(f"modal_analysis_server: error: {exc}", flush=True)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(ModalAnalysisServer, "modal_analysis_server", args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,80 @@
+"""Controller and simulator hot paths (kuka_lwr4, thesis trajectory), no ROS transport.
+
+Per control cycle of the feedforward_pd_controller node: JointState → sample conversion, the
+fail-safe controller (trajectory sample, generated feedforward (4.6)-(4.10), PD, saturation) and
+the Float64MultiArray command. Per 1 ms of the flexible_joint_simulator: 4 RK4 steps + JointState.
+Prints the distribution (p50/p99/max) per repeat and the median over repeats; a cycle is "late"
+when it alone takes longer than the 1 ms period. Run: ``python benchmarks/bench_controller.py``.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from flexmodal_ros.control import FailSafeController
+from flexmodal_ros.nodes.conversions import joint_state_to_sample, plant_joint_state, torque_command
+from flexmodal_ros.robots import load_robot
+from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
+
+PERIOD = 1e-3
+
+
+def controller_cycles(model, cycles):
+    """Compute times [µs] of ``cycles`` controller cycles along the trajectory."""
+    times, positions = thesis_trajectory(model)
+    x0, hold = rest_state(model, positions[0])
+    sim = Simulator(FlexibleJointPlant(model), x0, hold)
+    ctrl = FailSafeController(model)
+    out = []
+    for k in range(cycles):
+        msg = plant_joint_state(model, k * PERIOD, *sim.sample(), *sim.efforts())
+        start = time.perf_counter()
+        ctrl.update_state(joint_state_to_sample(model, msg), k * PERIOD)
+        if k == 0:
+            ctrl.set_trajectory(times, positions)
+        command = ctrl.compute()
+        torque_command(command.tau)
+        out.append(1e6 * (time.perf_counter() - start))
+        sim.set_command(command.tau)
+        if k % 10 == 0:        # keep the robot moving with the trajectory, cheaply
+            sim.advance(10 * PERIOD)
+    return np.array(out)
+
+
+def simulator_periods(model, periods):
+    """Wall times [µs] of ``periods`` simulated milliseconds (integration + JointState message)."""
+    _, positions = thesis_trajectory(model)
+    x0, hold = rest_state(model, positions[0])
+    sim = Simulator(FlexibleJointPlant(model), x0, hold)
+    out = []
+    for _ in range(periods):
+        start = time.perf_counter()
+        sim.advance(PERIOD)
+        plant_joint_state(model, sim.t, *sim.sample(), *sim.efforts())
+        out.append(1e6 * (time.perf_counter() - start))
+    return np.array(out)
+
+
+def describe(label, runs):
+    p50 = [np.percentile(r, 50) for r in runs]
+    p99 = [np.percentile(r, 99) for r in runs]
+    late = [100.0 * np.mean(r > 1e6 * PERIOD) for r in runs]
+    print(f"{label}: median over {len(runs)} repeats: p50 {statistics.median(p50):.1f} µs, "
+          f"p99 {statistics.median(p99):.1f} µs, max {statistics.median([r.max() for r in runs]):.1f} µs, "
+          f"late (> 1 ms) {statistics.median(late):.2f} %")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=3000)
+    args = parser.parse_args()
+    model = load_robot("kuka_lwr4")
+    controller_cycles(model, 50)  # warm-up (builds/loads the generated feedforward library)
+    describe("controller cycle", [controller_cycles(model, args.cycles) for _ in range(args.repeats)])
+    describe("simulator 1 ms (4 RK4 steps)", [simulator_periods(model, args.cycles) for _ in range(args.repeats)])
+
+
+if __name__ == "__main__":
+    main()

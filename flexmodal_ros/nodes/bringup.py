@@ -1,0 +1,141 @@
+"""``flexmodal_bringup``: start the suite's nodes for one robot without ROS 2's launch tools.
+
+Starts, as separate processes from their console scripts, the same set of nodes as
+``launch/bringup.launch.py``: flexible_joint_simulator, feedforward_pd_controller,
+modal_analysis_server, identification_server, each with ``robot:=<name>`` (the bundled
+``config/<name>.yaml`` + ``urdf/<name>.urdf``). Usage::
+
+    flexmodal_bringup [--robot kuka_lwr4] [--param node.name:=value ...]
+
+Ctrl-C stops every node. The environment must keep ROS traffic on loopback
+(``. scripts/env.sh`` sets ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; it is forced here too).
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import FlexmodalError
+from ..robots import robot_paths
+
+DEFAULT_ROBOT = "kuka_lwr4"
+# (executable = console script, node name); the launch file uses the same table.
+NODES = (
+    ("flexible_joint_simulator", "flexible_joint_simulator"),
+    ("feedforward_pd_controller", "feedforward_pd_controller"),
+    ("modal_analysis_server", "modal_analysis"),
+    ("identification_server", "joint_identification"),
+)
+
+
+def executable_path(name):
+    """Console script ``name``: next to this interpreter first (virtualenv), then PATH."""
+    candidate = Path(sys.executable).parent / name
+    found = str(candidate) if candidate.exists() else shutil.which(name)
+    if found is None:
+        raise FlexmodalError(f"executable '{name}' not found (run `make setup`)")
+    return found
+
+
+def node_commands(robot, params=None):
+    """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}}."""
+    robot_paths(robot)  # ConfigError naming the bundled robots if unknown
+    params = params or {}
+    unknown = set(params) - {name for _, name in NODES}
+    if unknown:
+        raise FlexmodalError(f"params: unknown node(s) {', '.join(sorted(unknown))}")
+    commands = []
+    for executable, name in NODES:
+        argv = [executable_path(executable), "--ros-args", "-p", f"robot:={robot}"]
+        for key, value in params.get(name, {}).items():
+            argv += ["-p", f"{key}:={_ros_value(value)}"]
+        commands.append(argv)
+    return commands
+
+
+def ros_environment(env=None):
+    """``env`` (default os.environ) with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and a domain id."""
+    env = dict(os.environ if env is None else env)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.setdefault("ROS_DOMAIN_ID", "42")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start(robot, params=None, log_dir=None, env=None):
+    """Start the nodes; returns the Popen objects (output to ``log_dir/<node>.log`` if given)."""
+    processes = []
+    for (_, name), argv in zip(NODES, node_commands(robot, params)):
+        out = open(Path(log_dir) / f"{name}.log", "wb") if log_dir else None
+        processes.append(subprocess.Popen(argv, env=ros_environment(env), stdin=subprocess.DEVNULL,
+                                          stdout=out, stderr=subprocess.STDOUT if out else None))
+    return processes
+
+
+def check_running(processes):
+    """FlexmodalError naming the first node that exited."""
+    for (_, name), p in zip(NODES, processes):
+        if p.poll() is not None:
+            raise FlexmodalError(f"node {name} exited with code {p.returncode} (see its log)")
+
+
+def stop(processes, timeout=10.0):
+    """SIGINT every process, SIGKILL those still running after ``timeout`` s."""
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    for p in processes:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _ros_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        return "[" + ",".join(repr(float(v)) for v in list(value)) + "]"
+    return str(value)
+
+
+def _parse_params(items):
+    params = {}
+    for item in items:
+        head, sep, value = item.partition(":=")
+        node, dot, key = head.partition(".")
+        if not sep or not dot:
+            raise FlexmodalError(f"--param: expected node.name:=value, got {item!r}")
+        params.setdefault(node, {})[key] = value
+    return params
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="flexmodal_bringup", description=__doc__.splitlines()[0])
+    parser.add_argument("--robot", default=DEFAULT_ROBOT, help=f"bundled robot (default {DEFAULT_ROBOT})")
+    parser.add_argument("--param", action="append", default=[], help="node.name:=value (repeatable)")
+    args = parser.parse_args(argv)
+    try:
+        processes = start(args.robot, _parse_params(args.param))
+    except FlexmodalError as exc:
+        print(f"flexmodal_bringup: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        while all(p.poll() is None for p in processes):
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop(processes)
+    failed = [p.args[0] for p in processes if p.returncode not in (0, -signal.SIGINT)]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

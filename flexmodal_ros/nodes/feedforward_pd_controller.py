@@ -1,0 +1,174 @@
+"""ROS 2 node ``feedforward_pd_controller``: flexible-joint feedforward + motor PD torque controller.
+
+Runs :class:`flexmodal_ros.control.FailSafeController` (tracking law, hold law (2.2)-(2.3) and the
+fail-safe policy documented there). One control cycle per ``/joint_states`` sample (the simulator,
+or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sample's stamp is the
+cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Float64MultiArray,
+motor torques [N m] in URDF joint order). A steady-clock watchdog at ``watchdog_rate_hz`` publishes
+the STALE static-hold command when no valid joint state arrived for ``state_timeout_s`` (the drive
+holds the last command in between, zero-order hold).
+
+Parameters: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd and effort limits from
+there); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
+statistics when they are more than one period apart); ``watchdog_rate_hz`` (100); ``use_feedforward`` (true; false = PD only; may be changed at run
+time); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first waypoint must be
+this close to the measured position).
+
+Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
+(trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
+time_from_start; header.stamp = start time on the joint-state clock, zero = now). Out:
+``/effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
+saturation). Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
+per cycle p50/p99/max [µs], counters, mode).
+"""
+import json
+import time
+from collections import deque
+
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from ..control import FailSafeController
+from ..errors import FlexmodalError
+from .common import Throttle, declare_robot_model, run_node
+from .conversions import joint_state_to_sample, torque_command, trajectory_to_core
+
+STATS_WINDOW = 200_000
+
+
+class FeedforwardPdController(Node):
+    """Thin shell: joint states / trajectories → conversions → FailSafeController → commands."""
+
+    def __init__(self, **kwargs):
+        super().__init__("feedforward_pd_controller", **kwargs)
+        self.model = declare_robot_model(self)
+        p = {name: self.declare_parameter(name, default).value for name, default in (
+            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("use_feedforward", True),
+            ("state_timeout_s", 0.05), ("start_tolerance", 0.05))}
+        for name in ("rate_hz", "watchdog_rate_hz"):
+            if not p[name] > 0:
+                raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
+        self.ctrl = FailSafeController(self.model, p["use_feedforward"], p["state_timeout_s"],
+                                       p["start_tolerance"])
+        self.compute_us = deque(maxlen=STATS_WINDOW)
+        self._throttle = Throttle(1.0)
+        self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        self.status_pub = self.create_publisher(
+            String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.create_subscription(JointState, "/joint_states", self.on_joint_state, 1)
+        self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10)
+        self.create_service(Trigger, "~/statistics", self.on_statistics)
+        self.period = 1.0 / p["rate_hz"]
+        self._last_cycle = None
+        self.late_cycles = 0
+        self.create_timer(1.0 / p["watchdog_rate_hz"], self.on_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.add_on_set_parameters_callback(self.on_parameters)
+        self.get_logger().info(f"controlling '{self.model.name}' (kp {self.model.kp.tolist()}, kd "
+                               f"{self.model.kd.tolist()}), feedforward {'on' if p['use_feedforward'] else 'off'}")
+
+    def on_joint_state(self, msg):
+        start = time.perf_counter()
+        try:
+            sample = joint_state_to_sample(self.model, msg)
+        except FlexmodalError as exc:
+            self.ctrl.counters.rejected_samples += 1
+            self._report_throttled(f"joint state rejected: {exc}")
+            return
+        try:
+            self.ctrl.update_state(sample, time.monotonic())
+        except FlexmodalError as exc:
+            self._report_throttled(f"joint state rejected: {exc}")
+            return
+        command = self.ctrl.compute()
+        if command is not None:
+            self._send(command)
+            self.compute_us.append(1e6 * (time.perf_counter() - start))
+            if self._last_cycle is not None and start - self._last_cycle > 1.5 * self.period:
+                self.late_cycles += 1
+            self._last_cycle = start
+        self._flush_events()
+
+    def on_watchdog(self):
+        command = self.ctrl.watchdog(time.monotonic())
+        if command is not None:
+            self._send(command)
+        self._flush_events()
+
+    def on_trajectory(self, msg):
+        try:
+            reference = trajectory_to_core(self.model, msg)
+        except FlexmodalError as exc:
+            self.ctrl.counters.rejected_trajectories += 1
+            self._report(f"trajectory rejected: {exc}", warn=True)
+            return
+        try:
+            description = self.ctrl.set_trajectory(*reference)
+        except FlexmodalError as exc:
+            self._report(f"trajectory rejected: {exc}", warn=True)
+            return
+        self._report(description)
+
+    def on_parameters(self, params):
+        for param in params:
+            if param.name == "use_feedforward":
+                if param.type_ != param.Type.BOOL:
+                    return SetParametersResult(successful=False, reason="use_feedforward: expected a bool")
+                self.ctrl.use_feedforward = param.value
+                self._report(f"use_feedforward set to {param.value}")
+            elif param.name in ("robot", "urdf_path", "params_path", "rate_hz", "watchdog_rate_hz",
+                                "state_timeout_s", "start_tolerance"):
+                return SetParametersResult(successful=False, reason=f"{param.name}: read-only after start")
+        return SetParametersResult(successful=True)
+
+    def on_statistics(self, request, response):
+        response.success = True
+        response.message = json.dumps(self.statistics())
+        return response
+
+    def statistics(self):
+        """Cycle counts, compute time per cycle [µs] (p50/p99/max over the last cycles), mode."""
+        c = self.ctrl.counters
+        times = sorted(self.compute_us)
+        pick = (lambda f: times[min(len(times) - 1, int(f * len(times)))]) if times else (lambda f: None)
+        return {"mode": self.ctrl.mode.value, "cycles": c.cycles, "rejected_samples": c.rejected_samples,
+                "rejected_trajectories": c.rejected_trajectories, "saturated_cycles": c.saturated_cycles,
+                "saturated_per_joint": dict(zip(self.model.joint_names, c.saturated_per_joint)),
+                "compute_us_p50": pick(0.5), "compute_us_p99": pick(0.99),
+                "compute_us_max": times[-1] if times else None, "compute_samples": len(times),
+                "late_cycles": self.late_cycles}
+
+    def _send(self, command):
+        self.command_pub.publish(torque_command(command.tau))
+        if command.saturated.any():
+            joints = [j for j, s in zip(self.model.joint_names, command.saturated) if s]
+            self._report_throttled(f"torque saturated at the effort limit: {', '.join(joints)}")
+
+    def _flush_events(self):
+        while self.ctrl.events:
+            self._report(self.ctrl.events.pop(0))
+
+    def _report_throttled(self, text):
+        """Warn and publish ``text`` at most once per second (bad inputs can arrive at 1 kHz)."""
+        if self._throttle():
+            self._report(text, warn=True)
+
+    def _report(self, text, warn=False):
+        if warn:
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
+        self.status_pub.publish(String(data=text))
+
+
+def main(args=None):
+    return run_node(FeedforwardPdController, "feedforward_pd_controller", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

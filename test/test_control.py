@@ -1,0 +1,173 @@
+"""Tracking law, saturation and the fail-safe policy of flexmodal_ros.control (no ROS)."""
+import numpy as np
+import pytest
+
+from flexmodal_ros.control import FailSafeController, JointSample, Mode, TrackingLaw, saturate
+from flexmodal_ros.errors import InputError
+from flexmodal_ros.inverse_dynamics import feedforward_numeric
+from flexmodal_ros.linearize import motor_equilibrium, setpoint_motor_torque, static_compensation
+from flexmodal_ros.model import create_data
+from flexmodal_ros.robots import load_robot
+from flexmodal_ros.simulation import rest_state, thesis_trajectory
+
+
+@pytest.fixture(scope="module")
+def lwr():
+    return load_robot("kuka_lwr4")
+
+
+@pytest.fixture(scope="module")
+def ctrl_factory(lwr):
+    def make(**kwargs):
+        return FailSafeController(lwr, feedforward=lambda *x: feedforward_numeric(lwr, *x), **kwargs)
+    return make
+
+
+def at_rest(model, q, t=0.0):
+    x, _ = rest_state(model, q)
+    n = model.n
+    return JointSample(t, x[:n], x[2 * n:3 * n], x[n:2 * n], x[3 * n:])
+
+
+def test_tracking_law_adds_pd_on_the_motor_reference(lwr):
+    law = TrackingLaw(lwr, feedforward=lambda *x: feedforward_numeric(lwr, *x))
+    rng = np.random.default_rng(1)
+    q, qd, qdd, q3, q4 = rng.normal(size=(5, lwr.n))
+    ref = law.reference(q, qd, qdd, q3, q4)
+    exact = feedforward_numeric(lwr, q, qd, qdd, q3, q4)
+    np.testing.assert_allclose(ref.position, exact.motor_position)
+    q_m, qd_m = ref.position + 1e-3, ref.velocity - 2e-2
+    expected = exact.motor_torque + lwr.kp * (-1e-3) + lwr.kd * 2e-2
+    np.testing.assert_allclose(law.torque(ref, q_m, qd_m), expected, rtol=1e-12)
+
+
+def test_pd_only_reference_is_the_geared_link_reference(lwr):
+    law = TrackingLaw(lwr, use_feedforward=False, feedforward=lambda *x: pytest.fail("feedforward used"))
+    q, qd = np.full(lwr.n, 0.3), np.full(lwr.n, -0.2)
+    ref = law.reference(q, qd, q, q, q)
+    np.testing.assert_array_equal(ref.position, lwr.W * q)
+    np.testing.assert_array_equal(ref.velocity, lwr.W * qd)
+    assert not ref.torque.any()
+
+
+def test_saturation_clips_and_reports(lwr):
+    tau = np.array([250.0, -10.0, -150.0, 0.0, 99.0, 31.0, -30.0])
+    out, mask = saturate(tau, lwr.effort_limit)   # limits 200/200/100/100/100/30/30 N m
+    np.testing.assert_array_equal(out, [200.0, -10.0, -100.0, 0.0, 99.0, 30.0, -30.0])
+    np.testing.assert_array_equal(mask, [True, False, True, False, False, True, False])
+
+
+def test_waiting_then_hold_uses_the_setpoint_law(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    assert ctrl.compute() is None and ctrl.mode == Mode.WAITING
+    q = np.linspace(-0.5, 0.5, lwr.n)
+    s = at_rest(lwr, q)
+    ctrl.update_state(JointSample(0.0, s.q, s.qd, s.q_m + 1e-3, s.qd_m + 0.01), 0.0)
+    cmd = ctrl.compute()
+    assert cmd.mode == Mode.HOLD
+    data = create_data(lwr)
+    np.testing.assert_allclose(cmd.tau, setpoint_motor_torque(lwr, data, q, s.q_m + 1e-3, s.qd_m + 0.01))
+    # at the equilibrium (2.3) the hold torque is exactly the static compensation (2.2)
+    ctrl.update_state(s, 0.001)
+    np.testing.assert_allclose(ctrl.compute().tau, static_compensation(lwr, data, q), atol=1e-9)
+    np.testing.assert_allclose(s.q_m, motor_equilibrium(lwr, data, q))
+
+
+def test_nan_sample_is_rejected_and_counted(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    good = at_rest(lwr, np.zeros(lwr.n))
+    ctrl.update_state(good, 0.0)
+    bad = JointSample(0.001, good.q, good.qd, np.full(lwr.n, np.nan), good.qd_m)
+    with pytest.raises(InputError, match="q_m"):
+        ctrl.update_state(bad, 0.001)
+    assert ctrl.counters.rejected_samples == 1
+    assert ctrl.last_sample.t == 0.0 and ctrl.mode == Mode.HOLD
+
+
+def test_stale_states_give_static_hold_then_recover(lwr, ctrl_factory):
+    ctrl = ctrl_factory(state_timeout=0.05)
+    q = np.full(lwr.n, 0.2)
+    ctrl.update_state(at_rest(lwr, q), 10.0)
+    times, pos = np.array([0.0, 1.0]), np.array([q, q + 0.1])
+    ctrl.set_trajectory(times, pos)
+    assert ctrl.watchdog(10.04) is None
+    cmd = ctrl.watchdog(10.06)
+    assert cmd.mode == Mode.STALE and ctrl.mode == Mode.STALE
+    np.testing.assert_allclose(cmd.tau, static_compensation(lwr, create_data(lwr), q) / lwr.W)
+    assert ctrl.compute() is None
+    ctrl.update_state(at_rest(lwr, q + 0.01, t=0.5), 10.2)
+    assert ctrl.mode == Mode.HOLD
+    np.testing.assert_allclose(ctrl.compute().q_ref, q + 0.01)   # hold where it is, trajectory aborted
+    assert any("stale" in e for e in ctrl.events)
+
+
+def test_time_going_backwards_aborts_the_trajectory(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=5.0), 0.0)
+    ctrl.set_trajectory([0.0, 1.0], [q, q + 0.2])
+    ctrl.update_state(at_rest(lwr, q, t=5.5), 0.5)
+    assert ctrl.compute().mode == Mode.TRACKING
+    ctrl.update_state(at_rest(lwr, q + 0.05, t=0.0), 0.6)
+    cmd = ctrl.compute()
+    assert cmd.mode == Mode.HOLD
+    np.testing.assert_allclose(cmd.q_ref, q + 0.05)
+
+
+def test_trajectory_finishes_in_hold_at_the_last_waypoint(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=1.0), 0.0)
+    ctrl.set_trajectory([0.5], [q + 0.1])            # first point later than 0: starts from q
+    ctrl.update_state(at_rest(lwr, q, t=1.25), 0.25)
+    mid = ctrl.compute()
+    assert mid.mode == Mode.TRACKING
+    np.testing.assert_allclose(mid.q_ref, q + 0.05)  # η(1/2) = 1/2
+    ctrl.update_state(at_rest(lwr, q, t=1.6), 0.6)
+    end = ctrl.compute()
+    assert end.mode == Mode.HOLD
+    np.testing.assert_allclose(end.q_ref, q + 0.1)
+
+
+@pytest.mark.parametrize("times, positions, field", [
+    ([0.0, 1.0, 1.0], "steps", "times"),
+    ([0.0, np.nan], "steps", "time_from_start"),
+    ([0.0, 1.0], "nan", "positions"),
+    ([0.0, 1.0], "short", "positions"),
+    ([0.0, 1.0], "far", "positions: point 0"),
+    ([0.0, 1.0], "limit", "outside its limits"),
+    ([], "empty", "points"),
+])
+def test_bad_trajectories_are_rejected_naming_the_field(lwr, ctrl_factory, times, positions, field):
+    ctrl = ctrl_factory()
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=2.0), 0.0)
+    pos = {"steps": np.array([q, q + 0.1, q + 0.2])[:len(times)], "nan": np.array([q, q * np.nan]),
+           "short": np.zeros((2, lwr.n - 1)), "far": np.array([q + 0.2, q]),
+           "limit": np.array([q, q + np.r_[0, 2.5, 0, 0, 0, 0, 0]]), "empty": np.zeros((0, lwr.n))}[positions]
+    with pytest.raises(InputError, match=field):
+        ctrl.set_trajectory(times, pos)
+    assert ctrl.counters.rejected_trajectories == 1 and ctrl.mode == Mode.HOLD
+
+
+def test_trajectory_before_any_state_or_in_the_past_is_rejected(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    q0 = thesis_trajectory(lwr)[1][0]
+    with pytest.raises(InputError, match="no valid joint state"):
+        ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1])
+    ctrl.update_state(at_rest(lwr, q0, t=2.0), 0.0)
+    with pytest.raises(InputError, match="in the past"):
+        ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1], start_time=1.5)
+    assert "trajectory accepted" in ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1], start_time=2.5)
+
+
+def test_fast_trajectory_sampling_equals_the_reference_sampler(lwr, ctrl_factory):
+    from flexmodal_ros.trajectory import PiecewiseC4Trajectory
+    ctrl = ctrl_factory()
+    times, positions = [0.0, 0.7, 2.0], np.array([np.zeros(lwr.n), np.full(lwr.n, 0.3), np.full(lwr.n, -0.2)])
+    ctrl.update_state(at_rest(lwr, positions[0]), 0.0)
+    ctrl.set_trajectory(times, positions)
+    reference = PiecewiseC4Trajectory(times, positions)
+    for t in (-0.1, 0.0, 0.2, 0.7, 1.3, 1.99, 2.0, 2.5):
+        for fast, exact in zip(ctrl._trajectory.sample(t), reference.sample(t)):
+            np.testing.assert_allclose(fast, exact, rtol=1e-12, atol=1e-9)
