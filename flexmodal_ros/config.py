@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
-
 from .errors import ConfigError
-from .validation import finite_array, finite_vector, nonnegative, positive
+from .validation import (finite_array, finite_vector, load_yaml_mapping, nonnegative, positive,
+                         reject_unknown_keys)
 
 TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "tool", "wrench", "joints"}
 JOINT_KEYS = {"k", "d_f", "d_fm", "N", "I_r", "B", "r", "kp", "kd", "d_c", "d_cm"}
@@ -110,7 +109,7 @@ def make_tool(spec, field="tool", error=ConfigError):
     """Build a :class:`Tool` from a mapping with ``mass`` and optional ``com``/``inertia``."""
     if not isinstance(spec, dict):
         raise error(f"{field}: expected a mapping with mass, com, inertia")
-    _reject_unknown(spec, TOOL_KEYS, field, error)
+    reject_unknown_keys(spec, TOOL_KEYS, field, error)
     if "mass" not in spec:
         raise error(f"{field}.mass: missing")
     mass = float(nonnegative(spec["mass"], f"{field}.mass", error))
@@ -122,28 +121,13 @@ def make_tool(spec, field="tool", error=ConfigError):
 def load_config(path):
     """Read and validate a flexibility YAML file; relative ``urdf`` paths are resolved against it."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"params file {path}: cannot read ({exc.strerror})") from None
-    return parse_config(text, base_dir=path.parent, path=path)
-
-
-def parse_config(text, base_dir=Path("."), path=None):
-    """Validate flexibility parameters given as YAML text (see the module docstring)."""
-    where = path or "params"
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: malformed YAML: {_one_line(exc)}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a YAML mapping at top level")
-    _reject_unknown(raw, TOP_KEYS, "params", ConfigError)
+    raw = load_yaml_mapping(path, "params file", ConfigError)
+    reject_unknown_keys(raw, TOP_KEYS, "params", ConfigError)
     for key in ("urdf", "gravity", "joints"):
         if key not in raw:
-            raise ConfigError(f"{key}: missing (required in {where})")
+            raise ConfigError(f"{key}: missing (required in {path})")
     urdf = Path(str(raw["urdf"]))
-    urdf_path = urdf if urdf.is_absolute() else (Path(base_dir) / urdf).resolve()
+    urdf_path = urdf if urdf.is_absolute() else (path.parent / urdf).resolve()
     joints = raw["joints"]
     if not isinstance(joints, dict) or not joints:
         raise ConfigError("joints: expected a non-empty mapping keyed by URDF joint name")
@@ -162,7 +146,7 @@ def parse_config(text, base_dir=Path("."), path=None):
 def _joint(spec, field):
     if not isinstance(spec, dict):
         raise ConfigError(f"{field}: expected a mapping of parameters")
-    _reject_unknown(spec, JOINT_KEYS, field, ConfigError)
+    reject_unknown_keys(spec, JOINT_KEYS, field, ConfigError)
     for key in ("k", "d_f", "d_fm", "kp", "kd"):
         if key not in spec:
             raise ConfigError(f"{field}.{key}: missing")
@@ -184,13 +168,3 @@ def _joint(spec, field):
         k=get("k", positive), d_f=get("d_f", nonnegative), d_fm=get("d_fm", nonnegative), B=B,
         r=get("r", positive, default=np.nan), kp=get("kp", positive), kd=get("kd", nonnegative),
         d_c=get("d_c", nonnegative, 0.0), d_cm=get("d_cm", nonnegative, 0.0))
-
-
-def _reject_unknown(mapping, allowed, field, error):
-    unknown = sorted(set(map(str, mapping)) - allowed)
-    if unknown:
-        raise error(f"{field}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
-
-
-def _one_line(exc):
-    return " ".join(str(exc).split())

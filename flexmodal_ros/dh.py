@@ -34,11 +34,10 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 import pinocchio as pin
-import yaml
 
 from .config import inertia_matrix
 from .errors import ConfigError
-from .validation import finite_vector, positive
+from .validation import finite_vector, load_yaml_mapping, positive
 
 LINK_KEYS = {"joint", "type", "theta", "d", "a", "alpha", "mass", "com", "inertia", "limits"}
 LIMIT_KEYS = {"lower", "upper", "effort", "velocity"}
@@ -77,13 +76,8 @@ def dh_transform(link, q):
 def load_dh(path):
     """Read a DH-table YAML file -> (robot name, base link name, list of DHLink)."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"dh file {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"dh file {path}: malformed YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("links"), list) or not raw["links"]:
+    raw = load_yaml_mapping(path, "dh file", ConfigError)
+    if not isinstance(raw.get("links"), list) or not raw["links"]:
         raise ConfigError(f"dh file {path}: expected a mapping with a non-empty 'links' list")
     links = [_link(spec, f"links[{i}]") for i, spec in enumerate(raw["links"])]
     return str(raw.get("name", path.stem)), str(raw.get("base_link", "base_link")), links

@@ -43,7 +43,8 @@ from .linearize import assemble, load_stiffness, state_matrix
 from .model import create_data, mass_matrix
 from .modal import check_configurations
 from .robots import resolve_model
-from .validation import finite_array, finite_vector
+from .validation import (finite_array, finite_scalar, finite_vector, frozen, load_yaml_mapping, positive,
+                         reject_unknown_keys)
 
 KINDS = ("k", "d_f", "d_fm")
 OBJECTIVES = ("determinant", "eigenvalue")
@@ -95,7 +96,7 @@ def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalD
         where = f"{field_name}[{i}]"
         if not isinstance(meas, dict) or "q" not in meas or "modes" not in meas:
             raise InputError(f"{where}: expected a mapping with 'q' and 'modes'")
-        _reject_unknown(meas, {"q", "modes"}, where)
+        reject_unknown_keys(meas, {"q", "modes"}, where)
         qs.append(finite_vector(meas["q"], None, f"{where}.q"))
         if qs[-1].size != n:
             raise InputError(f"{where}.q: expected {n} joint values, got {qs[-1].size}")
@@ -106,13 +107,13 @@ def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalD
             mw = f"{where}.modes[{j}]"
             if not isinstance(mode, dict):
                 raise InputError(f"{mw}: expected a mapping with frequency_hz and damping_ratio")
-            _reject_unknown(mode, {"frequency_hz", "damping_ratio", "mode_index"}, mw)
+            reject_unknown_keys(mode, {"frequency_hz", "damping_ratio", "mode_index"}, mw)
             for key in ("frequency_hz", "damping_ratio"):
                 if key not in mode:
                     raise InputError(f"{mw}.{key}: missing")
             config.append(i)
-            freq.append(_scalar(mode["frequency_hz"], f"{mw}.frequency_hz"))
-            zeta.append(_scalar(mode["damping_ratio"], f"{mw}.damping_ratio"))
+            freq.append(finite_scalar(mode["frequency_hz"], f"{mw}.frequency_hz"))
+            zeta.append(finite_scalar(mode["damping_ratio"], f"{mw}.damping_ratio"))
             index.append(_mode_index(mode.get("mode_index", -1), f"{mw}.mode_index"))
     return modal_data_arrays(np.array(qs), config, freq, zeta, index)
 
@@ -137,7 +138,7 @@ def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None) -
             raise InputError(f"{_entry(c, i)}.{name}: must be {what}, got {(f if name[0] == 'f' else z)[i]:g}")
     if (idx < -1).any():
         raise InputError(f"{_entry(c, int(np.argmax(idx < -1)))}.mode_index: must be >= 0 (or -1 = auto)")
-    return ModalData(*(_frozen(a) for a in (q, c, f, z, idx)))
+    return ModalData(*(frozen(a) for a in (q, c, f, z, idx)))
 
 
 def _entry(config, i):
@@ -145,29 +146,10 @@ def _entry(config, i):
     return f"measurements[{config[i]}].modes[{i - int(np.flatnonzero(config == config[i])[0])}]"
 
 
-def _scalar(value, where):
-    arr = finite_array(value, where)
-    if arr.ndim != 0:
-        raise InputError(f"{where}: expected one number")
-    return float(arr)
-
-
 def _mode_index(value, where):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InputError(f"{where}: expected an integer (0-based mode number), got {value!r}")
     return int(value)
-
-
-def _reject_unknown(mapping, allowed, where):
-    unknown = sorted(set(map(str, mapping)) - allowed)
-    if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
-
-
-def _frozen(a):
-    a = np.array(a)
-    a.setflags(write=False)
-    return a
 
 
 # ----------------------------------------------------------------------------- data file
@@ -190,21 +172,14 @@ def load_data_file(path) -> DataFile:
     ``robot: NAME`` or ``params: F`` (+ optional ``urdf: F``; paths relative to the file),
     ``measurements: [...]`` (see :func:`modal_data`), optional ``bounds: {k_max, d_max}``."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"data file {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"data file {path}: malformed YAML: {' '.join(str(exc).split())}") from None
-    if not isinstance(raw, dict):
-        raise InputError(f"data file {path}: expected a YAML mapping at top level")
-    _reject_unknown(raw, DATA_KEYS, "data file")
+    raw = load_yaml_mapping(path, "data file")
+    reject_unknown_keys(raw, DATA_KEYS, "data file")
     model = _data_file_model(raw, path.parent)
     bounds = raw.get("bounds") or {}
     if not isinstance(bounds, dict):
         raise InputError("bounds: expected a mapping with k_max and/or d_max")
-    _reject_unknown(bounds, {"k_max", "d_max"}, "bounds")
-    k_max, d_max = (None if bounds.get(key) is None else _positive_scalar(bounds[key], f"bounds.{key}")
+    reject_unknown_keys(bounds, {"k_max", "d_max"}, "bounds")
+    k_max, d_max = (None if bounds.get(key) is None else _positive(bounds[key], f"bounds.{key}")
                     for key in ("k_max", "d_max"))
     return DataFile(model, modal_data(raw.get("measurements"), model.n), k_max, d_max, path)
 
@@ -216,11 +191,8 @@ def _data_file_model(raw, base):
     return resolve_model(raw.get("robot"), resolve("urdf"), resolve("params"))
 
 
-def _positive_scalar(value, where):
-    v = _scalar(value, where)
-    if v <= 0:
-        raise InputError(f"{where}: must be > 0, got {v:g}")
-    return v
+def _positive(value, field):
+    return float(positive(finite_scalar(value, field), field))
 
 
 # ----------------------------------------------------------------------------- problem
@@ -261,8 +233,8 @@ class IdentificationProblem:
         if len(self.names) >= data.num_measurements:
             raise InputError(f"unknowns: {len(self.names)} unknowns need more than {len(self.names)} measured "
                              f"modes (3.32), got {data.num_measurements}; measure more modes or fix parameters")
-        k_max = K_MAX_DEFAULT if k_max is None else _positive_scalar(k_max, "k_max")
-        d_max = D_MAX_DEFAULT if d_max is None else _positive_scalar(d_max, "d_max")
+        k_max = K_MAX_DEFAULT if k_max is None else _positive(k_max, "k_max")
+        d_max = D_MAX_DEFAULT if d_max is None else _positive(d_max, "d_max")
         self.upper = np.repeat([k_max if k == "k" else d_max for k in self.kinds], n)
         self.base = {kind: np.array(getattr(model, kind), float) for kind in KINDS}
         self.fixed = dict(W=np.array(model.W), B=np.array(model.B), kp=np.array(model.kp),

@@ -22,7 +22,7 @@ import pinocchio as pin
 
 from .config import Tool, load_config, make_tool
 from .errors import ConfigError, InputError
-from .validation import finite_vector, per_joint, positive, nonnegative
+from .validation import finite_vector, frozen, nonnegative, per_joint, positive
 
 TOOL_FRAME = "flexmodal_tool_point"
 _PRISMATIC = ("PX", "PY", "PZ", "PrismaticUnaligned")
@@ -118,15 +118,15 @@ def build_model(rigid, cfg, urdf_path=None):
     ee_frame = cfg.end_effector_frame or rigid.frames[_last_body_frame(rigid)].name
     if not rigid.existFrame(ee_frame):
         raise ConfigError(f"end_effector_frame: frame '{ee_frame}' not in the URDF")
-    col = lambda field: _frozen([getattr(p, field) for p in params])
+    col = lambda field: frozen([float(getattr(p, field)) for p in params])
     model = FlexibleJointModel(
-        name=cfg.robot, joint_names=tuple(names), prismatic=_frozen(prismatic), k=col("k"),
-        r=_frozen(r), d_f=col("d_f"), d_fm=col("d_fm"), d_c=col("d_c"), d_cm=col("d_cm"),
-        B=col("B"), kp=col("kp"), kd=col("kd"), gravity=_frozen(cfg.gravity),
-        wrench=_frozen(cfg.wrench), tool=cfg.tool,
-        effort_limit=_frozen(_limit(rigid.effortLimit)),
-        position_lower=_frozen(rigid.lowerPositionLimit), position_upper=_frozen(rigid.upperPositionLimit),
-        velocity_limit=_frozen(_limit(rigid.velocityLimit)),
+        name=cfg.robot, joint_names=tuple(names), prismatic=frozen(prismatic), k=col("k"),
+        r=frozen(r), d_f=col("d_f"), d_fm=col("d_fm"), d_c=col("d_c"), d_cm=col("d_cm"),
+        B=col("B"), kp=col("kp"), kd=col("kd"), gravity=frozen(cfg.gravity),
+        wrench=frozen(cfg.wrench), tool=cfg.tool,
+        effort_limit=frozen(_limit(rigid.effortLimit)),
+        position_lower=frozen(rigid.lowerPositionLimit), position_upper=frozen(rigid.upperPositionLimit),
+        velocity_limit=frozen(_limit(rigid.velocityLimit)),
         pin=rigid, rigid=rigid, ee_frame=ee_frame, ee_frame_id=-1,
         urdf_path=Path(urdf_path) if urdf_path else None, params_path=cfg.path)
     return _with_tool(model, cfg.tool, cfg.gravity)
@@ -147,9 +147,9 @@ def with_overrides(model, kp=None, kd=None, tool=None, wrench=None, gravity=None
         if field not in checks:
             raise InputError(f"{field}: not an overridable parameter")
         if value is not None:
-            changes[field] = _frozen(checks[field](per_joint(value, n, field), field))
+            changes[field] = frozen(checks[field](per_joint(value, n, field), field))
     if wrench is not None:
-        changes["wrench"] = _frozen(finite_vector(wrench, 6, "wrench"))
+        changes["wrench"] = frozen(finite_vector(wrench, 6, "wrench"))
     out = dataclasses.replace(model, **changes)
     if tool is not None or gravity is not None:
         tool = tool if isinstance(tool, Tool) or tool is None else make_tool(tool, "tool", InputError)
@@ -245,7 +245,7 @@ def _with_tool(model, tool, gravity):
         pm.appendBodyToJoint(frame.parentJoint, pin.Inertia(tool.mass, tool.com, tool.inertia), mount)
     fid = pm.addFrame(pin.Frame(TOOL_FRAME, frame.parentJoint, point, pin.FrameType.OP_FRAME))
     pm.gravity = pin.Motion(np.asarray(gravity, dtype=float), np.zeros(3))
-    return dataclasses.replace(model, pin=pm, ee_frame_id=fid, tool=tool, gravity=_frozen(gravity))
+    return dataclasses.replace(model, pin=pm, ee_frame_id=fid, tool=tool, gravity=frozen(gravity))
 
 
 def _parse_urdf(path):
@@ -321,9 +321,3 @@ def _upper_indices(n):
 def _limit(values):
     arr = np.array(values, dtype=float)
     return np.where(arr > 0, arr, np.inf)
-
-
-def _frozen(values):
-    arr = np.array(values, dtype=float if np.asarray(values).dtype != bool else bool)
-    arr.setflags(write=False)
-    return arr

@@ -3,7 +3,10 @@
 Each check returns a clean float array or raises the given :class:`~flexmodal_ros.errors.FlexmodalError`
 subclass with a message that names the field.
 """
+from pathlib import Path
+
 import numpy as np
+import yaml
 
 from .errors import InputError
 
@@ -55,6 +58,39 @@ def per_joint(value, n, field, error=InputError):
     if arr.shape != (n,):
         raise error(f"{field}: expected 1 or {n} values, got {arr.size}")
     return arr
+
+
+def finite_scalar(value, field, error=InputError):
+    """One finite number as a float."""
+    return float(finite_array(value, field, (), error))
+
+
+def frozen(values):
+    """Read-only array copy (fields of the immutable result and model objects)."""
+    arr = np.array(values)
+    arr.setflags(write=False)
+    return arr
+
+
+def reject_unknown_keys(mapping, allowed, field, error=InputError):
+    """Error naming every key of ``mapping`` that is not in ``allowed`` (typos never pass silently)."""
+    unknown = sorted(set(map(str, mapping)) - set(allowed))
+    if unknown:
+        raise error(f"{field}: unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def load_yaml_mapping(path, what, error=InputError):
+    """Read a YAML file whose top level is a mapping; errors name the file and what is wrong."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{what} {path}: malformed YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(raw, dict):
+        raise error(f"{what} {path}: expected a YAML mapping at top level")
+    return raw
 
 
 def _show(arr):
