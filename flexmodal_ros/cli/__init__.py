@@ -7,11 +7,26 @@ Each subcommand module exposes ``add_parser(subparsers)``, which registers its p
 import argparse
 import importlib
 import os
+import re
 import sys
 
 from ..errors import FlexmodalError
 
 SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate")
+
+
+_NEGATIVE_VALUE = re.compile(r"^-\.?\d")
+
+
+def attach_negative_values(argv):
+    """``--q -0.3,1.2`` -> ``--q=-0.3,1.2``: argparse would take ``-0.3,1.2`` for an option."""
+    out = []
+    for token in argv:
+        if out and _NEGATIVE_VALUE.match(token) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
 
 
 def build_parser():
@@ -30,7 +45,7 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(attach_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         return args.func(args)
     except FlexmodalError as exc:
