@@ -94,7 +94,7 @@ class Command:
 def saturate(tau, limit):
     """Clip τ to ±limit (URDF effort limits; inf = none). Returns (clipped τ, bool mask of clipped joints)."""
     tau = np.asarray(tau, dtype=float)
-    clipped = np.clip(tau, -limit, limit)
+    clipped = np.minimum(np.maximum(tau, -limit), limit)   # = np.clip, several times cheaper on (n,)
     return clipped, clipped != tau
 
 
@@ -208,6 +208,17 @@ class FailSafeController:
 
     def _checked(self, sample):
         """Float copy of a sample; InputError naming the field if not finite or of the wrong size."""
+        try:   # fast path (1 kHz): the four vectors in one array, one finiteness check
+            block = np.array([sample.q, sample.qd, sample.q_m, sample.qd_m], dtype=float)
+        except (ValueError, TypeError):
+            block = None
+        if (block is not None and block.shape == (4, self.model.n) and np.isfinite(block).all()
+                and np.isfinite(sample.t)):
+            return JointSample(float(sample.t), *block)
+        return self._checked_fields(sample)
+
+    def _checked_fields(self, sample):
+        """:meth:`_checked` field by field, for the error message naming the field."""
         n = self.model.n
         arrays = {f: np.array(getattr(sample, f), dtype=float) for f in ("q", "qd", "q_m", "qd_m")}
         for f, a in arrays.items():

@@ -60,11 +60,16 @@ class FlexibleJointPlant:
         self.friction = bool(friction)
         self.data = create_data(model)
         n = model.n
-        self._W, self._k, self._B = (np.array(model.W), np.array(model.k), np.array(model.B))
+        self._W, self._k = np.array(model.W), np.array(model.k)
+        self._B = np.array(model.B)
+        self._inv_B = 1.0 / self._B
         zero = np.zeros(n)
         self._d_f, self._d_c, self._d_fm, self._d_cm = (
             (np.array(model.d_f), np.array(model.d_c), np.array(model.d_fm), np.array(model.d_cm))
             if friction else (zero, zero, zero, zero))
+        # Terms that are zero for every joint are skipped in derivative() (it runs 4x per step).
+        self._link_friction = bool(self._d_f.any() or self._d_c.any())
+        self._motor_coulomb = bool(self._d_cm.any())
 
     @property
     def n(self):
@@ -75,13 +80,23 @@ class FlexibleJointPlant:
         n = self.n
         q, q_m, qd, qd_m = x[:n], x[n:2 * n], x[2 * n:3 * n], x[3 * n:]
         spring = self._k * (self._W * q - q_m)
-        tau_link = -self._W * spring - self._d_f * qd - self._d_c * np.sign(qd)
+        tau_link = -self._W * spring
+        if self._link_friction:
+            tau_link -= self._d_f * qd + self._d_c * np.sign(qd)
         if wrench is not None:
-            tau_link = tau_link + ee_jacobian(self.model, self.data, q).T @ wrench
-        qdd = pin.aba(self.model.pin, self.data, q, qd, tau_link)
+            tau_link += ee_jacobian(self.model, self.data, q).T @ wrench
+        out = np.empty(4 * n)
+        out[:n], out[n:2 * n] = qd, qd_m
+        out[2 * n:3 * n] = pin.aba(self.model.pin, self.data, q, qd, tau_link)
         net = tau_m - self._d_fm * qd_m + spring
-        coulomb = np.where(qd_m == 0.0, np.clip(net, -self._d_cm, self._d_cm), self._d_cm * np.sign(qd_m))
-        return np.concatenate([qd, qd_m, qdd, (net - coulomb) / self._B])
+        if self._motor_coulomb:
+            coulomb = self._d_cm * np.sign(qd_m)
+            stuck = qd_m == 0.0
+            if stuck.any():   # at rest: the static friction that keeps it there, up to ±D_c,m
+                coulomb[stuck] = np.minimum(np.maximum(net[stuck], -self._d_cm[stuck]), self._d_cm[stuck])
+            net -= coulomb
+        out[3 * n:] = net * self._inv_B
+        return out
 
     def step(self, x, tau_m, wrench=None):
         """One RK4 step of length dt with τ_m and the wrench held constant (+ motor stiction rule)."""
@@ -115,6 +130,7 @@ class Simulator:
         self.plant = plant
         self.x0 = finite_vector(x0, 4 * plant.n, "x0")
         self.tau0 = np.zeros(plant.n) if tau0 is None else finite_vector(tau0, plant.n, "tau0")
+        self._base_wrench = bool(np.any(plant.model.wrench))
         self.reset()
 
     def reset(self):
@@ -139,6 +155,8 @@ class Simulator:
 
     def wrench(self):
         """Total external wrench at the current time (None if zero)."""
+        if not self.impulses and not self._base_wrench:
+            return None
         self.impulses = [i for i in self.impulses if i.end > self.t + 1e-12]
         total = np.array(self.plant.model.wrench, dtype=float)
         for imp in self.impulses:

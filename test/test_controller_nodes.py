@@ -211,3 +211,45 @@ def test_launch_file_and_bringup_reference_existing_things():
         assert path.is_file()
     for argv in node_commands(DEFAULT_ROBOT):
         assert Path(argv[0]).is_file() and "robot:=kuka_lwr4" in argv
+
+
+class _Log:
+    """Collects what a node would log (apply_realtime only needs info/warning)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def info(self, text):
+        self.lines.append(("info", text))
+
+    def warning(self, text):
+        self.lines.append(("warning", text))
+
+
+def test_realtime_requests_fail_soft_and_bad_values_name_the_field(ros):
+    from rclpy.parameter import Parameter
+    from flexmodal_ros.errors import FlexmodalError
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+    from flexmodal_ros.nodes.realtime import apply_realtime
+
+    log = _Log()
+    assert apply_realtime(log, 0, 4096) == "normal scheduling"     # no such CPU: warning, no error
+    assert log.lines and log.lines[0][0] == "warning" and "cpu 4096" in log.lines[0][1]
+    assert apply_realtime(_Log(), 0, -1) == "normal scheduling"
+    with pytest.raises(FlexmodalError, match="realtime_priority"):
+        FeedforwardPdController(context=ros.context, parameter_overrides=[
+            Parameter("robot", value="kuka_lwr4"), Parameter("realtime_priority", value=150)])
+
+
+def test_timing_window_keeps_the_last_samples():
+    from flexmodal_ros.nodes.realtime import TimingWindow
+
+    window = TimingWindow(4)
+    assert window.distribution("x", 1.0)["x_p50"] is None
+    for value in (100.0, 1.0, 2.0, 3.0, 4.0):                       # 100 falls out of the window
+        window.append(value)
+    stats = window.distribution("x", 2.5)
+    assert len(window) == 4 and stats["x_max"] == 4.0 and stats["x_samples"] == 4 and stats["x_over"] == 2
+    assert stats["x_p50"] == pytest.approx(2.5)
+    window.clear()
+    assert len(window) == 0

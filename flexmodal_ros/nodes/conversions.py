@@ -3,6 +3,7 @@
 The only place where message fields are read or filled; nodes call these functions and the core
 never sees a message. Shared module: add your own functions, do not rewrite others'.
 """
+import functools
 
 
 # --- modal analysis (ComputeModalParameters, ComputeModalMap, ModalParameters) -----------------
@@ -191,32 +192,57 @@ def plant_joint_state(model, t, q, qd, q_m, qd_m, link_effort, motor_effort):
     return msg
 
 
+def _state_rows(link_names, msg_names):
+    """Row of each link joint then each ``<joint>_motor`` in a JointState's name list; InputError
+    naming the missing joints."""
+    rows = _state_rows_cached(tuple(link_names), tuple(msg_names))
+    if rows is None:
+        from ..errors import InputError
+
+        wanted = list(link_names) + [j + MOTOR_SUFFIX for j in link_names]
+        raise InputError(f"joint_states.name: missing joint(s) {', '.join(j for j in wanted if j not in msg_names)}")
+    return rows
+
+
+@functools.lru_cache(maxsize=16)
+def _state_rows_cached(link_names, msg_names):
+    """Cached row lookup of :func:`_state_rows` (a publisher sends the same names every time);
+    None if a joint is missing."""
+    import numpy as np
+
+    index = {name: i for i, name in enumerate(msg_names)}
+    wanted = list(link_names) + [j + MOTOR_SUFFIX for j in link_names]
+    if any(j not in index for j in wanted):
+        return None
+    rows = np.array([index[j] for j in wanted])
+    rows.flags.writeable = False
+    return rows
+
+
 def joint_state_to_sample(model, msg):
     """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order).
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf.
+    Runs once per 1 kHz controller cycle: the name → row mapping is cached.
     """
     import numpy as np
 
     from ..control import JointSample
     from ..errors import InputError
 
-    names = list(msg.name)
+    names = msg.name
     for field in ("position", "velocity"):
         if len(getattr(msg, field)) != len(names):
             raise InputError(f"joint_states.{field}: {len(getattr(msg, field))} values for {len(names)} names")
-    index = {name: i for i, name in enumerate(names)}
-    wanted = list(model.joint_names) + [j + MOTOR_SUFFIX for j in model.joint_names]
-    missing = [j for j in wanted if j not in index]
-    if missing:
-        raise InputError(f"joint_states.name: missing joint(s) {', '.join(missing)}")
-    rows = [index[j] for j in wanted]
+    rows = _state_rows(model.joint_names, names)
     pos = np.asarray(msg.position, dtype=float)[rows]
     vel = np.asarray(msg.velocity, dtype=float)[rows]
-    for field, values in (("position", pos), ("velocity", vel)):
-        if not np.isfinite(values).all():
-            raise InputError(f"joint_states.{field}: NaN or inf for {wanted[int(np.flatnonzero(~np.isfinite(values))[0])]}")
+    if not (np.isfinite(pos).all() and np.isfinite(vel).all()):
+        wanted = list(model.joint_names) + [j + MOTOR_SUFFIX for j in model.joint_names]
+        for field, values in (("position", pos), ("velocity", vel)):
+            if not np.isfinite(values).all():
+                raise InputError(f"joint_states.{field}: NaN or inf for {wanted[int(np.flatnonzero(~np.isfinite(values))[0])]}")
     n = model.n
     return JointSample(stamp_to_seconds(msg.header.stamp), pos[:n], vel[:n], pos[n:], vel[n:])
 
@@ -266,11 +292,18 @@ def core_to_trajectory(joint_names, times, positions, start_time=None):
     return msg
 
 
-def torque_command(tau):
-    """Motor torques (n,) [N m] → std_msgs/Float64MultiArray (URDF order, gz_ros2_control convention)."""
+def torque_command(tau, msg=None):
+    """Motor torques (n,) [N m] → std_msgs/Float64MultiArray (URDF order, gz_ros2_control convention).
+
+    ``msg``: a message to fill and return instead of a new one (a 1 kHz publisher reuses one)."""
+    import array
+
+    import numpy as np
     from std_msgs.msg import Float64MultiArray
 
-    return Float64MultiArray(data=[float(v) for v in tau])
+    msg = Float64MultiArray() if msg is None else msg
+    msg.data = array.array("d", np.asarray(tau, dtype=float).tobytes())
+    return msg
 
 
 def command_to_torque(model, msg):

@@ -7,29 +7,39 @@ Same topics as gz_ros2_control's effort interface: subscribes ``/effort_controll
 torque) and ``/clock`` (rosgraph_msgs/Clock) every 1/rate_hz of simulation time.
 
 Parameters: ``robot`` (bundled name) or ``urdf_path`` + ``params_path``; ``rate_hz`` (1000,
-publication and command sampling rate); ``integration_rate_hz`` (4000, RK4 step, an integer
+publication and command sampling rate); ``integration_rate_hz`` (2000, RK4 step, an integer
 multiple of rate_hz, >= 2000); ``real_time_factor`` (1.0 = real time, 2.0 = twice as fast,
 0 = unpaced); ``initial_positions`` (link positions [rad or m], empty = zeros; the robot starts at
 rest in the equilibrium (2.3), held by the static torque of (2.2) until the first command);
-``lockstep`` (false; true = after each published state wait up to ``lockstep_timeout_s`` wall
-seconds for a new command before integrating: the simulation never runs on a stale command and
-slows down instead when the machine cannot keep up, like Gazebo's lockstep with ros2_control).
+``lockstep`` (false); ``lockstep_timeout_s`` (0.02); ``realtime_priority`` / ``cpu`` (SCHED_FIFO
+and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
+
+Command timing. Real time (default): every period the loop publishes the state, samples the latest
+received command (zero-order hold) and integrates one period with it, then sleeps until the next
+period; a controller that answers each state within one period therefore acts with exactly one
+period of delay (``run_closed_loop(..., command_delay_cycles=1)`` offline). Lockstep: after
+publishing a state the loop waits up to ``lockstep_timeout_s`` wall seconds for the answer and
+integrates with it (no delay; the simulation slows down when the machine cannot keep up, like
+Gazebo's lockstep with ros2_control); keep the timeout below the controller's ``state_timeout_s``
+so that a lost message costs one late step instead of a STALE abort.
 
 Services: ``~/apply_wrench`` (flexmodal_interfaces/ApplyWrench, impulse at the tool point),
 ``~/reset`` (std_srvs/Trigger: back to the initial state, simulation time 0), ``~/statistics``
 (std_srvs/Trigger, JSON in ``message``: steps, simulation time, commands received/rejected,
-late_steps = steps whose command was missing or arrived more than one period (wall time, scaled
-by real_time_factor) after the state was published, overrun_steps = steps the loop fell behind
-its real-time schedule). Bad commands (wrong length, NaN) are rejected and
-logged; the simulation keeps running with the previous command.
+late_steps = steps integrated without a command received since the previous sampling instant
+(counted once the controller has sent its first command), overrun_steps = steps that started more
+than one period behind the real-time schedule, publish_delay_us_p50/p90/p99/p999/max =
+publication time minus its scheduled time over the last 20 s, _over = more than one period).
+Bad commands (wrong length, NaN) are rejected and logged; the simulation keeps running with the
+previous command.
 """
 import json
 import threading
 import time
-
 import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -39,8 +49,15 @@ from flexmodal_interfaces.srv import ApplyWrench
 
 from ..errors import FlexmodalError
 from ..simulation import FlexibleJointPlant, Simulator, rest_state
-from .common import declare_robot_model, run_node
+from .common import Throttle, declare_robot_model, run_node
 from .conversions import command_to_torque, plant_joint_state, seconds_to_stamp
+from .polled import PolledSubscription
+from .realtime import TimingWindow, apply_realtime, declare_realtime
+
+STATS_WINDOW = 20_000      # publication delays kept for the statistics: the last 20 s
+# History of /joint_states: lets a subscriber that falls a little behind (a recorder) still get
+# every sample.
+STATE_HISTORY = 100
 
 
 class FlexibleJointSimulator(Node):
@@ -51,9 +68,10 @@ class FlexibleJointSimulator(Node):
         self.model = declare_robot_model(self)
         p = {name: self.declare_parameter(name, default).value for name, default in (
             ("rate_hz", 1000.0),
-            ("integration_rate_hz", 4000.0), ("real_time_factor", 1.0),
-            ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.1))}
+            ("integration_rate_hz", 2000.0), ("real_time_factor", 1.0),
+            ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02))}
         self._check(p)
+        realtime = declare_realtime(self)
         q0 = [0.0] * self.model.n if p["initial_positions"] is None else list(p["initial_positions"])
         plant = FlexibleJointPlant(self.model, 1.0 / p["integration_rate_hz"])
         x0, hold = rest_state(self.model, q0, field="initial_positions")
@@ -62,25 +80,31 @@ class FlexibleJointSimulator(Node):
         self.rtf = p["real_time_factor"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]
         self.lock = threading.Lock()
-        self.new_command = threading.Event()
         self.stats = dict(steps=0, commands_received=0, commands_rejected=0, late_steps=0, overrun_steps=0)
-        self._arrival = 0.0
-        self._last_warning = -float("inf")
-        self._fresh = False
-        self._commanded = False
+        self.publish_delay_us = TimingWindow(STATS_WINDOW)
+        self._throttle = Throttle(1.0)
+        self._command = None        # latest received command, not yet sampled
+        self._commanded = False     # a command arrived since start / reset
         self._reset_requested = False
-        self.state_pub = self.create_publisher(JointState, "/joint_states", 10)
+        self.state_pub = self.create_publisher(JointState, "/joint_states", STATE_HISTORY)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
-        self.create_subscription(Float64MultiArray, "/effort_controller/commands", self.on_command, 10)
+        # Read by the simulation thread at each sampling instant, as a drive reads its command
+        # register (no executor callback per command: nodes/polled.py). Best effort (matches
+        # reliable publishers too): a lost command costs one late step, where a reliable reader
+        # would hold back every later command until the lost one is repaired.
+        self.commands = PolledSubscription(self, "drive", Float64MultiArray, "/effort_controller/commands",
+                                           QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(ApplyWrench, "~/apply_wrench", self.on_apply_wrench)
         self.create_service(Trigger, "~/reset", self.on_reset)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
+        scheduling = apply_realtime(self.get_logger(), *realtime)
         self._running = True
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
         self.get_logger().info(f"simulating '{self.model.name}' at {p['integration_rate_hz']:g} Hz (RK4), "
-                               f"publishing at {p['rate_hz']:g} Hz, real_time_factor {self.rtf:g}"
-                               f"{', lockstep' if self.lockstep else ''}")
+                               f"publishing at {p['rate_hz']:g} Hz, real_time_factor {self.rtf:g}, "
+                               f"{'lockstep' if self.lockstep else 'real time (1 period command delay)'}, "
+                               f"{scheduling}")
 
     @staticmethod
     def _check(p):
@@ -95,22 +119,19 @@ class FlexibleJointSimulator(Node):
         if not p["lockstep_timeout_s"] > 0:
             raise FlexmodalError(f"lockstep_timeout_s: must be > 0, got {p['lockstep_timeout_s']}")
 
-    def on_command(self, msg):
-        try:
-            tau = command_to_torque(self.model, msg)
-        except FlexmodalError as exc:
-            self.stats["commands_rejected"] += 1
-            now = time.monotonic()
-            if now - self._last_warning >= 1.0:   # rclpy's own throttling inspects frames per call
-                self._last_warning = now
-                self.get_logger().warning(f"command rejected: {exc}")
-            return
-        with self.lock:
-            self.sim.set_command(tau)
+    def _read_commands(self):
+        """Take the received commands (call with the lock held): the last valid one becomes the
+        pending command; bad ones are counted and logged (throttled)."""
+        for msg in self.commands.take_all():
+            try:
+                tau = command_to_torque(self.model, msg)
+            except FlexmodalError as exc:
+                self.stats["commands_rejected"] += 1
+                if self._throttle():
+                    self.get_logger().warning(f"command rejected: {exc}")
+                continue
+            self._command, self._commanded = tau, True
             self.stats["commands_received"] += 1
-            self._fresh = self._commanded = True
-            self._arrival = time.monotonic()
-        self.new_command.set()
 
     def on_apply_wrench(self, request, response):
         try:
@@ -128,42 +149,67 @@ class FlexibleJointSimulator(Node):
         with self.lock:
             self.sim.reset()
             self._reset_requested = True
-            self._commanded = self._fresh = False
+            self._commanded, self._command = False, None
         response.success, response.message = True, "simulation reset to the initial state, t = 0"
         return response
 
     def on_statistics(self, request, response):
         with self.lock:
-            stats = dict(self.stats, sim_time=self.sim.t)
+            stats = dict(self.stats, sim_time=self.sim.t, mode="lockstep" if self.lockstep else "real time")
+            delays = self.publish_delay_us.values()
+        stats.update(self.publish_delay_us.distribution("publish_delay_us", 1e6 * self.period, delays))
         response.success, response.message = True, json.dumps(stats)
         return response
 
-    def _publish(self):
-        with self.lock:
-            t = self.sim.t
-            q, qd, q_m, qd_m = self.sim.sample()
-            link_effort, motor_effort = self.sim.efforts()
-        self.state_pub.publish(plant_joint_state(self.model, t, q, qd, q_m, qd_m, link_effort, motor_effort))
-        self.clock_pub.publish(Clock(clock=seconds_to_stamp(t)))
+    def _sample_command(self):
+        """Zero-order hold: apply the latest received command (call with the lock held); a step
+        without a new command since the previous sampling is late once commands flow."""
+        self._read_commands()
+        if self._command is not None:
+            self.sim.set_command(self._command)
+            self._command = None
+        elif self._commanded:
+            self.stats["late_steps"] += 1
+
+    def _state_messages(self):
+        t = self.sim.t
+        q, qd, q_m, qd_m = self.sim.sample()
+        link_effort, motor_effort = self.sim.efforts()
+        return (plant_joint_state(self.model, t, q, qd, q_m, qd_m, link_effort, motor_effort),
+                Clock(clock=seconds_to_stamp(t)))
 
     def _loop(self):
+        try:
+            self._run()
+        except Exception:   # publishing fails once rclpy shut the context down (Ctrl-C)
+            if self._running and rclpy.ok(context=self.context):
+                raise
+
+    def _run(self):
+        pace = self.period / self.rtf if self.rtf > 0 else 0.0
         wall0 = time.monotonic()
         while self._running and rclpy.ok(context=self.context):
-            if self.lockstep:
-                self.new_command.clear()
-            published = time.monotonic()
-            self._publish()
-            if self.lockstep:
-                self.new_command.wait(self.lockstep_timeout)
-            deadline = published + (self.period / self.rtf if self.rtf > 0 else self.period)
             with self.lock:
                 if self._reset_requested:
                     self._reset_requested = False
                     wall0 = time.monotonic()
+                if self.lockstep:
+                    self._read_commands()   # answers to earlier states: not for this one
+                    self._command = None
+                state, clock = self._state_messages()
+                scheduled = wall0 + self.sim.t / self.rtf if self.rtf > 0 else None
+            published = time.monotonic()
+            self.state_pub.publish(state)
+            self.clock_pub.publish(clock)
+            if self.lockstep:
+                self.commands.wait(self.lockstep_timeout)
+            with self.lock:
+                if self._reset_requested:
                     continue
-                if self._commanded and (not self._fresh or self._arrival > deadline):
-                    self.stats["late_steps"] += 1
-                self._fresh = False
+                if scheduled is not None:
+                    self.publish_delay_us.append(1e6 * (published - scheduled))
+                    self.stats["overrun_steps"] += published - scheduled > pace
+                self._sample_command()
                 try:
                     self.sim.advance(self.period)
                 except FlexmodalError as exc:
@@ -175,14 +221,12 @@ class FlexibleJointSimulator(Node):
                 delay = target - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                elif -delay > self.period / self.rtf:
-                    self.stats["overrun_steps"] += 1
 
     def destroy_node(self):
         self._running = False
         if hasattr(self, "thread"):  # construction may have failed on a bad parameter
-            self.new_command.set()
             self.thread.join(timeout=2.0)
+            self.commands.destroy()
         return super().destroy_node()
 
 

@@ -5,7 +5,8 @@ an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (l
 default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
-``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState);
+``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
+the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
 Bad requests are answered with ``success=false`` and a message naming the field.
 """
@@ -13,6 +14,7 @@ import time
 
 import numpy as np
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
@@ -23,6 +25,7 @@ from ..modal import modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
 from .common import Throttle, declare_robot_model, run_node
+from .polled import PolledSubscription
 from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
                           modal_map_to_response, modal_request_to_core, modal_result_to_msg)
 
@@ -41,10 +44,12 @@ class ModalAnalysisServer(Node):
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
         self.data = create_data(self.model)
         self._throttle = Throttle(5.0)
-        self.latest = None  # (q, stamp, monotonic receive time)
+        self.latest = None  # (serialized JointState, monotonic time it was taken)
         self.create_service(ComputeModalParameters, "~/compute_modal_parameters", self.on_parameters)
         self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
-        self.create_subscription(JointState, "/joint_states", self.on_joint_state, 10)
+        # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
+        # callback each (nodes/polled.py); only the newest is deserialized and converted.
+        self.joint_states = PolledSubscription(self, "joint_states", JointState, "/joint_states", 1, raw=True)
         self.publisher = self.create_publisher(ModalParameters, "~/modal_parameters", 10)
         self.create_timer(1.0 / rate, self.on_timer)
         self.get_logger().info(f"modal analysis of '{self.model.name}' ({self.model.n} joints) ready")
@@ -70,20 +75,27 @@ class ModalAnalysisServer(Node):
         response.success, response.message = True, ""
         return response
 
-    def on_joint_state(self, msg):
+    def on_timer(self):
+        raw = self.joint_states.take_latest()
+        if raw is not None:
+            self.latest = (raw, time.monotonic())
+        if self.latest is None or time.monotonic() - self.latest[1] > self.timeout:
+            return
+        msg = deserialize_message(self.latest[0], JointState)
         try:
-            self.latest = (joint_state_to_configuration(self.model, msg), msg.header.stamp,
-                           time.monotonic())
+            q = joint_state_to_configuration(self.model, msg)
         except FlexmodalError as exc:
             if self._throttle():
                 self.get_logger().warn(f"ignoring joint state: {exc}")
-
-    def on_timer(self):
-        if self.latest is None or time.monotonic() - self.latest[2] > self.timeout:
             return
-        q, stamp, _ = self.latest
+        stamp = msg.header.stamp
         result = modal_analysis(self.model, q, self.data)
         self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp))
+
+    def destroy_node(self):
+        if hasattr(self, "joint_states"):
+            self.joint_states.destroy()
+        return super().destroy_node()
 
 
 def _failed(response, exc):
