@@ -163,11 +163,6 @@ def create_data(model):
     return model.pin.createData()
 
 
-def check_configuration(model, q, field="q"):
-    """Validated link configuration vector of length n (InputError otherwise)."""
-    return finite_vector(q, model.n, field)
-
-
 def mass_matrix(model, data, q):
     """Link inertia matrix M(q) incl. the tool [kg m^2, kg m, kg], symmetric (thesis (A I-11))."""
     M = pin.crba(model.pin, data, np.asarray(q, dtype=float)).copy()
