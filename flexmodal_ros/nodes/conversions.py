@@ -185,11 +185,16 @@ def plant_joint_state(model, t, q, qd, q_m, qd_m, link_effort, motor_effort):
 
     msg = JointState()
     msg.header.stamp = seconds_to_stamp(t)
-    msg.name = list(model.joint_names) + [j + MOTOR_SUFFIX for j in model.joint_names]
+    msg.name = _state_names(model.joint_names)
     msg.position = [*map(float, q), *map(float, q_m)]
     msg.velocity = [*map(float, qd), *map(float, qd_m)]
     msg.effort = [*map(float, link_effort), *map(float, motor_effort)]
     return msg
+
+
+def _state_names(link_names):
+    """Names a JointState must carry: each link joint, then each ``<joint>_motor``."""
+    return list(link_names) + [j + MOTOR_SUFFIX for j in link_names]
 
 
 def _state_rows(link_names, msg_names):
@@ -199,7 +204,7 @@ def _state_rows(link_names, msg_names):
     if rows is None:
         from ..errors import InputError
 
-        wanted = list(link_names) + [j + MOTOR_SUFFIX for j in link_names]
+        wanted = _state_names(link_names)
         raise InputError(f"joint_states.name: missing joint(s) {', '.join(j for j in wanted if j not in msg_names)}")
     return rows
 
@@ -211,7 +216,7 @@ def _state_rows_cached(link_names, msg_names):
     import numpy as np
 
     index = {name: i for i, name in enumerate(msg_names)}
-    wanted = list(link_names) + [j + MOTOR_SUFFIX for j in link_names]
+    wanted = _state_names(link_names)
     if any(j not in index for j in wanted):
         return None
     rows = np.array([index[j] for j in wanted])
@@ -239,7 +244,7 @@ def joint_state_to_sample(model, msg):
     pos = np.asarray(msg.position, dtype=float)[rows]
     vel = np.asarray(msg.velocity, dtype=float)[rows]
     if not (np.isfinite(pos).all() and np.isfinite(vel).all()):
-        wanted = list(model.joint_names) + [j + MOTOR_SUFFIX for j in model.joint_names]
+        wanted = _state_names(model.joint_names)
         for field, values in (("position", pos), ("velocity", vel)):
             if not np.isfinite(values).all():
                 raise InputError(f"joint_states.{field}: NaN or inf for {wanted[int(np.flatnonzero(~np.isfinite(values))[0])]}")
