@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from flexmodal_ros.control import FailSafeController
-from flexmodal_ros.nodes.conversions import joint_state_to_sample, plant_joint_state, torque_command
+from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter, plant_joint_state
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
 
@@ -29,15 +29,16 @@ def controller_cycles(model, cycles):
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model), x0, hold)
     ctrl = FailSafeController(model)
+    read, serialize = JointStateReader(model), TorqueCommandWriter(model.n)
     out = []
     for k in range(cycles):
         msg = plant_joint_state(model, k * PERIOD, *sim.sample(), *sim.efforts())
         start = time.perf_counter()
-        ctrl.update_state(joint_state_to_sample(model, msg), k * PERIOD)
+        ctrl.update_state(read(msg), k * PERIOD)
         if k == 0:
             ctrl.set_trajectory(times, positions)
         command = ctrl.compute()
-        torque_command(command.tau)
+        serialize(command.tau)
         out.append(1e6 * (time.perf_counter() - start))
         sim.set_command(command.tau)
         if k % 10 == 0:        # keep the robot moving with the trajectory, cheaply

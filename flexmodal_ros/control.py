@@ -13,6 +13,11 @@ reference mapped through the gear, q_m^d = W q^d, q̇_m^d = W q̇^d.
 
 Hold law: the set-point PD with constant compensation (2.2)-(2.3) about a link set-point q^d.
 
+Both laws have the form τ_m = r − K_P q_m − K_D q̇_m with a reference term r (the hold law's is
+constant). :class:`ControlLaw` evaluates a whole cycle (link reference on the current C⁴ segment
+(4.29)-(4.30), feedforward, law, saturation at the effort limits) as one call of generated C
+(:func:`control_law_function`): the 1 kHz node spends its time budget in Python bookkeeping only.
+
 Fail-safe policy of :class:`FailSafeController` (what the ``feedforward_pd_controller`` node runs):
 
 =====================================================  ====================================================
@@ -39,15 +44,20 @@ torque beyond the URDF effort limit                    clipped to ±limit; satur
                                                        in :class:`Command` and counted
 =====================================================  ====================================================
 """
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 
+from typing import NamedTuple
+
+import casadi as ca
 import numpy as np
 
 from .errors import InputError
-from .linearize import setpoint_motor_torque, static_compensation
+from .inverse_dynamics.build import CompiledFunction, build_library, model_feedforward_function
+from .linearize import setpoint_reference, static_compensation
 from .model import create_data
-from .trajectory import PiecewiseC4Trajectory
+from .trajectory import ETA_COEFFICIENTS, PiecewiseC4Trajectory
 from .validation import finite_array
 
 # Tolerance on URDF position limits for trajectory waypoints [rad or m] (limits are printed rounded).
@@ -62,8 +72,7 @@ class Mode(str, Enum):
     STALE = "stale"
 
 
-@dataclass(frozen=True)
-class JointSample:
+class JointSample(NamedTuple):
     """One measured state: time t [s] (joint-state stamp), link q, q̇ and motor q_m, q̇_m (n,) each."""
     t: float
     q: np.ndarray
@@ -72,16 +81,7 @@ class JointSample:
     qd_m: np.ndarray
 
 
-@dataclass(frozen=True)
-class MotorReference:
-    """Desired motor position q_m^d [rad], velocity q̇_m^d [rad/s] and torque τ_m^d [N·m], (n,) each."""
-    position: np.ndarray
-    velocity: np.ndarray
-    torque: np.ndarray
-
-
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """Output of one control cycle: motor torques τ_m [N·m] (URDF order, after saturation), the mode,
     the joints clipped at their effort limit, and the link reference q^d [rad or m] of this cycle
     (the hold set-point in HOLD/STALE)."""
@@ -98,45 +98,111 @@ def saturate(tau, limit):
     return clipped, clipped != tau
 
 
-class TrackingLaw:
-    """τ_m = τ_m^d + K_P (q_m^d − q_m) + K_D (q̇_m^d − q̇_m) with the gains of ``model``.
+# Layout of the control-law vectors (:func:`control_law_function`): scalars, else n entries each.
+LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m")
+LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated")
+_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated")
 
-    ``feedforward``: a callable ``(q, qd, qdd, q3, q4) -> result`` with fields motor_position,
-    motor_velocity, motor_torque ((4.7)-(4.10)); default the generated
-    :class:`~flexmodal_ros.inverse_dynamics.FlexibleJointFeedforward` of ``model``.
+
+def law_layout(names, n):
+    """{name: slice} of the named blocks packed in order into one vector, and its length."""
+    slices, k = {}, 0
+    for name in names:
+        size = 1 if name in _LAW_SCALARS else n
+        slices[name], k = slice(k, k + size), k + size
+    return slices, k
+
+
+def control_law_function(model, name="flexmodal_law"):
+    """CasADi Function u → y of one control cycle of ``model`` (layout: LAW_INPUTS / LAW_OUTPUTS).
+
+    Inputs: tracking (1 = tracking law, 0 = hold law), use_feedforward (1/0), the segment of the
+    C⁴ reference from q_a to q_b [rad or m] of duration T [s] at phase s in [0, 1], the hold law's
+    reference term r_hold [N·m] (:func:`~flexmodal_ros.linearize.setpoint_reference`), measured
+    q_m [rad], q̇_m [rad/s]. Link reference q^(k) = η^(k)(s) T⁻ᵏ (q_b − q_a) (+ q_a for k = 0)
+    (4.29)-(4.30); feedforward (4.6)-(4.10) of that reference; reference term
+    r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
+    τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
+    Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated.
+    """
+    n = model.n
+    ins, size = law_layout(LAW_INPUTS, n)
+    u = ca.SX.sym("u", size)
+    v = {key: u[sl] for key, sl in ins.items()}
+    dq, inv_t = v["q_b"] - v["q_a"], 1.0 / v["T"]
+    derivs, scale = [], 1.0
+    for coeffs in ETA_COEFFICIENTS:                              # Horner: η⁽ᵏ⁾(s), highest power first
+        eta = 0.0
+        for c in coeffs:
+            eta = eta * v["s"] + float(c)
+        derivs.append(eta * scale * dq)
+        scale = scale * inv_t
+    derivs[0] = derivs[0] + v["q_a"]
+    ff = model_feedforward_function(model, f"{name}_ff")(ca.vertcat(*derivs))
+    kp, kd, W = (ca.DM(np.asarray(a, dtype=float)) for a in (model.kp, model.kd, model.W))
+    r_ff = ff[6 * n:7 * n] + kp * ff[3 * n:4 * n] + kd * ff[4 * n:5 * n]
+    r_pd = W * (kp * derivs[0] + kd * derivs[1])
+    r = ca.if_else(v["tracking"], ca.if_else(v["use_feedforward"], r_ff, r_pd), v["r_hold"])
+    tau = r - kp * v["q_m"] - kd * v["qd_m"]
+    clipped, saturated = [], []
+    for j, limit in enumerate(np.asarray(model.effort_limit, dtype=float)):
+        if np.isfinite(limit):
+            clipped.append(ca.fmin(ca.fmax(tau[j], -limit), limit))
+            saturated.append(ca.fabs(tau[j]) > limit)
+        else:
+            clipped.append(tau[j])
+            saturated.append(ca.SX(0.0))
+    sat = ca.vertcat(*saturated)
+    return ca.Function(name, [u], [ca.cse(ca.vertcat(*clipped, derivs[0], sat, ca.sum1(sat)))])
+
+
+class ControlLaw:
+    """One control cycle of :func:`control_law_function` per :meth:`run` on preallocated vectors.
+
+    Write the inputs through the views named as in LAW_INPUTS (``law.q_m[:] = ...``, scalars as
+    ``law.s[0] = ...``), call :meth:`run`, read the outputs through the LAW_OUTPUTS views.
+    compiled=True (default): generated C, compiled once per model and cached like the feedforward
+    (:func:`~flexmodal_ros.inverse_dynamics.build.build_library`); compiled=False: CasADi's
+    virtual machine (no C compiler needed, slower). Not thread-safe.
     """
 
-    def __init__(self, model, use_feedforward=True, feedforward=None):
-        self.model = model
-        self.use_feedforward = bool(use_feedforward)
-        if feedforward is None:
-            from .inverse_dynamics import FlexibleJointFeedforward
-            feedforward = FlexibleJointFeedforward(model)
-        self._feedforward = feedforward
+    def __init__(self, model, compiled=True, cache=None):
+        if compiled:
+            self.library = build_library(model, cache, control_law_function, "law")
+            c_function = CompiledFunction(self.library)
+            self.u, self.y, self.run = c_function.x, c_function.y, c_function.run
+        else:
+            self.library = None
+            self._function = control_law_function(model)
+            self.u = np.zeros(self._function.size1_in(0))
+            self.y = np.zeros(self._function.size1_out(0))
+            self.run = self._run_vm
+        for names, vector in ((LAW_INPUTS, self.u), (LAW_OUTPUTS, self.y)):
+            for key, sl in law_layout(names, model.n)[0].items():
+                setattr(self, key, vector[sl])
+        self.T[0] = 1.0      # any valid segment: unused branches of the law stay finite
 
-    def reference(self, q, qd, qdd, q3, q4):
-        """Motor reference of the link reference (q, q̇, q̈, q⃛, q⁗) (each (n,)): (4.7)-(4.10), or
-        W q^d, W q̇^d, 0 when feedforward is off."""
-        if not self.use_feedforward:
-            return MotorReference(self.model.W * q, self.model.W * qd, np.zeros(self.model.n))
-        out = self._feedforward(q, qd, qdd, q3, q4)
-        return MotorReference(np.asarray(out.motor_position), np.asarray(out.motor_velocity),
-                              np.asarray(out.motor_torque))
-
-    def torque(self, ref, q_m, qd_m):
-        """Motor torque of the tracking law for measured motor position q_m and velocity q̇_m."""
-        return ref.torque + self.model.kp * (ref.position - q_m) + self.model.kd * (ref.velocity - qd_m)
+    def _run_vm(self):
+        self.y[:] = np.asarray(self._function(self.u)).ravel()
 
 
 class _Trajectory:
-    """An accepted reference: waypoint trajectory (times from t0) and its start time t0 [s]."""
+    """An accepted reference: waypoint trajectory (times from t0), its start time t0 [s] and the
+    segment currently loaded into the control law."""
 
     def __init__(self, path, t0):
         self.path, self.t0 = path, t0
+        self.duration = path.duration
+        self._k, self._begin, self._end = -1, 0.0, -1.0
 
-    def sample(self, t):
-        """(q, q̇, q̈, q⃛, q⁗) at time t [s] from the start, each (n,)."""
-        return self.path.sample(t)
+    def load(self, law, t):
+        """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``."""
+        if not self._begin <= t < self._end:
+            k = self.path.segment_index(t)
+            times, pos = self.path.times, self.path.positions
+            self._k, self._begin, self._end = k, times[k], times[k + 1]
+            law.q_a[:], law.q_b[:], law.T[0] = pos[k], pos[k + 1], self._end - self._begin
+        law.s[0] = (t - self._begin) / law.T[0]
 
 
 @dataclass
@@ -160,13 +226,14 @@ class FailSafeController:
     """
 
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
-                 feedforward=None):
+                 compiled=True, cache=None):
         if not state_timeout > 0:
             raise InputError(f"state_timeout: must be > 0 s, got {state_timeout}")
         if not start_tolerance > 0:
             raise InputError(f"start_tolerance: must be > 0, got {start_tolerance}")
         self.model = model
-        self.law = TrackingLaw(model, use_feedforward, feedforward)
+        self.law = ControlLaw(model, compiled, cache)
+        self.use_feedforward = use_feedforward
         self.state_timeout = float(state_timeout)
         self.start_tolerance = float(start_tolerance)
         self.data = create_data(model)
@@ -177,14 +244,17 @@ class FailSafeController:
         self._received = None
         self._hold_q = None
         self._trajectory = None
+        self._unsaturated = np.zeros(model.n, dtype=bool)
+        self._unsaturated.flags.writeable = False
 
     @property
     def use_feedforward(self):
-        return self.law.use_feedforward
+        """Tracking law with the feedforward (True) or PD only on the geared link reference (False)."""
+        return bool(self.law.use_feedforward[0])
 
     @use_feedforward.setter
     def use_feedforward(self, value):
-        self.law.use_feedforward = bool(value)
+        self.law.use_feedforward[0] = bool(value)
 
     @property
     def last_sample(self):
@@ -209,11 +279,11 @@ class FailSafeController:
     def _checked(self, sample):
         """Float copy of a sample; InputError naming the field if not finite or of the wrong size."""
         try:   # fast path (1 kHz): the four vectors in one array, one finiteness check
-            block = np.array([sample.q, sample.qd, sample.q_m, sample.qd_m], dtype=float)
+            block = np.array(sample[1:], dtype=float)
         except (ValueError, TypeError):
             block = None
         if (block is not None and block.shape == (4, self.model.n) and np.isfinite(block).all()
-                and np.isfinite(sample.t)):
+                and math.isfinite(sample.t)):
             return JointSample(float(sample.t), *block)
         return self._checked_fields(sample)
 
@@ -250,13 +320,21 @@ class FailSafeController:
         s = self._sample
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             return None
-        traj = self._trajectory
+        law, traj = self.law, self._trajectory
         if traj is not None and s.t >= traj.t0:
-            tau, q_ref = self._tracking_torque(traj, s)
-        else:
-            q_ref = self._hold_q
-            tau = setpoint_motor_torque(self.model, self.data, q_ref, s.q_m, s.qd_m)
-        return self._finish(tau, q_ref)
+            t = s.t - traj.t0
+            if t >= traj.duration:
+                self._enter_hold(traj.path.positions[-1], "trajectory finished", abort=True)
+            else:
+                if self.mode != Mode.TRACKING:
+                    self._set_mode(Mode.TRACKING, f"tracking started at t={s.t:.4f} s")
+                traj.load(law, t)
+        tracking = self.mode == Mode.TRACKING
+        law.tracking[0] = tracking
+        law.q_m[:] = s.q_m
+        law.qd_m[:] = s.qd_m
+        law.run()
+        return self._finish(law.q_ref.copy() if tracking else self._hold_q)
 
     def watchdog(self, now):
         """STALE command if no valid sample arrived for more than state_timeout before steady time
@@ -268,29 +346,25 @@ class FailSafeController:
             self._set_mode(Mode.STALE, f"no valid joint state for {now - self._received:.3f} s "
                                        f"(> {self.state_timeout:g} s): static hold, trajectory aborted")
         q = self._sample.q
-        tau = static_compensation(self.model, self.data, q) / self.model.W
-        return self._finish(tau, q)
+        tau, saturated = saturate(static_compensation(self.model, self.data, q) / self.model.W,
+                                  self.model.effort_limit)
+        return self._command(tau, saturated, q)
 
-    def _tracking_torque(self, traj, s):
-        t = s.t - traj.t0
-        if t >= traj.path.duration:
-            self._trajectory = None
-            self._enter_hold(traj.path.positions[-1], "trajectory finished")
-            return setpoint_motor_torque(self.model, self.data, self._hold_q, s.q_m, s.qd_m), self._hold_q
-        if self.mode != Mode.TRACKING:
-            self._set_mode(Mode.TRACKING, f"tracking started at t={s.t:.4f} s")
-        ref = traj.sample(t)
-        return self.law.torque(self.law.reference(*ref), s.q_m, s.qd_m), ref[0]
+    def _finish(self, q_ref):
+        """Command from the control law's outputs (copied)."""
+        law = self.law
+        saturated = law.saturated > 0.5 if law.n_saturated[0] else self._unsaturated
+        return self._command(law.tau.copy(), saturated, q_ref)
 
-    def _finish(self, tau, q_ref):
-        tau, saturated = saturate(tau, self.model.effort_limit)
+    def _command(self, tau, saturated, q_ref):
+        """Command of this cycle, counted with its saturated joints."""
         c = self.counters
         c.cycles += 1
-        if saturated.any():
+        if saturated is not self._unsaturated and saturated.any():
             c.saturated_cycles += 1
             for i in np.flatnonzero(saturated):
                 c.saturated_per_joint[i] += 1
-        return Command(tau, self.mode, saturated, np.array(q_ref, dtype=float))
+        return Command(tau, self.mode, saturated, q_ref)
 
     def _check_trajectory(self, times, positions, start_time):
         s = self._sample
@@ -329,6 +403,8 @@ class FailSafeController:
 
     def _enter_hold(self, q, reason, abort=False):
         self._hold_q = np.array(q, dtype=float)
+        self._hold_q.flags.writeable = False          # shared by the commands of the hold
+        self.law.r_hold[:] = setpoint_reference(self.model, self.data, self._hold_q)
         if abort:
             self._trajectory = None
         self._set_mode(Mode.HOLD, reason)

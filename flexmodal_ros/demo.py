@@ -255,7 +255,8 @@ def tracked_run(client, times, positions):
     result = client.track(times, positions)
     stale = [text for text in client.statuses[since:] if text.startswith("stale")]
     controller, after = client.statistics(client.ctrl_stats), client.statistics(client.sim_stats)
-    simulator = {k: after[k] - before[k] for k in ("steps", "late_steps", "overrun_steps", "commands_received")}
+    simulator = {k: after[k] - before[k] for k in ("steps", "late_steps", "overrun_steps", "commands_received",
+                                                   "schedule_slips", "slipped_s")}
     simulator.update({k: v for k, v in after.items() if k.startswith("publish_delay") or k == "mode"})
     return result, {"controller": controller, "simulator": simulator, "stale_events": stale}
 
@@ -389,7 +390,8 @@ def print_realtime(label, st):
           f"{COMPUTE_P99_LIMIT_US:g} µs)")
     print(f"  {label}: late cycles (command missed its 1 ms slot) {s['late_steps']} of {s['steps']} = "
           f"{100 * late:.2f} %; controller cycles > 1.5 ms apart {c['late_cycles']}; simulator pacing "
-          f"overruns {s['overrun_steps']}; state publication delay p50/p99/max "
+          f"overruns {s['overrun_steps']} (schedule re-anchored {s['schedule_slips']} times, "
+          f"{1e3 * s['slipped_s']:.1f} ms given up); state publication delay p50/p99/max "
           f"{s.get('publish_delay_us_p50', float('nan')):.0f}/{s.get('publish_delay_us_p99', float('nan')):.0f}/"
           f"{s.get('publish_delay_us_max', float('nan')):.0f} µs")
     for text in st["stale_events"]:

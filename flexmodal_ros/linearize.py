@@ -79,15 +79,20 @@ def configuration_terms(model, data, qs):
     return M, KG, comp
 
 
+def setpoint_reference(model, data, q_d) -> np.ndarray:
+    """Constant term r = W⁻¹ (g(q^d) − Jᵀ(q^d) τ_ext) + K_P q_m^d of the set-point law (2.2) [N·m],
+    with q_m^d from (2.3): τ_m = r − K_P q_m − K_D q̇_m."""
+    q_d = np.asarray(q_d, dtype=float)
+    comp = static_compensation(model, data, q_d)
+    return comp / model.W + model.kp * equilibrium_from_compensation(model, q_d, comp)
+
+
 def setpoint_motor_torque(model, data, q_d, q_m, qd_m) -> np.ndarray:
     """Set-point PD law with constant compensation (2.2), motor torque τ_m [N·m after the gear].
 
     τ_m = W⁻¹ (g(q^d) − Jᵀ(q^d) τ_ext) + K_P (q_m^d − q_m) − K_D q̇_m.
     """
-    q_d = np.asarray(q_d, dtype=float)
-    comp = static_compensation(model, data, q_d)
-    q_md = equilibrium_from_compensation(model, q_d, comp)
-    return comp / model.W + model.kp * (q_md - np.asarray(q_m)) - model.kd * np.asarray(qd_m)
+    return setpoint_reference(model, data, q_d) - model.kp * np.asarray(q_m) - model.kd * np.asarray(qd_m)
 
 
 def _diag(v: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ THESIS_LWR4_QF = np.array([5 * np.pi / 6, 2 * np.pi / 3, -5 * np.pi / 6, -2 * np
 _ETA = [np.array([70.0, -315.0, 540.0, -420.0, 126.0, 0.0, 0.0, 0.0, 0.0, 0.0])]
 for _ in range(4):
     _ETA.append(np.polyder(_ETA[-1]))
-_COEFFS = np.array([np.pad(c, (10 - c.size, 0)) for c in _ETA])      # (5, 10), highest power first
+ETA_COEFFICIENTS = np.array([np.pad(c, (10 - c.size, 0)) for c in _ETA])   # (5, 10), highest power first
 _POWERS = np.arange(9.0, -1.0, -1.0)
 _DERIVATIVE_ORDERS = np.arange(5.0)
 
@@ -39,7 +39,7 @@ def eta(s):
     exactly zero in floating point (every partial sum is an exact integer there).
     """
     s = np.clip(np.asarray(s, dtype=float), 0.0, 1.0)
-    return np.moveaxis(np.power.outer(s, _POWERS) @ _COEFFS.T, -1, 0)
+    return np.moveaxis(np.power.outer(s, _POWERS) @ ETA_COEFFICIENTS.T, -1, 0)
 
 
 def point_to_point(q0, qf, T, t):
@@ -96,6 +96,11 @@ class PiecewiseC4Trajectory:
         """times[-1] [s]."""
         return float(self.times[-1])
 
+    def segment_index(self, t):
+        """Index k of the segment from waypoint k to k+1 that holds time t [s] (times[k] <= t <
+        times[k+1]); -1 before the first waypoint, m-1 from the last one on."""
+        return int(np.searchsorted(self.times, t, side="right")) - 1
+
     def sample(self, t):
         """(q, qd, qdd, q3, q4) at the scalar time t [s], each of shape (n,) (cheap: no re-validation
         of the waypoints, suitable for a 1 kHz control loop)."""
@@ -103,11 +108,11 @@ class PiecewiseC4Trajectory:
         if not np.isfinite(t):
             raise InputError(f"t: must be finite, got {t}")
         times, pos = self.times, self.positions
-        k = int(np.searchsorted(times, t, side="right")) - 1
+        k = self.segment_index(t)
         if k < 0 or k >= times.size - 1:
             zero = np.zeros(self.n)
             return (pos[max(k, 0)].copy(), zero, zero.copy(), zero.copy(), zero.copy())
         T = times[k + 1] - times[k]
-        e = _COEFFS @ ((t - times[k]) / T) ** _POWERS * T ** -_DERIVATIVE_ORDERS   # η⁽ᵏ⁾(s) / Tᵏ
+        e = ETA_COEFFICIENTS @ ((t - times[k]) / T) ** _POWERS * T ** -_DERIVATIVE_ORDERS   # η⁽ᵏ⁾(s) / Tᵏ
         dq = pos[k + 1] - pos[k]
         return (pos[k] + e[0] * dq, e[1] * dq, e[2] * dq, e[3] * dq, e[4] * dq)

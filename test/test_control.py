@@ -2,13 +2,14 @@
 import numpy as np
 import pytest
 
-from flexmodal_ros.control import FailSafeController, JointSample, Mode, TrackingLaw, saturate
+from flexmodal_ros.control import ControlLaw, FailSafeController, JointSample, Mode, saturate
 from flexmodal_ros.errors import InputError
 from flexmodal_ros.inverse_dynamics import feedforward_numeric
-from flexmodal_ros.linearize import motor_equilibrium, setpoint_motor_torque, static_compensation
+from flexmodal_ros.linearize import motor_equilibrium, setpoint_motor_torque, setpoint_reference, static_compensation
 from flexmodal_ros.model import create_data
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.simulation import rest_state, thesis_trajectory
+from flexmodal_ros.trajectory import PiecewiseC4Trajectory, point_to_point
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,13 @@ def lwr():
 @pytest.fixture(scope="module")
 def ctrl_factory(lwr):
     def make(**kwargs):
-        return FailSafeController(lwr, feedforward=lambda *x: feedforward_numeric(lwr, *x), **kwargs)
+        return FailSafeController(lwr, **kwargs)
     return make
+
+
+@pytest.fixture(scope="module")
+def law(lwr):
+    return ControlLaw(lwr)
 
 
 def at_rest(model, q, t=0.0):
@@ -29,25 +35,57 @@ def at_rest(model, q, t=0.0):
     return JointSample(t, x[:n], x[2 * n:3 * n], x[n:2 * n], x[3 * n:])
 
 
-def test_tracking_law_adds_pd_on_the_motor_reference(lwr):
-    law = TrackingLaw(lwr, feedforward=lambda *x: feedforward_numeric(lwr, *x))
+def load_segment(law, q_a, q_b, T, s, q_m, qd_m, tracking=1.0, use_feedforward=1.0, r_hold=0.0):
+    law.tracking[0], law.use_feedforward[0], law.T[0], law.s[0] = tracking, use_feedforward, T, s
+    law.q_a[:], law.q_b[:], law.q_m[:], law.qd_m[:], law.r_hold[:] = q_a, q_b, q_m, qd_m, r_hold
+    law.run()
+
+
+def test_compiled_tracking_law_is_feedforward_plus_motor_pd(lwr, law):
+    """One generated call = segment (4.29)-(4.30) + feedforward (4.6)-(4.10) (Pinocchio oracle) + PD."""
     rng = np.random.default_rng(1)
-    q, qd, qdd, q3, q4 = rng.normal(size=(5, lwr.n))
-    ref = law.reference(q, qd, qdd, q3, q4)
-    exact = feedforward_numeric(lwr, q, qd, qdd, q3, q4)
-    np.testing.assert_allclose(ref.position, exact.motor_position)
-    q_m, qd_m = ref.position + 1e-3, ref.velocity - 2e-2
-    expected = exact.motor_torque + lwr.kp * (-1e-3) + lwr.kd * 2e-2
-    np.testing.assert_allclose(law.torque(ref, q_m, qd_m), expected, rtol=1e-12)
+    for _ in range(5):
+        q_a, q_b = rng.uniform(-1, 1, size=(2, lwr.n))
+        T, s = rng.uniform(0.3, 2.0), rng.uniform(0, 1)
+        link = [d[0] for d in point_to_point(q_a, q_b, T, [s * T])]
+        exact = feedforward_numeric(lwr, *link)
+        q_m, qd_m = exact.motor_position + rng.normal(0, 1e-3, lwr.n), exact.motor_velocity + rng.normal(0, 1e-2, lwr.n)
+        load_segment(law, q_a, q_b, T, s, q_m, qd_m)
+        tau = exact.motor_torque + lwr.kp * (exact.motor_position - q_m) + lwr.kd * (exact.motor_velocity - qd_m)
+        expected, mask = saturate(tau, lwr.effort_limit)
+        np.testing.assert_allclose(law.tau, expected, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(law.q_ref, link[0], rtol=1e-13, atol=1e-14)
+        np.testing.assert_array_equal(law.saturated > 0.5, mask)
+        assert law.n_saturated[0] == mask.sum()
 
 
-def test_pd_only_reference_is_the_geared_link_reference(lwr):
-    law = TrackingLaw(lwr, use_feedforward=False, feedforward=lambda *x: pytest.fail("feedforward used"))
-    q, qd = np.full(lwr.n, 0.3), np.full(lwr.n, -0.2)
-    ref = law.reference(q, qd, q, q, q)
-    np.testing.assert_array_equal(ref.position, lwr.W * q)
-    np.testing.assert_array_equal(ref.velocity, lwr.W * qd)
-    assert not ref.torque.any()
+def test_compiled_law_pd_only_hold_and_saturation(lwr, law):
+    q_a, q_b = np.full(lwr.n, 0.3), np.full(lwr.n, -0.2)
+    q, qd = (d[0] for d in point_to_point(q_a, q_b, 1.5, [0.6])[:2])
+    q_m, qd_m = lwr.W * q + 1e-3, lwr.W * qd - 2e-2
+    load_segment(law, q_a, q_b, 1.5, 0.4, q_m, qd_m, use_feedforward=0.0)   # no feedforward: W q^d, W q̇^d
+    pd = lwr.kp * (lwr.W * q - q_m) + lwr.kd * (lwr.W * qd - qd_m)
+    assert law.n_saturated[0] == 0
+    np.testing.assert_allclose(law.tau, pd, rtol=1e-12)
+    data = create_data(lwr)
+    r_hold = setpoint_reference(lwr, data, q_a)
+    q_m = motor_equilibrium(lwr, data, q_a) + 1e-3
+    qd_m = np.full(lwr.n, 0.02)
+    load_segment(law, q_a, q_b, 1.5, 0.4, q_m, qd_m, tracking=0.0, r_hold=r_hold)
+    assert law.n_saturated[0] == 0
+    np.testing.assert_allclose(law.tau, setpoint_motor_torque(lwr, data, q_a, q_m, qd_m), rtol=1e-12)
+    load_segment(law, q_a, q_b, 1.5, 0.4, q_m + 1.0, qd_m, tracking=0.0, r_hold=r_hold)   # 4000 N m off
+    np.testing.assert_array_equal(law.tau, -lwr.effort_limit)
+    assert law.n_saturated[0] == lwr.n and (law.saturated == 1.0).all()
+
+
+def test_virtual_machine_law_equals_the_compiled_one(lwr, law):
+    vm = ControlLaw(lwr, compiled=False)
+    rng = np.random.default_rng(2)
+    for target in (law, vm):
+        load_segment(target, *rng.uniform(-1, 1, size=(2, lwr.n)), 0.8, 0.3, *rng.normal(0, 0.1, (2, lwr.n)))
+        rng = np.random.default_rng(2)
+    np.testing.assert_allclose(vm.y, law.y, rtol=1e-12, atol=1e-12)
 
 
 def test_saturation_clips_and_reports(lwr):
@@ -161,13 +199,15 @@ def test_trajectory_before_any_state_or_in_the_past_is_rejected(lwr, ctrl_factor
     assert "trajectory accepted" in ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1], start_time=2.5)
 
 
-def test_fast_trajectory_sampling_equals_the_reference_sampler(lwr, ctrl_factory):
-    from flexmodal_ros.trajectory import PiecewiseC4Trajectory
+def test_tracking_follows_the_waypoint_segments(lwr, ctrl_factory):
+    """Segment switching in the controller: q_ref equals the reference sampler across waypoints."""
     ctrl = ctrl_factory()
     times, positions = [0.0, 0.7, 2.0], np.array([np.zeros(lwr.n), np.full(lwr.n, 0.3), np.full(lwr.n, -0.2)])
-    ctrl.update_state(at_rest(lwr, positions[0]), 0.0)
+    ctrl.update_state(at_rest(lwr, positions[0], t=1.0), 0.0)
     ctrl.set_trajectory(times, positions)
     reference = PiecewiseC4Trajectory(times, positions)
-    for t in (-0.1, 0.0, 0.2, 0.7, 1.3, 1.99, 2.0, 2.5):
-        for fast, exact in zip(ctrl._trajectory.sample(t), reference.sample(t)):
-            np.testing.assert_allclose(fast, exact, rtol=1e-12, atol=1e-9)
+    for t in (0.0, 0.2, 0.7, 1.3, 1.99):
+        ctrl.update_state(at_rest(lwr, positions[0], t=1.0 + t), t)
+        cmd = ctrl.compute()
+        assert cmd.mode == Mode.TRACKING
+        np.testing.assert_allclose(cmd.q_ref, reference.sample(t)[0], rtol=1e-12, atol=1e-12)

@@ -166,6 +166,32 @@ def test_simulator_rejects_bad_commands_and_applies_wrenches(ros, lwr):
     assert np.abs(np.array(states[-1].position[:lwr.n])).max() > 1e-4           # the robot moved
 
 
+def test_simulator_re_anchors_its_schedule_after_a_stall(ros_process, ros):
+    """A stalled simulator (SIGSTOP for 0.3 s) resumes at real time instead of integrating the
+    missed periods back to back: the stall shows up as one schedule slip of about 0.3 s and the
+    simulation time lags wall time by it."""
+    import os
+    import signal
+    import time
+    from std_srvs.srv import Trigger
+
+    sim = ros_process(["flexible_joint_simulator", "--ros-args", "-p", "robot:=planar_2r"],
+                      wait_for_service=("/flexible_joint_simulator/statistics", Trigger))
+    client = ros.node("flexmodal_test_stall_probe").create_client(Trigger, "/flexible_joint_simulator/statistics")
+    stats = lambda: (time.monotonic(), json.loads(ros.call(client, Trigger.Request()).message))
+    stats()                                    # first call: service discovery
+    wall0, before = stats()
+    os.kill(sim.popen.pid, signal.SIGSTOP)
+    time.sleep(0.3)
+    os.kill(sim.popen.pid, signal.SIGCONT)
+    time.sleep(0.4)
+    wall1, after = stats()
+    assert after["schedule_slips"] - before["schedule_slips"] >= 1
+    slipped = after["slipped_s"] - before["slipped_s"]
+    assert 0.25 <= slipped <= 0.45
+    assert abs((after["sim_time"] - before["sim_time"]) - (wall1 - wall0 - slipped)) < 0.06
+
+
 def test_ros_closed_loop_tracks_the_thesis_trajectory(ros_process, lwr):
     """Acceptance: simulator + controller nodes (separate processes), 1 kHz, thesis trajectory:
     max link tracking error ≤ 5e-3 rad; PD only is worse. The simulator runs in lockstep (never

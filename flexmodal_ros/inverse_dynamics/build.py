@@ -5,10 +5,13 @@ y = [τ; τ'; τ''; q_m; q_m'; q_m''; τ_m] (7n), thesis (4.6)-(4.10). CasADi bu
 (:mod:`.symbolic`), merges structurally equal subexpressions (``casadi.cse``) and emits
 straight-line C; the system C compiler turns it into a shared library stored in the cache
 directory ($FLEXMODAL_CACHE, default ~/.cache/flexmodal_ros) under a SHA-256 of everything the
-code depends on, so a model is compiled once per machine.
+code depends on, so a model is compiled once per machine. Functions built on the feedforward
+(the controller's whole control law, :mod:`flexmodal_ros.control`) go through the same
+:func:`build_library` with their own generator.
 """
 import ctypes
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -64,6 +67,7 @@ def emit_c(function):
 
 _BINARY = re.compile(r"^\((?:a\d+|[0-9.eE+-]+)([-+*/])a\d+\)$")
 _CALL = re.compile(r"^(\w+)\(a\d+(?:,a\d+)?\)$")
+_LOGIC = re.compile(r"^\((?:!a\d+|a\d+(?:<|<=|==|!=|&&|\|\|)a\d+|a\d+\?a\d+:0)\)$")
 _SKIP = re.compile(r"^(?:arg\[|[-+]?[0-9.]+(?:[eE][-+]?\d+)?$)")
 _CALL_CLASS = {"sin": "trig", "cos": "trig", "tan": "trig", "casadi_sq": "mul"}
 
@@ -72,7 +76,8 @@ def count_operations(source):
     """Arithmetic operations in the straight-line body of CasADi-generated C code.
 
     Classes: add (+, -, unary minus), mul (*, squares), div (/), trig (sin, cos, tan), other
-    (sign, sqrt, ...); loads of inputs/constants and output stores are not operations.
+    (sign, sqrt, fmin, comparisons, selections, ...); loads of inputs/constants and output stores
+    are not operations.
     Returns a dict with those keys and 'total'.
     """
     counts = dict.fromkeys(OP_CLASSES, 0)
@@ -87,6 +92,8 @@ def count_operations(source):
             counts["add"] += 1
         elif (c := _CALL.match(rhs)):
             counts[_CALL_CLASS.get(c.group(1), "other")] += 1
+        elif _LOGIC.match(rhs):
+            counts["other"] += 1
         else:
             raise RuntimeError(f"count_operations: unrecognised generated statement {line.strip()!r}")
     counts["total"] = sum(counts[k] for k in OP_CLASSES)
@@ -98,13 +105,13 @@ def cache_dir():
     return Path(os.environ.get("FLEXMODAL_CACHE") or Path.home() / ".cache" / "flexmodal_ros")
 
 
-def model_hash(pin_model, flex):
-    """SHA-256 (hex) of everything the generated code depends on (model numbers, generator source,
-    CasADi version, compiler flags)."""
+def model_hash(pin_model, flex, generator_sources=()):
+    """SHA-256 (hex) of everything the generated code depends on (model numbers, generator source:
+    this package's and the files in ``generator_sources``, CasADi version, compiler flags)."""
     h = hashlib.sha256()
     h.update(f"{ca.__version__}|{' '.join(CFLAGS)}|".encode())
-    for module in ("symbolic.py", "build.py"):                   # the generator's own code
-        h.update(Path(__file__).with_name(module).read_bytes())
+    for path in (Path(__file__).with_name("symbolic.py"), Path(__file__), *map(Path, generator_sources)):
+        h.update(path.read_bytes())
     h.update(np.asarray(pin_model.gravity.linear, dtype=float).tobytes())
     for link in canonical_chain(pin_model):
         h.update(repr((link.parent, link.revolute, link.mass)).encode())
@@ -117,7 +124,7 @@ def model_hash(pin_model, flex):
 
 @dataclass(frozen=True)
 class LibraryInfo:
-    """A compiled feedforward library: C symbol, paths, size n, op counts, timings [s]."""
+    """A compiled library: C symbol, paths, robot size n, op counts, timings [s]."""
     symbol: str
     source: str
     library: str
@@ -136,12 +143,20 @@ def find_compiler():
     raise BuildError(f"no C compiler found (tried $CC, cc, gcc): install gcc or set CC, or {_FALLBACK}")
 
 
-def build_library(model, cache=None):
-    """Compiled library of the feedforward of a FlexibleJointModel, from the cache if present."""
+def model_feedforward_function(model, name):
+    """The flexible-joint feedforward of a FlexibleJointModel (default generator of :func:`build_library`)."""
+    return feedforward_function(model.pin, flex_params(model), name)
+
+
+def build_library(model, cache=None, generator=model_feedforward_function, tag="ff"):
+    """Compiled library of ``generator(model, symbol)`` (a CasADi Function of one dense vector;
+    default the flexible-joint feedforward) for a FlexibleJointModel, from the cache if present.
+    ``tag`` names the kind of function in file and symbol names: flexmodal_<tag>_<hash>."""
     flex = flex_params(model)
-    digest = model_hash(model.pin, flex)
+    extra = () if generator is model_feedforward_function else (inspect.getsourcefile(generator),)
+    digest = model_hash(model.pin, flex, extra)
     folder = Path(cache) if cache is not None else cache_dir()
-    stem = folder / f"flexmodal_ff_{digest[:16]}"
+    stem = folder / f"flexmodal_{tag}_{digest[:16]}"
     meta_path = stem.with_suffix(".json")
     if meta_path.is_file() and stem.with_suffix(".so").is_file():
         try:
@@ -154,8 +169,8 @@ def build_library(model, cache=None):
     except OSError as exc:
         raise BuildError(f"cache directory {folder} not writable ({exc}); set FLEXMODAL_CACHE") from None
     t0 = time.perf_counter()
-    symbol = f"flexmodal_ff_{digest[:16]}"
-    source = emit_c(feedforward_function(model.pin, flex, symbol))
+    symbol = stem.name
+    source = emit_c(generator(model, symbol))
     t1 = time.perf_counter()
     _atomic_write(stem.with_suffix(".c"), source.encode())
     _compile(compiler, stem.with_suffix(".c"), stem.with_suffix(".so"))
@@ -191,8 +206,8 @@ def _compile(compiler, source, library):
 class CompiledFunction:
     """ctypes binding of a generated library: preallocated input/output arrays, one call per eval.
 
-    ``x`` (5n) and ``y`` (7n) are the buffers; :meth:`run` evaluates y = f(x) in place.
-    Not thread-safe (one instance per thread).
+    ``x`` and ``y`` are the buffers, sized from the library (5n and 7n for the feedforward);
+    :meth:`run` evaluates y = f(x) in place. Not thread-safe (one instance per thread).
     """
 
     def __init__(self, info):
@@ -202,8 +217,7 @@ class CompiledFunction:
             fn = getattr(lib, info.symbol)
         except (OSError, AttributeError) as exc:
             raise BuildError(f"cannot load {info.library} ({exc}); delete it to rebuild, or {_FALLBACK}") from None
-        n = info.n
-        self.x, self.y = np.zeros(5 * n), np.zeros(7 * n)
+        self.x, self.y = (np.zeros(_dense_size(lib, f"{info.symbol}_sparsity_{io}")) for io in ("in", "out"))
         work = ctypes.c_longlong * 1
         sizes = [work() for _ in range(4)]
         getattr(lib, info.symbol + "_work")(*[ctypes.byref(s) for s in sizes])
@@ -220,3 +234,12 @@ class CompiledFunction:
     def run(self):
         """y ← f(x) (no allocation)."""
         self._fn(*self._args)
+
+
+def _dense_size(lib, sparsity_symbol):
+    """Entries of argument 0 of a generated function, from its CasADi sparsity (rows, cols, ...)."""
+    fn = getattr(lib, sparsity_symbol)
+    fn.argtypes = [ctypes.c_longlong]
+    fn.restype = ctypes.POINTER(ctypes.c_longlong)
+    pattern = fn(0)
+    return int(pattern[0] * pattern[1])

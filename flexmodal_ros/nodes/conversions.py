@@ -3,15 +3,15 @@
 The only place where message fields are read or filled; nodes call these functions and the core
 never sees a message. Shared module: add your own functions, do not rewrite others'.
 """
-import functools
+import numpy as np
 
+from ..errors import InputError
 
 # --- modal analysis (ComputeModalParameters, ComputeModalMap, ModalParameters) -----------------
 
 def _modal_overrides(model, request):
     """Per-request overrides (gains, tool, wrench) of a Compute* request → core model."""
     from ..config import make_tool
-    from ..errors import InputError
     from ..modal import configuration_from_names
     from ..model import with_overrides
 
@@ -39,7 +39,6 @@ def modal_request_to_core(model, request):
 
 def modal_map_request_to_core(model, request):
     """ComputeModalMap.Request → (model with overrides, configurations (m, n) in URDF order)."""
-    from ..errors import InputError
     from ..modal import configuration_from_names
 
     m = int(request.num_configurations)
@@ -90,7 +89,6 @@ def modal_map_to_response(mmap, response, stamp=None):
 
 def joint_state_to_configuration(model, msg):
     """sensor_msgs/JointState → link configuration q in URDF order (other joints are ignored)."""
-    from ..errors import InputError
     from ..modal import configuration_from_names
 
     names, pos = list(msg.name), list(msg.position)
@@ -109,9 +107,6 @@ def identification_request_to_core(model, request):
     """IdentifyJointParameters.Request → keyword arguments of
     :func:`flexmodal_ros.identification.identify` except the node defaults: ``data`` (ModalData),
     ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``."""
-    import numpy as np
-
-    from ..errors import InputError
     from ..identification import modal_data_arrays
     from ..modal import configuration_from_names
 
@@ -197,69 +192,68 @@ def _state_names(link_names):
     return list(link_names) + [j + MOTOR_SUFFIX for j in link_names]
 
 
-def _state_rows(link_names, msg_names):
-    """Row of each link joint then each ``<joint>_motor`` in a JointState's name list; InputError
-    naming the missing joints."""
-    rows = _state_rows_cached(tuple(link_names), tuple(msg_names))
-    if rows is None:
-        from ..errors import InputError
-
-        wanted = _state_names(link_names)
-        raise InputError(f"joint_states.name: missing joint(s) {', '.join(j for j in wanted if j not in msg_names)}")
-    return rows
-
-
-@functools.lru_cache(maxsize=16)
-def _state_rows_cached(link_names, msg_names):
-    """Cached row lookup of :func:`_state_rows` (a publisher sends the same names every time);
-    None if a joint is missing."""
-    import numpy as np
-
-    index = {name: i for i, name in enumerate(msg_names)}
-    wanted = _state_names(link_names)
-    if any(j not in index for j in wanted):
-        return None
-    rows = np.array([index[j] for j in wanted])
-    rows.flags.writeable = False
-    return rows
-
-
-def joint_state_to_sample(model, msg):
-    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order).
+class JointStateReader:
+    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order) for one model.
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf.
-    Runs once per 1 kHz controller cycle: the name → row mapping is cached.
+    Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
+    (a publisher sends the same names every time), and the four vectors are gathered in one step.
     """
-    import numpy as np
 
-    from ..control import JointSample
-    from ..errors import InputError
+    def __init__(self, model):
+        from ..control import JointSample
 
-    names = msg.name
-    for field in ("position", "velocity"):
-        if len(getattr(msg, field)) != len(names):
-            raise InputError(f"joint_states.{field}: {len(getattr(msg, field))} values for {len(names)} names")
-    rows = _state_rows(model.joint_names, names)
-    pos = np.asarray(msg.position, dtype=float)[rows]
-    vel = np.asarray(msg.velocity, dtype=float)[rows]
-    if not (np.isfinite(pos).all() and np.isfinite(vel).all()):
-        wanted = _state_names(model.joint_names)
-        for field, values in (("position", pos), ("velocity", vel)):
-            if not np.isfinite(values).all():
-                raise InputError(f"joint_states.{field}: NaN or inf for {wanted[int(np.flatnonzero(~np.isfinite(values))[0])]}")
-    n = model.n
-    return JointSample(stamp_to_seconds(msg.header.stamp), pos[:n], vel[:n], pos[n:], vel[n:])
+        self.model = model
+        self._sample = JointSample
+        self._names = None
+        self._take = None
+
+    def __call__(self, msg):
+        names, pos, vel = msg.name, msg.position, msg.velocity
+        if len(pos) != len(names) or len(vel) != len(names):
+            field, values = ("position", pos) if len(pos) != len(names) else ("velocity", vel)
+            raise InputError(f"joint_states.{field}: {len(values)} values for {len(names)} names")
+        if names != self._names:
+            self._take, self._names = self._gather_index(names), list(names)
+        values = np.concatenate((pos, vel))[self._take]           # q, q̇, q_m, q̇_m
+        if not np.isfinite(values).all():
+            raise InputError(self._nonfinite(values))
+        n, stamp = self.model.n, msg.header.stamp
+        return self._sample(stamp.sec + 1e-9 * stamp.nanosec, values[:n], values[n:2 * n],
+                            values[2 * n:3 * n], values[3 * n:])
+
+    def _gather_index(self, names):
+        """Index into [position; velocity] of q, q̇, q_m, q̇_m; InputError naming missing joints."""
+        index = {name: i for i, name in enumerate(names)}
+        links = list(self.model.joint_names)
+        motors = [j + MOTOR_SUFFIX for j in links]
+        missing = [j for j in links + motors if j not in index]
+        if missing:
+            raise InputError(f"joint_states.name: missing joint(s) {', '.join(missing)}")
+        m = len(names)
+        rows = [[index[j] + offset for j in group] for group, offset in
+                ((links, 0), (links, m), (motors, 0), (motors, m))]
+        return np.array(rows).ravel()
+
+    def _nonfinite(self, values):
+        """Error text naming the field and joint of the first NaN/inf in gathered ``values``."""
+        n = self.model.n
+        k = int(np.flatnonzero(~np.isfinite(values))[0])
+        field = "velocity" if (k // n) % 2 else "position"
+        joint = self.model.joint_names[k % n] + (MOTOR_SUFFIX if k >= 2 * n else "")
+        return f"joint_states.{field}: NaN or inf for {joint}"
+
+
+def joint_state_to_sample(model, msg):
+    """One sensor_msgs/JointState → JointSample (see :class:`JointStateReader`, for repeated use)."""
+    return JointStateReader(model)(msg)
 
 
 def trajectory_to_core(model, msg):
     """trajectory_msgs/JointTrajectory → (times [s] (m,), positions (m, n) in URDF order, start
     time [s] or None when header.stamp is zero = "start now"). InputError naming the field for
     unknown/missing/duplicate joint names, empty points, wrong position counts."""
-    import numpy as np
-
-    from ..errors import InputError
-
     names = list(msg.joint_names)
     unknown = [j for j in names if j not in model.joint_names]
     if unknown:
@@ -297,18 +291,102 @@ def core_to_trajectory(joint_names, times, positions, start_time=None):
     return msg
 
 
-def torque_command(tau, msg=None):
-    """Motor torques (n,) [N m] → std_msgs/Float64MultiArray (URDF order, gz_ros2_control convention).
+class SerializedMessage:
+    """A message serialized once by the middleware, then rewritten in place and published as bytes
+    (``Publisher.publish`` accepts serialized messages): a 1 kHz publisher skips building and
+    converting a message object every period.
 
-    ``msg``: a message to fill and return instead of a new one (a 1 kHz publisher reuses one)."""
-    import array
+    ``msg`` fixes everything but the rewritten fields: its float64[] fields named in ``arrays`` and
+    builtin_interfaces/Time fields named in ``stamps`` (dotted paths) are first set to marker
+    values, whose unique byte positions in rmw's own serialization locate the fields; the
+    encoding (alignment, endianness) therefore stays the middleware's. ``values[path]``: writable
+    float64 view of an array field; :meth:`set_time` writes a time field; :meth:`serialized` returns
+    the bytes to publish.
+    """
 
-    import numpy as np
-    from std_msgs.msg import Float64MultiArray
+    def __init__(self, msg, arrays=(), stamps=()):
+        import struct
 
-    msg = Float64MultiArray() if msg is None else msg
-    msg.data = array.array("d", np.asarray(tau, dtype=float).tobytes())
+        from builtin_interfaces.msg import Time
+        from rclpy.serialization import serialize_message
+
+        self._time = struct.Struct("=iI")          # int32 sec, uint32 nanosec
+        for k, path in enumerate(arrays):
+            _set_path(msg, path, [1e15 + 1e6 * k + i + 0.25 for i in range(len(_get_path(msg, path)))])
+        for k, path in enumerate(stamps):
+            _set_path(msg, path, Time(sec=2_000_000_011 - k, nanosec=987_654_321 - k))
+        self._buffer = bytearray(serialize_message(msg))
+        self.values = {}
+        for path in arrays:
+            marker = np.array(_get_path(msg, path), dtype=float)
+            self.values[path] = np.frombuffer(self._buffer, float, marker.size, self._locate(marker.tobytes(), path))
+            self.values[path][:] = 0.0
+        self._stamps = {path: self._locate(self._time.pack(t.sec, t.nanosec), path)
+                        for path in stamps for t in [_get_path(msg, path)]}
+
+    def _locate(self, marker, path):
+        at = self._buffer.find(marker)
+        if at < 0 or self._buffer.find(marker, at + 1) >= 0:
+            raise RuntimeError(f"SerializedMessage: field {path} not found exactly once in the serialized message")
+        return at
+
+    def set_time(self, path, t):
+        """Write time t [s] (>= 0) into the Time field ``path``."""
+        ns = int(round(t * 1e9))
+        self._time.pack_into(self._buffer, self._stamps[path], ns // 1_000_000_000, ns % 1_000_000_000)
+
+    def serialized(self):
+        """The current message as bytes (a copy: safe to publish while the fields are rewritten)."""
+        return bytes(self._buffer)
+
+
+def _get_path(msg, path):
+    for name in path.split("."):
+        msg = getattr(msg, name)
     return msg
+
+
+def _set_path(msg, path, value):
+    *parents, name = path.split(".")
+    setattr(_get_path(msg, ".".join(parents)) if parents else msg, name, value)
+
+
+class TorqueCommandWriter:
+    """Motor torques (n,) [N m] → serialized std_msgs/Float64MultiArray (URDF order,
+    gz_ros2_control convention; empty layout) for ``Publisher.publish``."""
+
+    def __init__(self, n):
+        from std_msgs.msg import Float64MultiArray
+
+        self._message = SerializedMessage(Float64MultiArray(data=[0.0] * n), arrays=("data",))
+        self._data = self._message.values["data"]
+
+    def __call__(self, tau):
+        self._data[:] = tau
+        return self._message.serialized()
+
+
+class JointStateWriter:
+    """Plant state → serialized sensor_msgs/JointState of :func:`plant_joint_state` (same names,
+    fields and units) for ``Publisher.publish``; and the matching rosgraph_msgs/Clock."""
+
+    def __init__(self, model):
+        from rosgraph_msgs.msg import Clock
+
+        n = model.n
+        zeros = np.zeros(n)
+        self._state = SerializedMessage(plant_joint_state(model, 0.0, *[zeros] * 6),
+                                        arrays=("position", "velocity", "effort"), stamps=("header.stamp",))
+        self._clock = SerializedMessage(Clock(), stamps=("clock",))
+        self._fields = [self._state.values[f].reshape(2, n) for f in ("position", "velocity", "effort")]
+
+    def __call__(self, t, q, qd, q_m, qd_m, link_effort, motor_effort):
+        """(JointState bytes, Clock bytes) stamped at simulation time t [s]."""
+        for view, link, motor in zip(self._fields, (q, qd, link_effort), (q_m, qd_m, motor_effort)):
+            view[0], view[1] = link, motor
+        self._state.set_time("header.stamp", t)
+        self._clock.set_time("clock", t)
+        return self._state.serialized(), self._clock.serialized()
 
 
 def command_to_torque(model, msg):

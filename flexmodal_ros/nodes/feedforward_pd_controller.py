@@ -41,7 +41,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ..control import FailSafeController
 from ..errors import FlexmodalError
 from .common import Throttle, declare_robot_model, run_node
-from .conversions import joint_state_to_sample, torque_command, trajectory_to_core
+from .conversions import JointStateReader, TorqueCommandWriter, trajectory_to_core
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
@@ -66,7 +66,7 @@ class FeedforwardPdController(Node):
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = Throttle(1.0)
         self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-        self._command_msg = Float64MultiArray()   # refilled every cycle (publish copies it)
+        self._read_state, self._serialize_command = JointStateReader(self.model), TorqueCommandWriter(self.model.n)
         self.status_pub = self.create_publisher(
             String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
@@ -89,7 +89,7 @@ class FeedforwardPdController(Node):
     def on_joint_state(self, msg):
         start = time.perf_counter()
         try:
-            sample = joint_state_to_sample(self.model, msg)
+            sample = self._read_state(msg)
         except FlexmodalError as exc:
             self.ctrl.counters.rejected_samples += 1
             self._report_throttled(f"joint state rejected: {exc}")
@@ -161,7 +161,7 @@ class FeedforwardPdController(Node):
                 "late_cycles": self.late_cycles}
 
     def _send(self, command):
-        self.command_pub.publish(torque_command(command.tau, self._command_msg))
+        self.command_pub.publish(self._serialize_command(command.tau))
         if command.saturated.any():
             joints = [j for j, s in zip(self.model.joint_names, command.saturated) if s]
             self._report_throttled(f"torque saturated at the effort limit: {', '.join(joints)}")

@@ -17,7 +17,11 @@ and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Command timing. Real time (default): every period the loop publishes the state, samples the latest
 received command (zero-order hold) and integrates one period with it, then sleeps until the next
 period; a controller that answers each state within one period therefore acts with exactly one
-period of delay (``run_closed_loop(..., command_delay_cycles=1)`` offline). Lockstep: after
+period of delay (``run_closed_loop(..., command_delay_cycles=1)`` offline). When the loop falls
+more than one period behind its schedule (the process or the machine was stalled), it re-anchors
+the schedule instead of running the missed periods back to back: like Gazebo, the simulation then
+lags wall time by the stall, and the controller never sees a burst of states faster than real
+time. Lockstep: after
 publishing a state the loop waits up to ``lockstep_timeout_s`` wall seconds for the answer and
 integrates with it (no delay; the simulation slows down when the machine cannot keep up, like
 Gazebo's lockstep with ros2_control); keep the timeout below the controller's ``state_timeout_s``
@@ -28,7 +32,8 @@ Services: ``~/apply_wrench`` (flexmodal_interfaces/ApplyWrench, impulse at the t
 (std_srvs/Trigger, JSON in ``message``: steps, simulation time, commands received/rejected,
 late_steps = steps integrated without a command received since the previous sampling instant
 (counted once the controller has sent its first command), overrun_steps = steps that started more
-than one period behind the real-time schedule, publish_delay_us_p50/p90/p99/p999/max =
+than one period behind the real-time schedule, schedule_slips / slipped_s = re-anchorings of the
+schedule and the wall time [s] given up by them, publish_delay_us_p50/p90/p99/p999/max =
 publication time minus its scheduled time over the last 20 s, _over = more than one period).
 Bad commands (wrong length, NaN) are rejected and logged; the simulation keeps running with the
 previous command.
@@ -50,7 +55,7 @@ from flexmodal_interfaces.srv import ApplyWrench
 from ..errors import FlexmodalError
 from ..simulation import FlexibleJointPlant, Simulator, rest_state
 from .common import Throttle, declare_robot_model, run_node
-from .conversions import command_to_torque, plant_joint_state, seconds_to_stamp
+from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
@@ -80,12 +85,14 @@ class FlexibleJointSimulator(Node):
         self.rtf = p["real_time_factor"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]
         self.lock = threading.Lock()
-        self.stats = dict(steps=0, commands_received=0, commands_rejected=0, late_steps=0, overrun_steps=0)
+        self.stats = dict(steps=0, commands_received=0, commands_rejected=0, late_steps=0, overrun_steps=0,
+                          schedule_slips=0, slipped_s=0.0)
         self.publish_delay_us = TimingWindow(STATS_WINDOW)
         self._throttle = Throttle(1.0)
         self._command = None        # latest received command, not yet sampled
         self._commanded = False     # a command arrived since start / reset
         self._reset_requested = False
+        self._serialize_state = JointStateWriter(self.model)     # states go out as serialized bytes
         self.state_pub = self.create_publisher(JointState, "/joint_states", STATE_HISTORY)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         # Read by the simulation thread at each sampling instant, as a drive reads its command
@@ -172,11 +179,8 @@ class FlexibleJointSimulator(Node):
             self.stats["late_steps"] += 1
 
     def _state_messages(self):
-        t = self.sim.t
-        q, qd, q_m, qd_m = self.sim.sample()
-        link_effort, motor_effort = self.sim.efforts()
-        return (plant_joint_state(self.model, t, q, qd, q_m, qd_m, link_effort, motor_effort),
-                Clock(clock=seconds_to_stamp(t)))
+        """Serialized /joint_states and /clock messages of the current state."""
+        return self._serialize_state(self.sim.t, *self.sim.sample(), *self.sim.efforts())
 
     def _loop(self):
         try:
@@ -221,6 +225,11 @@ class FlexibleJointSimulator(Node):
                 delay = target - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+                elif -delay > pace:     # stalled by more than a period: re-anchor, no burst catch-up
+                    wall0 -= delay
+                    with self.lock:
+                        self.stats["schedule_slips"] += 1
+                        self.stats["slipped_s"] -= delay
 
     def destroy_node(self):
         self._running = False

@@ -1,0 +1,69 @@
+"""Message conversions of the 1 kHz paths (nodes/conversions.py): serialized writers and the
+joint-state reader, against rclpy's own (de)serialization of the equivalent message objects."""
+import numpy as np
+import pytest
+from rclpy.serialization import deserialize_message, serialize_message
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from flexmodal_ros.errors import InputError
+from flexmodal_ros.nodes.conversions import (JointStateReader, JointStateWriter, TorqueCommandWriter,
+                                             plant_joint_state)
+from flexmodal_ros.robots import load_robot
+
+
+@pytest.fixture(scope="module")
+def lwr():
+    return load_robot("kuka_lwr4")
+
+
+def test_joint_state_writer_bytes_equal_the_message(lwr):
+    writer = JointStateWriter(lwr)
+    rng = np.random.default_rng(3)
+    for t in (0.0, 12.3456789, 4000.000999):
+        values = rng.normal(size=(6, lwr.n))
+        state, clock = writer(t, *values)
+        expected = plant_joint_state(lwr, t, *values)
+        assert deserialize_message(state, JointState) == expected
+        assert deserialize_message(clock, Clock).clock == expected.header.stamp
+
+
+def test_torque_command_writer_round_trip():
+    writer = TorqueCommandWriter(3)
+    tau = np.array([1.5, -2e-7, 3e4])
+    msg = deserialize_message(writer(tau), Float64MultiArray)
+    assert msg.data.tolist() == tau.tolist() and not msg.layout.dim
+    assert deserialize_message(writer(-tau), Float64MultiArray).data.tolist() == (-tau).tolist()
+
+
+def test_reader_maps_names_in_any_order_and_ignores_extra_joints(lwr):
+    rng = np.random.default_rng(4)
+    q, qd, q_m, qd_m = rng.normal(size=(4, lwr.n))
+    msg = plant_joint_state(lwr, 2.5, q, qd, q_m, qd_m, q, q)
+    order = rng.permutation(2 * lwr.n)
+    shuffled = JointState(header=msg.header, name=[msg.name[i] for i in order] + ["gripper"],
+                          position=[msg.position[i] for i in order] + [9.0],
+                          velocity=[msg.velocity[i] for i in order] + [9.0])
+    read = JointStateReader(lwr)
+    for m in (msg, shuffled, msg):                    # the cached mapping follows name changes
+        sample = read(m)
+        assert sample.t == 2.5
+        for got, want in zip(sample[1:], (q, qd, q_m, qd_m)):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda m: m.name.__setitem__(9, "elbow"), "missing joint.*joint_3_motor"),
+    (lambda m: m.velocity.pop(), "velocity: 13 values for 14 names"),
+    (lambda m: m.position.__setitem__(9, float("nan")), "position: NaN or inf for joint_3_motor"),
+    (lambda m: m.velocity.__setitem__(1, float("inf")), "velocity: NaN or inf for joint_2$"),
+])
+def test_reader_errors_name_the_field_and_joint(lwr, mutate, message):
+    zeros = np.zeros(lwr.n)
+    msg = plant_joint_state(lwr, 0.0, *[zeros] * 6)
+    msg.name, msg.position, msg.velocity = list(msg.name), list(msg.position), list(msg.velocity)
+    mutate(msg)
+    msg = deserialize_message(serialize_message(msg), JointState)   # as a subscriber receives it
+    with pytest.raises(InputError, match=message):
+        JointStateReader(lwr)(msg)
