@@ -1,8 +1,9 @@
 """Controller and simulator hot paths (kuka_lwr4, thesis trajectory), no ROS transport.
 
 Per control cycle of the feedforward_pd_controller node: JointState → sample conversion, the
-fail-safe controller (trajectory sample, generated feedforward (4.6)-(4.10), PD, saturation) and
-the Float64MultiArray command. Per 1 ms of the flexible_joint_simulator: the RK4 steps at the
+fail-safe controller (one generated C call: trajectory segment, feedforward (4.6)-(4.10), PD,
+saturation) and the serialized Float64MultiArray command; baseline in the same run: the same
+cycle with the control law run by CasADi's virtual machine (``ControlLaw(compiled=False)``). Per 1 ms of the flexible_joint_simulator: the RK4 steps at the
 node's integration rate (default 2 kHz: 2 steps) + JointState. Prints the distribution
 (p50/p99/max) per repeat and the median over repeats; a cycle is "late" when it alone takes longer
 than the 1 ms period. These are hot-loop figures: in the nodes, a cycle that follows 1 ms of
@@ -23,12 +24,12 @@ from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, 
 PERIOD = 1e-3
 
 
-def controller_cycles(model, cycles):
+def controller_cycles(model, cycles, compiled=True):
     """Compute times [µs] of ``cycles`` controller cycles along the trajectory."""
     times, positions = thesis_trajectory(model)
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model), x0, hold)
-    ctrl = FailSafeController(model)
+    ctrl = FailSafeController(model, compiled=compiled)
     read, serialize = JointStateReader(model), TorqueCommandWriter(model.n)
     out = []
     for k in range(cycles):
@@ -61,12 +62,14 @@ def simulator_periods(model, periods, rate_hz):
 
 
 def describe(label, runs):
+    """Print the median over repeats of p50/p99/max/late; returns the median p50 [µs]."""
     p50 = [np.percentile(r, 50) for r in runs]
     p99 = [np.percentile(r, 99) for r in runs]
     late = [100.0 * np.mean(r > 1e6 * PERIOD) for r in runs]
     print(f"{label}: median over {len(runs)} repeats: p50 {statistics.median(p50):.1f} µs, "
           f"p99 {statistics.median(p99):.1f} µs, max {statistics.median([r.max() for r in runs]):.1f} µs, "
           f"late (> 1 ms) {statistics.median(late):.2f} %")
+    return statistics.median(p50)
 
 
 def main():
@@ -78,7 +81,10 @@ def main():
     args = parser.parse_args()
     model = load_robot("kuka_lwr4")
     controller_cycles(model, 50)  # warm-up (builds/loads the generated feedforward library)
-    describe("controller cycle", [controller_cycles(model, args.cycles) for _ in range(args.repeats)])
+    fast = describe("controller cycle", [controller_cycles(model, args.cycles) for _ in range(args.repeats)])
+    slow = describe("baseline: same cycle, law on CasADi's VM",
+                    [controller_cycles(model, args.cycles, compiled=False) for _ in range(args.repeats)])
+    print(f"controller cycle p50: baseline / generated C = {slow / fast:.1f}x")
     steps = int(round(args.integration_rate * PERIOD))
     describe(f"simulator 1 ms ({steps} RK4 steps at {args.integration_rate:g} Hz)",
              [simulator_periods(model, args.cycles, args.integration_rate) for _ in range(args.repeats)])

@@ -29,6 +29,8 @@ _flexmodal_prepend LD_LIBRARY_PATH "$_flexmodal_prefix/lib"
 
 # DDS discovery stays on loopback (never send traffic off this machine).
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+# Faster participant discovery (config/fastdds_discovery.xml says why), unless you set your own.
+export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_flexmodal_root/config/fastdds_discovery.xml}"
 # Default domain for interactive use; tests pick their own private domain (test/conftest.py).
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-42}"
 

@@ -65,6 +65,8 @@ def _reserve_domain_id():
 _DOMAIN_ID, _DOMAIN_LOCK = _reserve_domain_id()
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
+os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE",
+                      str(Path(__file__).resolve().parent.parent / "config" / "fastdds_discovery.xml"))
 
 
 @pytest.fixture(scope="session")

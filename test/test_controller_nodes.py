@@ -218,7 +218,9 @@ def test_ros_closed_loop_tracks_the_thesis_trajectory(ros_process, lwr):
 
 
 def test_launch_file_and_bringup_reference_existing_things():
-    from flexmodal_ros.nodes.bringup import DEFAULT_ROBOT, NODES, node_commands
+    import xml.etree.ElementTree as ET
+    from flexmodal_ros.nodes.bringup import (DEFAULT_ROBOT, DISCOVERY_PROFILE_VARIABLE, NODES, discovery_profile,
+                                             node_commands, ros_environment)
 
     launch = ROOT / "launch" / "bringup.launch.py"
     tree = ast.parse(launch.read_text())
@@ -237,6 +239,13 @@ def test_launch_file_and_bringup_reference_existing_things():
         assert path.is_file()
     for argv in node_commands(DEFAULT_ROBOT):
         assert Path(argv[0]).is_file() and "robot:=kuka_lwr4" in argv
+    assert {"DISCOVERY_PROFILE_VARIABLE", "discovery_profile"} <= imported
+    profile = discovery_profile()
+    ns = "{http://www.eprosima.com}"
+    participant = ET.parse(profile).getroot().find(f"{ns}profiles/{ns}participant")
+    assert participant.get("is_default_profile") == "true"
+    assert ros_environment({})[DISCOVERY_PROFILE_VARIABLE] == str(profile)
+    assert ros_environment({DISCOVERY_PROFILE_VARIABLE: "mine.xml"})[DISCOVERY_PROFILE_VARIABLE] == "mine.xml"
 
 
 class _Log:

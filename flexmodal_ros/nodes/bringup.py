@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 from ..errors import FlexmodalError
-from ..robots import robot_paths
+from ..robots import robot_paths, share_dir
 
 DEFAULT_ROBOT = "kuka_lwr4"
+DISCOVERY_PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
 # (executable = console script, node name); the launch file uses the same table.
 NODES = (
     ("flexible_joint_simulator", "flexible_joint_simulator"),
@@ -57,10 +58,17 @@ def node_commands(robot, params=None):
     return commands
 
 
+def discovery_profile():
+    """Path of config/fastdds_discovery.xml (faster DDS participant discovery; the file says why)."""
+    return share_dir() / "config" / "fastdds_discovery.xml"
+
+
 def ros_environment(env=None):
-    """``env`` (default os.environ) with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and a domain id."""
+    """``env`` (default os.environ) with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, a domain id and,
+    unless set, the discovery profile config/fastdds_discovery.xml."""
     env = dict(os.environ if env is None else env)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.setdefault(DISCOVERY_PROFILE_VARIABLE, str(discovery_profile()))
     env.setdefault("ROS_DOMAIN_ID", "42")
     env["PYTHONUNBUFFERED"] = "1"
     return env
