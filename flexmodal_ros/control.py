@@ -26,7 +26,9 @@ situation                                              output
 no valid joint state received yet                      no command (the drive keeps its own hold)
 valid states, no trajectory                            HOLD: law (2.2)-(2.3) at the link position measured
                                                        when HOLD was entered
-trajectory accepted, start time not reached            HOLD (unchanged)
+trajectory accepted, start time not reached            HOLD (unchanged; while TRACKING: the current
+                                                       trajectory is replaced, HOLD at the measured
+                                                       position)
 trajectory active                                      TRACKING law (feedforward + PD)
 trajectory finished                                    HOLD at its last waypoint
 joint state with NaN/inf or wrong size                 sample rejected (InputError), no command for it;
@@ -47,7 +49,6 @@ torque beyond the URDF effort limit                    clipped to ±limit; satur
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-
 from typing import NamedTuple
 
 import casadi as ca
@@ -56,6 +57,7 @@ import numpy as np
 from .errors import InputError
 from .inverse_dynamics.build import CompiledFunction, build_library, model_feedforward_function
 from .linearize import setpoint_reference, static_compensation
+from . import trajectory
 from .model import create_data
 from .trajectory import ETA_COEFFICIENTS, PiecewiseC4Trajectory
 from .validation import finite_array
@@ -168,7 +170,10 @@ class ControlLaw:
 
     def __init__(self, model, compiled=True, cache=None):
         if compiled:
-            self.library = build_library(model, cache, control_law_function, "law")
+            self.library = build_library(model, cache, control_law_function, "law",
+                                         sources=(__file__, trajectory.__file__),
+                                         parameters={"kp": model.kp, "kd": model.kd, "W": model.W,
+                                                     "effort_limit": model.effort_limit})
             c_function = CompiledFunction(self.library)
             self.u, self.y, self.run = c_function.x, c_function.y, c_function.run
         else:
@@ -193,14 +198,14 @@ class _Trajectory:
     def __init__(self, path, t0):
         self.path, self.t0 = path, t0
         self.duration = path.duration
-        self._k, self._begin, self._end = -1, 0.0, -1.0
+        self._begin, self._end = 0.0, -1.0          # times of the loaded segment (none yet)
 
     def load(self, law, t):
         """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``."""
         if not self._begin <= t < self._end:
             k = self.path.segment_index(t)
             times, pos = self.path.times, self.path.positions
-            self._k, self._begin, self._end = k, times[k], times[k + 1]
+            self._begin, self._end = times[k], times[k + 1]
             law.q_a[:], law.q_b[:], law.T[0] = pos[k], pos[k + 1], self._end - self._begin
         law.s[0] = (t - self._begin) / law.T[0]
 
@@ -304,13 +309,17 @@ class FailSafeController:
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
         ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now
         (the last sample's time). A first waypoint with time > 0 is preceded by the measured
-        position at time 0. Returns a one-line description; InputError naming the field otherwise.
+        position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
+        measured position until its start. Returns a one-line description; InputError naming the
+        field otherwise.
         """
         try:
             traj = self._check_trajectory(times, positions, start_time)
         except InputError:
             self.counters.rejected_trajectories += 1
             raise
+        if self.mode == Mode.TRACKING:
+            self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
         self._trajectory = traj
         return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
                 f"starting at t={traj.t0:.4f} s")

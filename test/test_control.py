@@ -211,3 +211,32 @@ def test_tracking_follows_the_waypoint_segments(lwr, ctrl_factory):
         cmd = ctrl.compute()
         assert cmd.mode == Mode.TRACKING
         np.testing.assert_allclose(cmd.q_ref, reference.sample(t)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_trajectory_accepted_while_tracking_replaces_it_with_a_hold_until_its_start(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=1.0), 0.0)
+    ctrl.set_trajectory([0.0, 1.0], [q, q + 0.2])
+    ctrl.update_state(at_rest(lwr, q + 0.01, t=1.3), 0.3)
+    assert ctrl.compute().mode == Mode.TRACKING
+    ctrl.set_trajectory([0.0, 1.0], [q + 0.01, q - 0.1], start_time=1.5)
+    held = ctrl.compute()
+    assert held.mode == Mode.HOLD
+    np.testing.assert_array_equal(held.q_ref, q + 0.01)            # the measured position
+    np.testing.assert_allclose(held.tau, setpoint_motor_torque(lwr, create_data(lwr), q + 0.01,
+                                                               *at_rest(lwr, q + 0.01)[3:]), rtol=1e-12)
+    ctrl.update_state(at_rest(lwr, q + 0.01, t=2.0), 1.0)
+    new = ctrl.compute()
+    assert new.mode == Mode.TRACKING
+    np.testing.assert_allclose(new.q_ref, q + 0.01 - 0.11 / 2, rtol=1e-12)   # η(1/2) = 1/2 on the new one
+
+
+def test_law_library_is_keyed_by_gains_and_limits(lwr, law):
+    from flexmodal_ros.model import with_overrides
+    stiffer = ControlLaw(with_overrides(lwr, kp=lwr.kp * 2))
+    assert stiffer.library.hash != law.library.hash
+    for target in (law, stiffer):
+        load_segment(target, np.zeros(lwr.n), np.zeros(lwr.n), 1.0, 0.0, np.full(lwr.n, -1e-3), np.zeros(lwr.n),
+                     tracking=0.0, r_hold=np.zeros(lwr.n))
+    np.testing.assert_allclose(stiffer.tau, 2 * law.tau, rtol=1e-12)      # −K_P q_m with twice the gain

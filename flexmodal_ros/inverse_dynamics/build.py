@@ -11,7 +11,6 @@ code depends on, so a model is compiled once per machine. Functions built on the
 """
 import ctypes
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -105,13 +104,16 @@ def cache_dir():
     return Path(os.environ.get("FLEXMODAL_CACHE") or Path.home() / ".cache" / "flexmodal_ros")
 
 
-def model_hash(pin_model, flex, generator_sources=()):
-    """SHA-256 (hex) of everything the generated code depends on (model numbers, generator source:
-    this package's and the files in ``generator_sources``, CasADi version, compiler flags)."""
+def model_hash(pin_model, flex, sources=(), parameters=None):
+    """SHA-256 (hex) of everything the generated code depends on: model numbers, ``parameters``
+    (a dict of further arrays the generator reads), generator source (this package's and the
+    files in ``sources``), CasADi version, compiler flags."""
     h = hashlib.sha256()
     h.update(f"{ca.__version__}|{' '.join(CFLAGS)}|".encode())
-    for path in (Path(__file__).with_name("symbolic.py"), Path(__file__), *map(Path, generator_sources)):
+    for path in (Path(__file__).with_name("symbolic.py"), Path(__file__), *map(Path, sources)):
         h.update(path.read_bytes())
+    for key, value in sorted((parameters or {}).items()):
+        h.update(key.encode() + np.ascontiguousarray(value, dtype=float).tobytes())
     h.update(np.asarray(pin_model.gravity.linear, dtype=float).tobytes())
     for link in canonical_chain(pin_model):
         h.update(repr((link.parent, link.revolute, link.mass)).encode())
@@ -148,13 +150,16 @@ def model_feedforward_function(model, name):
     return feedforward_function(model.pin, flex_params(model), name)
 
 
-def build_library(model, cache=None, generator=model_feedforward_function, tag="ff"):
+def build_library(model, cache=None, generator=model_feedforward_function, tag="ff", sources=(),
+                  parameters=None):
     """Compiled library of ``generator(model, symbol)`` (a CasADi Function of one dense vector;
     default the flexible-joint feedforward) for a FlexibleJointModel, from the cache if present.
-    ``tag`` names the kind of function in file and symbol names: flexmodal_<tag>_<hash>."""
+    ``tag`` names the kind of function in file and symbol names (flexmodal_<tag>_<hash>); a
+    generator outside this package names the files it is written in (``sources``) and the model
+    arrays it reads beyond the dynamics and flexibility parameters (``parameters``, e.g. gains):
+    both go into the cache key."""
     flex = flex_params(model)
-    extra = () if generator is model_feedforward_function else (inspect.getsourcefile(generator),)
-    digest = model_hash(model.pin, flex, extra)
+    digest = model_hash(model.pin, flex, sources, parameters)
     folder = Path(cache) if cache is not None else cache_dir()
     stem = folder / f"flexmodal_{tag}_{digest[:16]}"
     meta_path = stem.with_suffix(".json")
