@@ -67,3 +67,27 @@ def test_reader_errors_name_the_field_and_joint(lwr, mutate, message):
     msg = deserialize_message(serialize_message(msg), JointState)   # as a subscriber receives it
     with pytest.raises(InputError, match=message):
         JointStateReader(lwr)(msg)
+
+
+def test_reader_from_bytes_equals_the_message_path_across_senders(lwr):
+    """Serialized input: in-place reads while the layout holds, deserialization when the sender,
+    names or sizes change; same samples and errors as for message objects."""
+    writer, read = JointStateWriter(lwr), JointStateReader(lwr)
+    rng = np.random.default_rng(5)
+    values = rng.normal(size=(6, lwr.n))
+    other = plant_joint_state(lwr, 7.0, *values)
+    other.name, other.position, other.velocity = list(other.name) + ["gripper"], list(other.position) + [1.0], \
+        list(other.velocity) + [2.0]
+    other.effort = list(other.effort) + [0.0]
+    for t, buf in [(1.0, writer(1.0, *values)[0]), (1.001, writer(1.001, *values[::-1])[0]),
+                   (7.0, serialize_message(other)), (1.002, writer(1.002, *values)[0])]:
+        expected = JointStateReader(lwr)(deserialize_message(buf, JointState))
+        sample = read.from_bytes(buf)
+        assert sample.t == pytest.approx(t, abs=1e-12) and sample.t == expected.t
+        for got, want in zip(sample[1:], expected[1:]):
+            np.testing.assert_array_equal(got, want)
+    assert read._layout is not None                     # the last sender's layout was learned
+    bad = values.copy()
+    bad[3, 2] = np.nan                                  # velocity of joint_3_motor, same layout
+    with pytest.raises(InputError, match="velocity: NaN or inf for joint_3_motor"):
+        read.from_bytes(writer(1.003, *bad)[0])

@@ -199,6 +199,8 @@ class JointStateReader:
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf.
     Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
     (a publisher sends the same names every time), and the four vectors are gathered in one step.
+    :meth:`from_bytes` reads a serialized message (raw subscription: the executor builds no
+    message object, ~20 µs less per sample).
     """
 
     def __init__(self, model):
@@ -208,6 +210,7 @@ class JointStateReader:
         self._sample = JointSample
         self._names = None
         self._take = None
+        self._layout = None
 
     def __call__(self, msg):
         names, pos, vel = msg.name, msg.position, msg.velocity
@@ -222,6 +225,30 @@ class JointStateReader:
         n, stamp = self.model.n, msg.header.stamp
         return self._sample(stamp.sec + 1e-9 * stamp.nanosec, values[:n], values[n:2 * n],
                             values[2 * n:3 * n], values[3 * n:])
+
+    def from_bytes(self, buf):
+        """:class:`JointSample` of a serialized JointState (``bytes``), same checks and errors.
+
+        While every byte but the stamp and the values equals the last accepted message's (same
+        sender, names and sizes) the stamp and values are read in place; otherwise the message is
+        deserialized and read as above, and the byte layout of the new message is learned.
+        """
+        layout = self._layout
+        if layout is not None and layout.matches(buf):
+            values = np.frombuffer(buf, float, layout.count, layout.start)[layout.take]
+            if not np.isfinite(values).all():
+                raise InputError(self._nonfinite(values))
+            sec, nanosec = layout.stamp(buf)
+            n = self.model.n
+            return self._sample(sec + 1e-9 * nanosec, values[:n], values[n:2 * n], values[2 * n:3 * n],
+                                values[3 * n:])
+        from rclpy.serialization import deserialize_message
+        from sensor_msgs.msg import JointState
+
+        msg = deserialize_message(buf, JointState)
+        sample = self(msg)
+        self._layout = _JointStateLayout.learn(msg, buf, self._take)
+        return sample
 
     def _gather_index(self, names):
         """Index into [position; velocity] of q, q̇, q_m, q̇_m; InputError naming missing joints."""
@@ -243,6 +270,42 @@ class JointStateReader:
         field = "velocity" if (k // n) % 2 else "position"
         joint = self.model.joint_names[k % n] + (MOTOR_SUFFIX if k >= 2 * n else "")
         return f"joint_states.{field}: NaN or inf for {joint}"
+
+
+class _JointStateLayout:
+    """Where stamp, positions and velocities sit in one sender's serialized JointState, and the
+    bytes that must not change for that to hold (everything else but the effort values)."""
+
+    def __init__(self, size, regions, stamp_at, start, count, take):
+        import struct
+
+        self.size, self.regions, self.start, self.count, self.take = size, regions, start, count, take
+        self._stamp, self._stamp_at = struct.Struct("=iI"), stamp_at
+
+    @classmethod
+    def learn(cls, msg, buf, take):
+        """Layout of ``buf`` (the serialization of ``msg``, whose fields are overwritten here) from
+        rmw's serialization of the same message with marker values (:class:`SerializedMessage`);
+        None when it cannot be used (then every message is deserialized)."""
+        m = len(msg.name)
+        probe = SerializedMessage(msg, arrays=("position", "velocity"), stamps=("header.stamp",))
+        at = probe.offsets
+        s0, p0, v0 = at["header.stamp"], at["position"], at["velocity"]
+        if len(probe.serialized()) != len(buf) or (v0 - p0) % 8 or not s0 + 8 <= p0 < v0:
+            return None
+        edges = ((0, s0), (s0 + 8, p0), (p0 + 8 * m, v0))
+        regions = tuple((a, b, bytes(buf[a:b])) for a, b in edges)
+        shift = (v0 - p0) // 8                        # velocity k sits at float index shift + k
+        gather = np.where(take >= m, take - m + shift, take)
+        return cls(len(buf), regions, s0, p0, shift + m, gather)
+
+    def matches(self, buf):
+        (a0, b0, k0), (a1, b1, k1), (a2, b2, k2) = self.regions
+        return len(buf) == self.size and buf[a0:b0] == k0 and buf[a1:b1] == k1 and buf[a2:b2] == k2
+
+    def stamp(self, buf):
+        """(sec, nanosec) of header.stamp."""
+        return self._stamp.unpack_from(buf, self._stamp_at)
 
 
 def joint_state_to_sample(model, msg):
@@ -300,8 +363,8 @@ class SerializedMessage:
     builtin_interfaces/Time fields named in ``stamps`` (dotted paths) are first set to marker
     values, whose unique byte positions in rmw's own serialization locate the fields; the
     encoding (alignment, endianness) therefore stays the middleware's. ``values[path]``: writable
-    float64 view of an array field; :meth:`set_time` writes a time field; :meth:`serialized` returns
-    the bytes to publish.
+    float64 view of an array field; ``offsets[path]``: byte offset of an array or time field;
+    :meth:`set_time` writes a time field; :meth:`serialized` returns the bytes to publish.
     """
 
     def __init__(self, msg, arrays=(), stamps=()):
@@ -316,13 +379,15 @@ class SerializedMessage:
         for k, path in enumerate(stamps):
             _set_path(msg, path, Time(sec=2_000_000_011 - k, nanosec=987_654_321 - k))
         self._buffer = bytearray(serialize_message(msg))
-        self.values = {}
+        self.values, self.offsets = {}, {}
         for path in arrays:
             marker = np.array(_get_path(msg, path), dtype=float)
-            self.values[path] = np.frombuffer(self._buffer, float, marker.size, self._locate(marker.tobytes(), path))
+            self.offsets[path] = self._locate(marker.tobytes(), path)
+            self.values[path] = np.frombuffer(self._buffer, float, marker.size, self.offsets[path])
             self.values[path][:] = 0.0
-        self._stamps = {path: self._locate(self._time.pack(t.sec, t.nanosec), path)
-                        for path in stamps for t in [_get_path(msg, path)]}
+        for path in stamps:
+            t = _get_path(msg, path)
+            self.offsets[path] = self._locate(self._time.pack(t.sec, t.nanosec), path)
 
     def _locate(self, marker, path):
         at = self._buffer.find(marker)
@@ -333,7 +398,7 @@ class SerializedMessage:
     def set_time(self, path, t):
         """Write time t [s] (>= 0) into the Time field ``path``."""
         ns = int(round(t * 1e9))
-        self._time.pack_into(self._buffer, self._stamps[path], ns // 1_000_000_000, ns % 1_000_000_000)
+        self._time.pack_into(self._buffer, self.offsets[path], ns // 1_000_000_000, ns % 1_000_000_000)
 
     def serialized(self):
         """The current message as bytes (a copy: safe to publish while the fields are rewritten)."""

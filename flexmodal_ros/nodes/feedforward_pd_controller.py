@@ -20,8 +20,8 @@ Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_
 time_from_start; header.stamp = start time on the joint-state clock, zero = now). Out:
 ``/effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
 saturation). Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
-per cycle [µs] = from the start of the joint-state callback to the command handed to the
-publisher: compute_us_p50/p90/p99/p999/max over the last 20 s, compute_us_samples and
+per cycle [µs] = from the start of the joint-state callback (serialized sample in hand: reading
+it is part of the cycle) to the command handed to the publisher: compute_us_p50/p90/p99/p999/max over the last 20 s, compute_us_samples and
 compute_us_over (count above 200 µs); late_cycles = cycles that started
 more than 1.5 periods after the previous one, counters, mode); ``~/reset_statistics`` (Trigger:
 clears the compute-time window and late_cycles, e.g. right before a trajectory).
@@ -70,9 +70,10 @@ class FeedforwardPdController(Node):
         self.status_pub = self.create_publisher(
             String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
-        # it until the reliable protocol repairs the loss (matches reliable publishers too).
+        # it until the reliable protocol repairs the loss (matches reliable publishers too). Raw:
+        # the callback gets the serialized bytes (no message object built per sample).
         self.create_subscription(JointState, "/joint_states", self.on_joint_state,
-                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT), raw=True)
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
         self.create_service(Trigger, "~/reset_statistics", self.on_reset_statistics)
@@ -86,10 +87,10 @@ class FeedforwardPdController(Node):
                                f"{self.model.kd.tolist()}), feedforward {'on' if p['use_feedforward'] else 'off'}, "
                                f"{scheduling}")
 
-    def on_joint_state(self, msg):
+    def on_joint_state(self, serialized):
         start = time.perf_counter()
         try:
-            sample = self._read_state(msg)
+            sample = self._read_state.from_bytes(serialized)
         except FlexmodalError as exc:
             self.ctrl.counters.rejected_samples += 1
             self._report_throttled(f"joint state rejected: {exc}")
