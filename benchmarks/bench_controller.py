@@ -1,10 +1,10 @@
 """Controller and simulator hot paths (kuka_lwr4, thesis trajectory), no ROS transport.
 
-Per control cycle of the feedforward_pd_controller node: JointState → sample conversion, the
+Per control cycle of the feedforward_pd_controller node: serialized JointState → sample, the
 fail-safe controller (one generated C call: trajectory segment, feedforward (4.6)-(4.10), PD,
 saturation) and the serialized Float64MultiArray command; baseline in the same run: the same
 cycle with the control law run by CasADi's virtual machine (``ControlLaw(compiled=False)``). Per 1 ms of the flexible_joint_simulator: the RK4 steps at the
-node's integration rate (default 2 kHz: 2 steps) + JointState. Prints the distribution
+node's integration rate (default 2 kHz: 2 steps) + the serialized JointState. Prints the distribution
 (p50/p99/max) per repeat and the median over repeats; a cycle is "late" when it alone takes longer
 than the 1 ms period. These are hot-loop figures: in the nodes, a cycle that follows 1 ms of
 waiting costs about twice as much (cold caches; see flexmodal_ros/nodes/realtime.py), which is
@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from flexmodal_ros.control import FailSafeController
-from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter, plant_joint_state
+from flexmodal_ros.nodes.conversions import JointStateReader, JointStateWriter, TorqueCommandWriter
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
 
@@ -30,12 +30,12 @@ def controller_cycles(model, cycles, compiled=True):
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model), x0, hold)
     ctrl = FailSafeController(model, compiled=compiled)
-    read, serialize = JointStateReader(model), TorqueCommandWriter(model.n)
+    read, serialize, state = JointStateReader(model), TorqueCommandWriter(model.n), JointStateWriter(model)
     out = []
     for k in range(cycles):
-        msg = plant_joint_state(model, k * PERIOD, *sim.sample(), *sim.efforts())
+        serialized, _ = state(k * PERIOD, *sim.sample(), *sim.efforts())
         start = time.perf_counter()
-        ctrl.update_state(read(msg), k * PERIOD)
+        ctrl.update_state(read.from_bytes(serialized), k * PERIOD, validated=True)
         if k == 0:
             ctrl.set_trajectory(times, positions)
         command = ctrl.compute()
@@ -52,11 +52,12 @@ def simulator_periods(model, periods, rate_hz):
     _, positions = thesis_trajectory(model)
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model, 1.0 / rate_hz), x0, hold)
+    state = JointStateWriter(model)
     out = []
     for _ in range(periods):
         start = time.perf_counter()
         sim.advance(PERIOD)
-        plant_joint_state(model, sim.t, *sim.sample(), *sim.efforts())
+        state(sim.t, *sim.sample(), *sim.efforts())
         out.append(1e6 * (time.perf_counter() - start))
     return np.array(out)
 

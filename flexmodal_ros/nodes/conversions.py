@@ -193,7 +193,8 @@ def _state_names(link_names):
 
 
 class JointStateReader:
-    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order) for one model.
+    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order) for one model
+    (finite float vectors of length n, new for each sample: ``update_state(..., validated=True)``).
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf.

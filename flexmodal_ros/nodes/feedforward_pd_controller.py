@@ -96,7 +96,7 @@ class FeedforwardPdController(Node):
             self._report_throttled(f"joint state rejected: {exc}")
             return
         try:
-            self.ctrl.update_state(sample, time.monotonic())
+            self.ctrl.update_state(sample, time.monotonic(), validated=True)
         except FlexmodalError as exc:
             self._report_throttled(f"joint state rejected: {exc}")
             return
