@@ -240,3 +240,13 @@ def test_law_library_is_keyed_by_gains_and_limits(lwr, law):
         load_segment(target, np.zeros(lwr.n), np.zeros(lwr.n), 1.0, 0.0, np.full(lwr.n, -1e-3), np.zeros(lwr.n),
                      tracking=0.0, r_hold=np.zeros(lwr.n))
     np.testing.assert_allclose(stiffer.tau, 2 * law.tau, rtol=1e-12)      # −K_P q_m with twice the gain
+
+
+def test_validated_samples_are_taken_as_is_and_others_are_copied(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    sample = at_rest(lwr, np.zeros(lwr.n))
+    ctrl.update_state(sample, 0.0)
+    assert ctrl.last_sample is not sample and ctrl.last_sample.q is not sample.q   # checked copy
+    later = at_rest(lwr, np.zeros(lwr.n), t=0.001)
+    ctrl.update_state(later, 0.001, validated=True)
+    assert ctrl.last_sample is later
