@@ -165,12 +165,17 @@ def stamp_to_seconds(stamp):
     return stamp.sec + 1e-9 * stamp.nanosec
 
 
+def split_seconds(t):
+    """float seconds (>= 0) → (sec, nanosec) of builtin_interfaces/Time, rounded to the nanosecond."""
+    return divmod(int(round(t * 1e9)), 1_000_000_000)
+
+
 def seconds_to_stamp(t):
     """float seconds (>= 0) → builtin_interfaces/Time."""
     from builtin_interfaces.msg import Time
 
-    ns = int(round(t * 1e9))
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+    sec, nanosec = split_seconds(t)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def plant_joint_state(model, t, q, qd, q_m, qd_m, link_effort, motor_effort):
@@ -289,7 +294,10 @@ class _JointStateLayout:
         rmw's serialization of the same message with marker values (:class:`SerializedMessage`);
         None when it cannot be used (then every message is deserialized)."""
         m = len(msg.name)
-        probe = SerializedMessage(msg, arrays=("position", "velocity"), stamps=("header.stamp",))
+        try:
+            probe = SerializedMessage(msg, arrays=("position", "velocity"), stamps=("header.stamp",))
+        except RuntimeError:          # a marker also occurs in the names or frame_id
+            return None
         at = probe.offsets
         s0, p0, v0 = at["header.stamp"], at["position"], at["velocity"]
         if len(probe.serialized()) != len(buf) or (v0 - p0) % 8 or not s0 + 8 <= p0 < v0:
@@ -348,10 +356,9 @@ def core_to_trajectory(joint_names, times, positions, start_time=None):
     if start_time is not None:
         msg.header.stamp = seconds_to_stamp(start_time)
     for t, pos in zip(times, positions):
-        ns = int(round(float(t) * 1e9))
+        sec, nanosec = split_seconds(float(t))
         msg.points.append(JointTrajectoryPoint(positions=[float(v) for v in pos],
-                                               time_from_start=Duration(sec=ns // 1_000_000_000,
-                                                                        nanosec=ns % 1_000_000_000)))
+                                               time_from_start=Duration(sec=sec, nanosec=nanosec)))
     return msg
 
 
@@ -398,8 +405,7 @@ class SerializedMessage:
 
     def set_time(self, path, t):
         """Write time t [s] (>= 0) into the Time field ``path``."""
-        ns = int(round(t * 1e9))
-        self._time.pack_into(self._buffer, self.offsets[path], ns // 1_000_000_000, ns % 1_000_000_000)
+        self._time.pack_into(self._buffer, self.offsets[path], *split_seconds(t))
 
     def serialized(self):
         """The current message as bytes (a copy: safe to publish while the fields are rewritten)."""
