@@ -91,3 +91,8 @@ def test_reader_from_bytes_equals_the_message_path_across_senders(lwr):
     bad[3, 2] = np.nan                                  # velocity of joint_3_motor, same layout
     with pytest.raises(InputError, match="velocity: NaN or inf for joint_3_motor"):
         read.from_bytes(writer(1.003, *bad)[0])
+
+
+def test_reader_rejects_bytes_that_are_no_joint_state(lwr):
+    with pytest.raises(InputError, match="joint_states: cannot deserialize 8 bytes"):
+        JointStateReader(lwr).from_bytes(b"\x00\x01\x00\x00\xff\xff\xff\x7f")

@@ -251,7 +251,10 @@ class JointStateReader:
         from rclpy.serialization import deserialize_message
         from sensor_msgs.msg import JointState
 
-        msg = deserialize_message(buf, JointState)
+        try:
+            msg = deserialize_message(buf, JointState)
+        except RuntimeError as exc:               # rclpy's RMWError: not a valid serialized JointState
+            raise InputError(f"joint_states: cannot deserialize {len(buf)} bytes ({exc})") from None
         sample = self(msg)
         self._layout = _JointStateLayout.learn(msg, buf, self._take)
         return sample
