@@ -28,7 +28,7 @@ AMENT_MARKER := $(VENV)/share/ament_index/resource_index/packages/flexmodal_ros
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test demo clean distclean
+.PHONY: setup test test-quick demo clean distclean
 
 setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP)
 
@@ -66,6 +66,10 @@ test: setup
 	. scripts/env.sh; rc=0; python -m pytest test $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit code 5)" >&2; fi; \
 	exit $$rc
+
+# The whole suite but the reproductions marked slow (every published table also has a quick test).
+test-quick: setup
+	$(MAKE) test PYTEST_ARGS='-m "not slow" $(PYTEST_ARGS)'
 
 demo: setup
 	. scripts/env.sh; python -m flexmodal_ros.demo

@@ -5,12 +5,9 @@ damping ratios ζ = −Re λ/|λ| (2.17), complex mode shapes u = [I 0] y (2.18)
 configuration (:func:`modal_analysis`) or many (:func:`modal_analysis_batch`, vectorized assembly
 and batched ``eig``, split over worker threads: numpy's LAPACK calls release the GIL).
 
-Conventions (documented contract of :class:`ModalResult`):
-- a *mode* is a complex-conjugate eigenvalue pair, represented by its member with Im λ > 0; modes are
-  sorted by ascending natural frequency; real eigenvalues (overdamped motion) are listed separately;
-- mode shapes are the 2n position components [q; q_m] of the eigenvector, scaled to unit Euclidean
-  norm with the component of largest modulus real and positive;
-- stable ⇔ every eigenvalue has Re λ < 0 (2.14); eigenvalues with Re λ ≥ 0 are reported.
+Results are :class:`~flexmodal_ros.modes.ModeSet` objects (conventions there: modes as conjugate
+pairs sorted by frequency, unit-norm shapes, stable / marginally stable / unstable) with the
+link configuration and the motor equilibrium added; mode shapes have 2n rows [q; q_m].
 """
 
 from __future__ import annotations
@@ -26,53 +23,23 @@ from flexmodal_ros.errors import InputError
 from flexmodal_ros.linearize import (assemble, configuration_terms, equilibrium_from_compensation,
                                      state_matrix)
 from flexmodal_ros.model import create_data
+from flexmodal_ros.modes import ModeSet, modes_from_eigenpairs
 from flexmodal_ros.validation import finite_array, finite_vector
 
-TWO_PI = 2.0 * np.pi
-
-
-@dataclass(frozen=True)
-class ModalResult:
-    """Modal parameters of one configuration (units: Hz, fractions, 1/s, rad or m).
-
-    ``q`` link configuration; ``motor_equilibrium`` q_m^d (2.3) [rad]; ``frequencies_hz`` (m,)
-    natural frequencies |λ|/2π ascending; ``damping_ratios`` (m,) fractions (0.05 = 5 %);
-    ``eigenvalues`` (m,) complex, Im > 0; ``mode_shapes`` (2n, m) complex, rows [q; q_m];
-    ``real_eigenvalues`` ascending; ``stable``; ``unstable_eigenvalues`` (all members with Re ≥ 0).
-    """
+@dataclass(frozen=True, kw_only=True)
+class ModalResult(ModeSet):
+    """Modal parameters of one configuration: the :class:`~flexmodal_ros.modes.ModeSet` fields
+    (mode shapes (2n, m), rows [q; q_m]) plus ``q`` the link configuration and
+    ``motor_equilibrium`` q_m^d (2.3) [rad or m]."""
 
     q: np.ndarray
     motor_equilibrium: np.ndarray
-    frequencies_hz: np.ndarray
-    damping_ratios: np.ndarray
-    eigenvalues: np.ndarray
-    mode_shapes: np.ndarray
-    real_eigenvalues: np.ndarray
-    stable: bool
-    unstable_eigenvalues: np.ndarray
-
-    @property
-    def num_modes(self) -> int:
-        return int(self.frequencies_hz.size)
 
     def to_dict(self, joint_names: Sequence[str] | None = None) -> dict:
         """JSON-ready dict (keys of the CLI ``--json`` output and of ModalParameters.msg)."""
         out = {} if joint_names is None else {"joint_names": list(joint_names)}
-        out.update({
-            "positions": self.q.tolist(),
-            "motor_equilibrium": self.motor_equilibrium.tolist(),
-            "num_modes": self.num_modes,
-            "frequencies_hz": self.frequencies_hz.tolist(),
-            "damping_ratios": self.damping_ratios.tolist(),
-            "eigenvalues_real": self.eigenvalues.real.tolist(),
-            "eigenvalues_imag": self.eigenvalues.imag.tolist(),
-            "mode_shapes_real": self.mode_shapes.real.tolist(),
-            "mode_shapes_imag": self.mode_shapes.imag.tolist(),
-            "real_eigenvalues": self.real_eigenvalues.tolist(),
-            "stable": bool(self.stable),
-            "unstable_eigenvalues_real": self.unstable_eigenvalues.real.tolist(),
-            "unstable_eigenvalues_imag": self.unstable_eigenvalues.imag.tolist(),
-        })
+        out.update({"positions": self.q.tolist(), "motor_equilibrium": self.motor_equilibrium.tolist()})
+        out.update(super().to_dict())
         return out
 
 
@@ -109,44 +76,6 @@ def configuration_from_names(model, joint_names: Sequence[str], values, field="p
     return values[[names.index(j) for j in model.joint_names]]
 
 
-def modes_from_state_matrices(A: np.ndarray):
-    """Batched eigen-solution of A (..., 4n, 4n) → sorted per-configuration parts.
-
-    Returns a list (one entry per leading index, flattened) of tuples
-    (frequencies_hz, damping_ratios, eigenvalues, mode_shapes, real_eigenvalues, stable,
-    unstable_eigenvalues) following the conventions of the module docstring.
-    """
-    A = np.asarray(A, float)
-    four_n = A.shape[-1]
-    A = A.reshape((-1, four_n, four_n))
-    w, v = np.linalg.eig(A)
-    w, v = w.astype(complex, copy=False), v.astype(complex, copy=False)
-    pos = w.imag > 0.0
-    order = np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable")
-    lam = np.take_along_axis(w, order, axis=1)
-    shapes = np.take_along_axis(v[:, : four_n // 2, :], order[:, None, :], axis=2)
-    shapes = _normalize_shapes(shapes)
-    omega = np.abs(lam)
-    freq, zeta = omega / TWO_PI, -lam.real / np.where(omega > 0, omega, 1.0)
-    counts = pos.sum(axis=1)
-    out = []
-    for b in range(A.shape[0]):
-        m = counts[b]
-        real = np.sort(w[b][w[b].imag == 0.0].real)
-        bad = w[b][w[b].real >= 0.0]
-        out.append((freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m], real,
-                    bool(bad.size == 0), bad[np.lexsort((bad.imag, bad.real))]))
-    return out
-
-
-def _normalize_shapes(shapes: np.ndarray) -> np.ndarray:
-    """Columns to unit norm, component of largest modulus real positive; (B, 2n, m)."""
-    mag = np.abs(shapes)
-    pivot = np.take_along_axis(shapes, np.argmax(mag, axis=1)[:, None, :], axis=1)
-    scale = np.linalg.norm(shapes, axis=1, keepdims=True) * pivot / np.abs(pivot)
-    return shapes / scale
-
-
 def linearized_batch(model, data, qs: np.ndarray):
     """Stacks (M̄, D̄, K̄) (m, 2n, 2n) (2.9)-(2.11) and q_m^d (m, n) (2.3) for ``qs`` (m, n)."""
     M, KG, comp = configuration_terms(model, data, qs)
@@ -156,8 +85,11 @@ def linearized_batch(model, data, qs: np.ndarray):
 
 def _analyse_chunk(model, data, qs: np.ndarray) -> list[ModalResult]:
     (Mbar, Dbar, Kbar), q_m = linearized_batch(model, data, qs)
-    parts = modes_from_state_matrices(state_matrix(Mbar, Dbar, Kbar))
-    return [ModalResult(q.copy(), qm, *p) for q, qm, p in zip(qs, q_m, parts)]
+    A = state_matrix(Mbar, Dbar, Kbar)
+    w, v = np.linalg.eig(A)
+    sets = modes_from_eigenpairs(w, v, rows=slice(0, A.shape[-1] // 2))
+    return [ModalResult(**s.mode_fields(), q=q.copy(), motor_equilibrium=qm)
+            for q, qm, s in zip(qs, q_m, sets)]
 
 
 def modal_analysis(model, q, data=None) -> ModalResult:

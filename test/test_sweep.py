@@ -8,10 +8,9 @@ import pytest
 
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.errors import InputError
-from flexmodal_ros.modal import ModalResult
+from flexmodal_ros.modes import ModeSet, mac, plot_map, track_modes, write_csv, write_json
 from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sweep import (config_grid, config_line, gain_sweep, mac, modal_map, plot_map,
-                                 track_modes, write_csv, write_json)
+from flexmodal_ros.sweep import config_grid, config_line, gain_sweep, modal_map
 
 SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]
 SCOMPI_Q50 = [0.0, np.pi / 6, np.pi / 3, np.pi / 3, -np.pi / 3, 0.0]
@@ -69,11 +68,11 @@ def test_mac_properties():
 
 
 def _fake(freqs, shapes):
-    """ModalResult with given (sorted) frequencies and shapes (only fields tracking uses)."""
+    """ModeSet with given (sorted) frequencies and shapes (only fields tracking uses)."""
     freqs = np.asarray(freqs, float)
     shapes = np.asarray(shapes, complex)
-    return ModalResult(np.zeros(2), np.zeros(2), freqs, np.full(freqs.size, 0.05),
-                       2j * np.pi * freqs, shapes, np.zeros(0), True, np.zeros(0, complex))
+    return ModeSet(freqs, np.full(freqs.size, 0.05), 2j * np.pi * freqs, shapes, np.zeros(0),
+                   "stable", np.zeros(0, complex))
 
 
 def test_tracking_follows_shapes_through_a_crossing():

@@ -7,7 +7,8 @@ from ..config import Tool
 from ..errors import InputError
 from ..modal import modal_analysis
 from ..model import with_overrides
-from ..sweep import config_grid, config_line, modal_map, plot_map, write_csv, write_json
+from ..modes import plot_map, write_csv, write_json
+from ..sweep import config_grid, config_line, modal_map
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
 MAX_CROSSINGS_SHOWN = 10
@@ -73,8 +74,9 @@ def run(args):
         print(f"{i + 1:>4} {f:>11.4f} {100 * z:>9.4f}  {lam.real:.6g} + {lam.imag:.6g}j")
     if result.real_eigenvalues.size:
         print(f"real (overdamped) eigenvalues [1/s]: {np.array2string(result.real_eigenvalues, precision=6)}")
-    print("stable" if result.stable else
-          f"UNSTABLE: eigenvalues with Re >= 0: {np.array2string(result.unstable_eigenvalues, precision=6)}")
+    print(result.stability if result.stable else
+          f"{result.stability.upper()}: eigenvalues with Re >= 0 (within round-off): "
+          f"{np.array2string(result.unstable_eigenvalues, precision=6)}")
     return 0
 
 

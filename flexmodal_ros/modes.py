@@ -1,0 +1,320 @@
+"""What every modal capability shares: eigenvalues → modes, stability, MAC, tracking, output.
+
+Used by the flexible-joint AMA (:mod:`flexmodal_ros.modal`) and by every other family that produces
+modes (flexible links, constrained mechanisms, measured modes, polynomial eigenpairs). A new
+capability returns a :class:`ModeSet` (or a subclass adding its own fields) and gets sorting,
+stability, MAC tracking across configurations, CSV/JSON/PNG output and progress bars from here.
+
+Conventions (the documented contract of :class:`ModeSet`):
+- natural frequency f = |λ|/2π [Hz] and damping ratio ζ = −Re λ/|λ| [fraction] (thesis (2.16)-(2.17));
+- a *mode* is a complex-conjugate eigenvalue pair, represented by its member with Im λ > 0; modes are
+  sorted by ascending natural frequency; real eigenvalues (overdamped motion) are listed separately;
+- mode shapes are columns scaled to unit Euclidean norm with the component of largest modulus real
+  and positive;
+- stability uses a tolerance relative to the spectral radius, tol = ``STABILITY_RTOL``·max|λ|, so that
+  round-off (Re λ ≈ 1e-15 for an undamped mode) is not reported as instability: ``"stable"`` when
+  every Re λ < −tol, ``"unstable"`` when some Re λ > tol, ``"marginally stable"`` otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from flexmodal_ros.errors import InputError
+
+TWO_PI = 2.0 * np.pi
+STABILITY_RTOL = 1e-9  # |Re λ| ≤ 1e-9·max|λ| counts as zero (eig round-off is ~1e-16·‖A‖)
+STABLE, MARGINAL, UNSTABLE = "stable", "marginally stable", "unstable"
+
+
+@dataclass(frozen=True)
+class ModeSet:
+    """Modes of one linear(ized) system (units: Hz, fractions, 1/s).
+
+    ``frequencies_hz`` (m,) ascending; ``damping_ratios`` (m,) fractions (0.05 = 5 %);
+    ``eigenvalues`` (m,) complex, Im > 0; ``mode_shapes`` (r, m) complex, one column per mode (rows
+    defined by the producer); ``real_eigenvalues`` ascending; ``stability`` one of ``"stable"``,
+    ``"marginally stable"``, ``"unstable"``; ``unstable_eigenvalues`` every eigenvalue (both members
+    of a pair) with Re λ ≥ −tol, i.e. those that keep the system from being asymptotically stable.
+    """
+
+    frequencies_hz: np.ndarray
+    damping_ratios: np.ndarray
+    eigenvalues: np.ndarray
+    mode_shapes: np.ndarray
+    real_eigenvalues: np.ndarray
+    stability: str
+    unstable_eigenvalues: np.ndarray
+
+    @property
+    def stable(self) -> bool:
+        """True only for asymptotic stability (every Re λ < −tol)."""
+        return self.stability == STABLE
+
+    @property
+    def num_modes(self) -> int:
+        return int(self.frequencies_hz.size)
+
+    def mode_fields(self) -> dict:
+        """The :class:`ModeSet` fields as a dict (to build a subclass from a plain mode set)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ModeSet)}
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict of the mode fields (keys shared by every ``--json`` output)."""
+        return {
+            "num_modes": self.num_modes,
+            "frequencies_hz": self.frequencies_hz.tolist(),
+            "damping_ratios": self.damping_ratios.tolist(),
+            "eigenvalues_real": self.eigenvalues.real.tolist(),
+            "eigenvalues_imag": self.eigenvalues.imag.tolist(),
+            "mode_shapes_real": self.mode_shapes.real.tolist(),
+            "mode_shapes_imag": self.mode_shapes.imag.tolist(),
+            "real_eigenvalues": self.real_eigenvalues.tolist(),
+            "stable": bool(self.stable),
+            "stability": self.stability,
+            "unstable_eigenvalues_real": self.unstable_eigenvalues.real.tolist(),
+            "unstable_eigenvalues_imag": self.unstable_eigenvalues.imag.tolist(),
+        }
+
+
+def frequencies_and_damping(eigenvalues) -> tuple[np.ndarray, np.ndarray]:
+    """f = |λ|/2π [Hz] and ζ = −Re λ/|λ| [-] (thesis (2.16)-(2.17)); ζ = 0 where λ = 0."""
+    lam = np.asarray(eigenvalues, complex)
+    omega = np.abs(lam)
+    return omega / TWO_PI, -lam.real / np.where(omega > 0, omega, 1.0)
+
+
+def classify_stability(eigenvalues, rtol: float = STABILITY_RTOL) -> tuple[str, np.ndarray]:
+    """(label, eigenvalues with Re λ ≥ −tol sorted by real then imaginary part) for one spectrum.
+
+    tol = ``rtol``·max|λ|; labels as in the module docstring.
+    """
+    w = np.asarray(eigenvalues, complex).ravel()
+    tol = rtol * (np.abs(w).max() if w.size else 0.0)
+    bad = w[w.real >= -tol]
+    bad = bad[np.lexsort((bad.imag, bad.real))]
+    if bad.size == 0:
+        return STABLE, bad
+    return (UNSTABLE if bad.real.max() > tol else MARGINAL), bad
+
+
+def normalize_shapes(shapes: np.ndarray) -> np.ndarray:
+    """Columns of ``shapes`` (..., r, m) to unit norm, component of largest modulus real positive."""
+    shapes = np.asarray(shapes, complex)
+    pivot = np.take_along_axis(shapes, np.argmax(np.abs(shapes), axis=-2)[..., None, :], axis=-2)
+    norm = np.linalg.norm(shapes, axis=-2, keepdims=True)
+    scale = norm * np.where(pivot == 0, 1.0, pivot / np.where(pivot == 0, 1.0, np.abs(pivot)))
+    return shapes / np.where(scale == 0, 1.0, scale)
+
+
+def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = None,
+                          rtol: float = STABILITY_RTOL) -> list[ModeSet]:
+    """Batched eigen-solutions → sorted :class:`ModeSet` per batch entry.
+
+    ``w`` (..., N) eigenvalues and ``v`` (..., N, N) right eigenvectors (columns), as from
+    ``numpy.linalg.eig``; ``rows`` selects the eigenvector rows kept as mode shapes (e.g. the
+    position half of a first-order state). Leading batch dimensions are flattened.
+    """
+    w = np.asarray(w).astype(complex, copy=False)
+    v = np.asarray(v).astype(complex, copy=False)
+    size = w.shape[-1]
+    w, v = w.reshape((-1, size)), v.reshape((-1, v.shape[-2], size))
+    if rows is not None:
+        v = v[:, rows, :]
+    pos = w.imag > 0.0
+    order = np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable")
+    lam = np.take_along_axis(w, order, axis=1)
+    shapes = normalize_shapes(np.take_along_axis(v, order[:, None, :], axis=2))
+    freq, zeta = frequencies_and_damping(lam)
+    counts = pos.sum(axis=1)
+    out = []
+    for b in range(w.shape[0]):
+        m = counts[b]
+        label, bad = classify_stability(w[b], rtol)
+        out.append(ModeSet(freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m],
+                           np.sort(w[b][w[b].imag == 0.0].real), label, bad))
+    return out
+
+
+def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Modal assurance criterion |aᴴb|² / ((aᴴa)(bᴴb)) between the columns of a (r, p) and b (r, s)."""
+    num = np.abs(a.conj().T @ b) ** 2
+    return num / np.outer(np.sum(np.abs(a) ** 2, 0), np.sum(np.abs(b) ** 2, 0))
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Tracked modes ``modes`` (0-based) swap frequency order between configurations
+    ``between`` = (i, i + 1) (0-based); ``description`` is 1-based for humans."""
+
+    modes: tuple
+    between: tuple
+    description: str
+
+
+def track_modes(mode_sets: Sequence[ModeSet]):
+    """Follow modes along a sequence of neighbouring configurations.
+
+    Tracked mode j is the j-th mode (by frequency) of the first configuration; in each next
+    configuration it is the mode whose shape best matches (maximum total MAC, Hungarian
+    assignment) its shape in the previous one. Returns ``(order, crossings)``: ``order[i, j]`` is
+    the index in ``mode_sets[i]``'s sorted modes of tracked mode j; ``crossings`` lists frequency
+    order swaps between tracked modes.
+    """
+    from scipy.optimize import linear_sum_assignment  # scipy.optimize is heavy: import on use
+
+    counts = {r.num_modes for r in mode_sets}
+    if len(counts) != 1:
+        raise InputError(f"track_modes: the number of oscillatory modes changes along the sweep "
+                         f"({sorted(counts)}); modes cannot be tracked")
+    order = np.empty((len(mode_sets), counts.pop()), dtype=int)
+    order[0] = np.arange(order.shape[1])
+    for i in range(1, len(mode_sets)):
+        prev = mode_sets[i - 1].mode_shapes[:, order[i - 1]]
+        rows, cols = linear_sum_assignment(-mac(prev, mode_sets[i].mode_shapes))
+        order[i, rows] = cols
+    return order, _crossings(mode_sets, order)
+
+
+def _crossings(mode_sets, order) -> list[Crossing]:
+    f = np.array([r.frequencies_hz[o] for r, o in zip(mode_sets, order)])
+    out = []
+    for i in range(1, len(f)):
+        sign_prev = np.sign(f[i - 1][:, None] - f[i - 1][None, :])
+        sign_now = np.sign(f[i][:, None] - f[i][None, :])
+        for a, b in zip(*np.nonzero(np.triu(sign_prev * sign_now < 0))):
+            desc = (f"modes {a + 1} and {b + 1} cross between configurations {i} and {i + 1} "
+                    f"(near {0.5 * (f[i, a] + f[i, b]):.4g} Hz)")
+            out.append(Crossing((int(a), int(b)), (i - 1, i), desc))
+    return out
+
+
+@dataclass(frozen=True)
+class ModalMap:
+    """Mode sets over configurations ``configurations`` (m, n) of the coordinates ``joint_names``;
+    ``mode_order`` (m, modes) from :func:`track_modes` or None; ``crossings`` (empty when not
+    tracked). Any :class:`ModeSet` producer can be mapped (:func:`map_modes`)."""
+
+    joint_names: tuple
+    configurations: np.ndarray
+    results: list
+    mode_order: np.ndarray | None
+    crossings: list
+
+    def tracked(self, field: str) -> np.ndarray:
+        """(m, modes) array of ``field`` ('frequencies_hz', 'damping_ratios') per tracked mode
+        (sorted order when untracked; NaN-padded if mode counts differ)."""
+        width = max(r.num_modes for r in self.results)
+        out = np.full((len(self.results), width), np.nan)
+        for i, r in enumerate(self.results):
+            vals = getattr(r, field)
+            out[i, : vals.size] = vals if self.mode_order is None else vals[self.mode_order[i]]
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "joint_names": list(self.joint_names),
+            "configurations": self.configurations.tolist(),
+            "results": [r.to_dict() for r in self.results],
+            "mode_order": None if self.mode_order is None else self.mode_order.tolist(),
+            "crossings": [c.description for c in self.crossings],
+        }
+
+
+def map_modes(joint_names, configurations: np.ndarray, results: Sequence[ModeSet],
+              track: bool = True) -> ModalMap:
+    """:class:`ModalMap` of already computed ``results`` (one per configuration), MAC-tracked."""
+    results = list(results)
+    if track and len(results) > 1:
+        order, crossings = track_modes(results)
+    else:
+        order = np.arange(results[0].num_modes)[None, :] if track and results else None
+        crossings = []
+    return ModalMap(tuple(joint_names), np.asarray(configurations), results, order, crossings)
+
+
+def progress_bar(total: int, desc: str, unit: str = "config", enabled: bool = True):
+    """A tqdm bar on stderr (a context manager with ``update(k)``), or a silent stand-in."""
+    if not enabled:
+        return _NoProgress()
+    from tqdm import tqdm
+    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr)
+
+
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        pass
+
+
+def write_csv(mmap: ModalMap, path) -> Path:
+    """One row per configuration: index (1-based), coordinate values, then f [Hz] and ζ [-] per
+    (tracked) mode, stable flag."""
+    path = Path(path)
+    f, z = mmap.tracked("frequencies_hz"), mmap.tracked("damping_ratios")
+    modes = range(1, f.shape[1] + 1)
+    header = (["configuration"] + [f"q_{j}" for j in mmap.joint_names]
+              + [f"f{k}_hz" for k in modes] + [f"zeta{k}" for k in modes] + ["stable"])
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for i, r in enumerate(mmap.results):
+            w.writerow([i + 1] + [repr(float(v)) for v in mmap.configurations[i]]
+                       + ["" if np.isnan(v) else repr(float(v)) for v in (*f[i], *z[i])]
+                       + [int(r.stable)])
+    return path
+
+
+def write_json(mmap: ModalMap, path) -> Path:
+    """The :meth:`ModalMap.to_dict` document."""
+    path = Path(path)
+    path.write_text(json.dumps(mmap.to_dict()))
+    return path
+
+
+def plot_tracked(x, frequencies_hz: np.ndarray, damping_ratios: np.ndarray, path, title: str = "",
+                 xlabel: str = "configuration", log_frequency: bool = True) -> Path:
+    """PNG with frequency [Hz] and damping ratio [%] of each mode (columns of the (m, modes)
+    arrays) against ``x`` (like thesis Figs. 2.3-2.4)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fig, (ax_f, ax_z) = plt.subplots(2, 1, sharex=True, figsize=(10, 7))
+    for k in range(frequencies_hz.shape[1]):
+        style = {"marker": ".", "color": plt.cm.tab20(k % 20)}
+        ax_f.plot(x, frequencies_hz[:, k], label=f"mode {k + 1}", **style)
+        ax_z.plot(x, 100 * damping_ratios[:, k], **style)
+    if log_frequency:
+        ax_f.set_yscale("log")
+    ax_f.set_ylabel("natural frequency [Hz]")
+    ax_z.set_ylabel("damping ratio [%]")
+    ax_z.set_xlabel(xlabel)
+    ax_f.legend(fontsize="small", ncol=4, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax_f.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_map(mmap: ModalMap, path, title: str = "") -> Path:
+    """:func:`plot_tracked` of a :class:`ModalMap` against the configuration number."""
+    default = "tracked modes" if mmap.mode_order is not None else "modes by frequency"
+    return plot_tracked(np.arange(1, len(mmap.results) + 1), mmap.tracked("frequencies_hz"),
+                        mmap.tracked("damping_ratios"), path, title or default)
+
