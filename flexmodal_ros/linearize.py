@@ -11,6 +11,7 @@ Only viscous friction enters (the ch. 2 model); Coulomb terms are not part of th
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -152,6 +153,52 @@ def state_matrix(Mbar, Dbar, Kbar) -> np.ndarray:
     A[..., :m, m:] = np.eye(m)
     A[..., m:, :] = -np.linalg.solve(np.broadcast_to(Mbar, batch + (m, m)),
                                      np.broadcast_to(rhs, batch + (m, 2 * m)))
+    return A
+
+
+class _StateTemplate(NamedTuple):
+    """Configuration-independent parts of A (2.14) for one model: ``A`` with the identity block and
+    the motor rows −B⁻¹[−K W, K + K_P, 0, D_m + K_D] filled, and ``rhs`` = [K W², −K W, D] (n, 3n),
+    to which K_G is added before the link rows −M⁻¹ rhs are solved."""
+
+    A: np.ndarray
+    rhs: np.ndarray
+
+
+_TEMPLATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _state_template(model) -> _StateTemplate:
+    """The cached :class:`_StateTemplate` of ``model`` (models are immutable: computed once)."""
+    tpl = _TEMPLATES.get(model)
+    if tpl is None:
+        n, kw = model.n, model.k * model.W
+        A = np.zeros((4 * n, 4 * n))
+        A[: 2 * n, 2 * n:] = np.eye(2 * n)
+        motor = A[3 * n:]
+        motor[:, :n] = np.diag(kw / model.B)
+        motor[:, n: 2 * n] = -np.diag((model.k + model.kp) / model.B)
+        motor[:, 3 * n:] = -np.diag((model.d_fm + model.kd) / model.B)
+        rhs = np.hstack([np.diag(kw * model.W), -np.diag(kw), np.diag(model.d_f)])
+        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs)
+    return tpl
+
+
+def closed_loop_state_matrix(model, M, KG) -> np.ndarray:
+    """State matrix A (2.14) of the closed loop from M(q) and K_G (2.12), (..., n, n) each.
+
+    Equal to ``state_matrix(*assemble(M, KG, ...))`` but exploits the structure of M̄ = diag(M, B)
+    (2.9): only the link rows −M⁻¹[K_G + K W², −K W, D, 0] depend on q (one n×n solve with 3n
+    right-hand sides); the rest comes from a per-model template. Batched over leading axes.
+    """
+    tpl = _state_template(model)
+    M, KG = np.asarray(M, float), np.asarray(KG, float)
+    n = model.n
+    A = np.repeat(tpl.A[None], int(np.prod(M.shape[:-2], dtype=int)), axis=0).reshape(
+        M.shape[:-2] + tpl.A.shape)
+    rhs = np.broadcast_to(tpl.rhs, M.shape[:-2] + tpl.rhs.shape).copy()
+    rhs[..., :n] += KG
+    A[..., 2 * n: 3 * n, : 3 * n] = -np.linalg.solve(M, rhs)
     return A
 
 

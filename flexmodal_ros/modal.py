@@ -20,10 +20,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from flexmodal_ros.errors import InputError
-from flexmodal_ros.linearize import (assemble, configuration_terms, equilibrium_from_compensation,
-                                     state_matrix)
+from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
+                                     equilibrium_from_compensation)
 from flexmodal_ros.model import create_data
-from flexmodal_ros.modes import ModeSet, modes_from_eigenpairs
+from flexmodal_ros.modes import ModeSet, modes_from_eigenpairs, modes_from_real_eigen, real_eigen
 from flexmodal_ros.validation import finite_array, finite_vector
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,23 +83,46 @@ def linearized_batch(model, data, qs: np.ndarray):
     return mats, equilibrium_from_compensation(model, qs, comp)
 
 
-def _analyse_chunk(model, data, qs: np.ndarray) -> list[ModalResult]:
-    (Mbar, Dbar, Kbar), q_m = linearized_batch(model, data, qs)
-    A = state_matrix(Mbar, Dbar, Kbar)
-    w, v = np.linalg.eig(A)
-    sets = modes_from_eigenpairs(w, v, rows=slice(0, A.shape[-1] // 2))
+def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[ModalResult]:
+    M, KG, comp = configuration_terms(model, data, qs)
+    A = closed_loop_state_matrix(model, M, KG)
+    if shapes:
+        w, v = np.linalg.eig(A)
+    else:
+        w, v = np.linalg.eigvals(A), None
+    sets = modes_from_eigenpairs(w, v, rows=slice(0, 2 * model.n))
+    q_m = equilibrium_from_compensation(model, qs, comp)
     return [ModalResult(**s.mode_fields(), q=q.copy(), motor_equilibrium=qm)
             for q, qm, s in zip(qs, q_m, sets)]
 
 
-def modal_analysis(model, q, data=None) -> ModalResult:
+def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
     """Modal parameters of the closed loop linearized about configuration ``q`` (n,), steps 1-5
     of thesis §2.3: M, K_G → M̄, D̄, K̄ (2.9)-(2.12) → A (2.14) → eig → f, ζ, u (2.16)-(2.18).
 
     Gains, tool and wrench are those of ``model`` (per call: :func:`flexmodal_ros.model.with_overrides`).
+    ``shapes=False`` skips the eigenvectors (frequencies, damping and stability only; the mode
+    shapes then have 0 rows), about twice as fast.
     """
-    qs = check_configurations(model, finite_vector(q, None, "q"))
-    return _analyse_chunk(model, data if data is not None else create_data(model), qs)[0]
+    q = _one_configuration(model, q)
+    data = data if data is not None else create_data(model)
+    M, KG, comp = configuration_terms(model, data, q[None, :])
+    wr, wi, vr = real_eigen(closed_loop_state_matrix(model, M[0], KG[0]), shapes)
+    modes = modes_from_real_eigen(wr, wi, vr, rows=slice(0, 2 * model.n))
+    return ModalResult(**modes.mode_fields(), q=q,
+                       motor_equilibrium=equilibrium_from_compensation(model, q, comp[0]))
+
+
+def _one_configuration(model, q) -> np.ndarray:
+    """``q`` as a finite float vector of length n (a private copy); errors as
+    :func:`check_configurations`."""
+    try:
+        arr = np.array(q, dtype=float)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.shape != (model.n,) or not np.isfinite(arr).all():
+        return check_configurations(model, finite_vector(q, None, "q"))[0]
+    return arr
 
 
 def default_workers() -> int:
@@ -108,7 +131,8 @@ def default_workers() -> int:
 
 
 def modal_analysis_batch(model, qs, workers: int | None = None, chunk_size: int = 256,
-                         progress: Callable[[int], None] | None = None) -> list[ModalResult]:
+                         progress: Callable[[int], None] | None = None,
+                         shapes: bool = True) -> list[ModalResult]:
     """:func:`modal_analysis` for configurations ``qs`` (m, n), results in input order.
 
     Configurations are processed in chunks of ``chunk_size`` (vectorized assembly, one batched
@@ -124,7 +148,7 @@ def modal_analysis_batch(model, qs, workers: int | None = None, chunk_size: int 
         data = create_data(model)
         results = []
         for c in chunks:
-            results.extend(_analyse_chunk(model, data, c))
+            results.extend(_analyse_chunk(model, data, c, shapes))
             if progress:
                 progress(len(c))
         return results
@@ -134,7 +158,7 @@ def modal_analysis_batch(model, qs, workers: int | None = None, chunk_size: int 
     def run(w):
         out = []
         for c in slots[w]:
-            out.append(_analyse_chunk(model, datas[w], c))
+            out.append(_analyse_chunk(model, datas[w], c, shapes))
             if progress:
                 progress(len(c))
         return out

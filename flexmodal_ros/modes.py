@@ -65,7 +65,7 @@ class ModeSet:
 
     def mode_fields(self) -> dict:
         """The :class:`ModeSet` fields as a dict (to build a subclass from a plain mode set)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ModeSet)}
+        return {name: getattr(self, name) for name in _MODE_FIELDS}
 
     def to_dict(self) -> dict:
         """JSON-ready dict of the mode fields (keys shared by every ``--json`` output)."""
@@ -83,6 +83,9 @@ class ModeSet:
             "unstable_eigenvalues_real": self.unstable_eigenvalues.real.tolist(),
             "unstable_eigenvalues_imag": self.unstable_eigenvalues.imag.tolist(),
         }
+
+
+_MODE_FIELDS = tuple(f.name for f in dataclasses.fields(ModeSet))
 
 
 def frequencies_and_damping(eigenvalues) -> tuple[np.ndarray, np.ndarray]:
@@ -120,19 +123,22 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
     """Batched eigen-solutions → sorted :class:`ModeSet` per batch entry.
 
     ``w`` (..., N) eigenvalues and ``v`` (..., N, N) right eigenvectors (columns), as from
-    ``numpy.linalg.eig``; ``rows`` selects the eigenvector rows kept as mode shapes (e.g. the
-    position half of a first-order state). Leading batch dimensions are flattened.
+    ``numpy.linalg.eig``, or None (eigenvalues only: shapes with 0 rows); ``rows`` selects the
+    eigenvector rows kept as mode shapes (e.g. the position half of a first-order state). Leading
+    batch dimensions are flattened.
     """
     w = np.asarray(w).astype(complex, copy=False)
-    v = np.asarray(v).astype(complex, copy=False)
     size = w.shape[-1]
-    w, v = w.reshape((-1, size)), v.reshape((-1, v.shape[-2], size))
-    if rows is not None:
-        v = v[:, rows, :]
+    w = w.reshape((-1, size))
     pos = w.imag > 0.0
     order = np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable")
     lam = np.take_along_axis(w, order, axis=1)
-    shapes = normalize_shapes(np.take_along_axis(v, order[:, None, :], axis=2))
+    if v is None:
+        shapes = np.zeros((w.shape[0], 0, size), complex)
+    else:
+        v = np.asarray(v).astype(complex, copy=False).reshape((-1, v.shape[-2], size))
+        v = v if rows is None else v[:, rows, :]
+        shapes = normalize_shapes(np.take_along_axis(v, order[:, None, :], axis=2))
     freq, zeta = frequencies_and_damping(lam)
     counts = pos.sum(axis=1)
     out = []
@@ -142,6 +148,43 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
         out.append(ModeSet(freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m],
                            np.sort(w[b][w[b].imag == 0.0].real), label, bad))
     return out
+
+
+def real_eigen(A: np.ndarray, vectors: bool = True):
+    """Eigen-solution of one real square matrix in LAPACK's real format: ``(wr, wi, vr)``.
+
+    Calls LAPACK ``dgeev`` directly (``vr`` None without vectors): numpy's ``eig`` converts every
+    eigenvector to complex, which for one small matrix costs a quarter of the solve. A complex pair
+    is two consecutive entries with wi[j] > 0 first; its eigenvector is vr[:, j] + i·vr[:, j+1].
+    ``A`` is overwritten. Holds the GIL (batches go through :func:`modes_from_eigenpairs`).
+    """
+    from scipy.linalg.lapack import dgeev
+
+    wr, wi, _, vr, info = dgeev(A, compute_vl=0, compute_vr=int(vectors), overwrite_a=1)
+    if info != 0:
+        raise InputError(f"eigenvalue solver: LAPACK dgeev failed to converge (info={info})")
+    return wr, wi, (vr if vectors else None)
+
+
+def modes_from_real_eigen(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray | None,
+                          rows: slice | None = None, rtol: float = STABILITY_RTOL) -> ModeSet:
+    """:class:`ModeSet` from one real eigen-solution in LAPACK format (:func:`real_eigen`).
+
+    Same conventions as :func:`modes_from_eigenpairs`; with ``vr`` None the mode shapes have 0 rows
+    (eigenvalues-only analysis: frequencies, damping and stability without shapes).
+    """
+    first = np.flatnonzero(wi > 0.0)
+    lam = wr[first] + 1j * wi[first]
+    order = np.argsort(np.abs(lam), kind="stable")
+    first, lam = first[order], lam[order]
+    if vr is None:
+        shapes = np.zeros((0, first.size), complex)
+    else:
+        vr = vr if rows is None else vr[rows]
+        shapes = normalize_shapes(vr[:, first] + 1j * vr[:, first + 1])
+    freq, zeta = frequencies_and_damping(lam)
+    label, bad = classify_stability(wr + 1j * wi, rtol)
+    return ModeSet(freq, zeta, lam, shapes, np.sort(wr[wi == 0.0]), label, bad)
 
 
 def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -171,6 +214,9 @@ def track_modes(mode_sets: Sequence[ModeSet]):
     """
     from scipy.optimize import linear_sum_assignment  # scipy.optimize is heavy: import on use
 
+    if any(r.mode_shapes.shape[0] == 0 for r in mode_sets):
+        raise InputError("track_modes: mode shapes were not computed (eigenvalues-only analysis); "
+                         "tracking needs them")
     counts = {r.num_modes for r in mode_sets}
     if len(counts) != 1:
         raise InputError(f"track_modes: the number of oscillatory modes changes along the sweep "

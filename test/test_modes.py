@@ -47,3 +47,29 @@ def test_undamped_robot_is_marginally_stable_not_unstable():
     assert r.stability == MARGINAL and not r.stable
     assert np.all(np.abs(r.damping_ratios) < 1e-9)
     assert r.to_dict()["stability"] == MARGINAL
+
+
+def test_fast_single_path_equals_batched_path():
+    """modal_analysis (LAPACK real format, structured A) = the batched numpy path, with and
+    without shapes; closed_loop_state_matrix = state_matrix(assemble(...)) (2.9)-(2.14)."""
+    from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
+                                         state_matrix)
+    from flexmodal_ros.modal import modal_analysis_batch
+    from flexmodal_ros.model import create_data
+    for robot in ("scompi", "kuka_lwr4"):
+        m = load_robot(robot)
+        qs = np.random.default_rng(1).uniform(-1, 1, (4, m.n))
+        M, KG, _ = configuration_terms(m, create_data(m), qs)
+        A = state_matrix(*assemble(M, KG, m.k, m.W, m.d_f, m.d_fm, m.B, m.kp, m.kd))
+        np.testing.assert_allclose(closed_loop_state_matrix(m, M, KG), A, rtol=0, atol=1e-12 * abs(A).max())
+        for q, rb, rv in zip(qs, modal_analysis_batch(m, qs, workers=1),
+                             modal_analysis_batch(m, qs, workers=1, shapes=False)):
+            for r in (modal_analysis(m, q), modal_analysis(m, q, shapes=False)):
+                np.testing.assert_allclose(r.eigenvalues, rb.eigenvalues, rtol=1e-10)
+                np.testing.assert_allclose(r.motor_equilibrium, rb.motor_equilibrium, rtol=1e-12)
+                assert r.stability == rb.stability
+            np.testing.assert_allclose(rv.frequencies_hz, rb.frequencies_hz, rtol=1e-10)
+            assert rv.mode_shapes.shape == (0, rb.num_modes)
+            full = modal_analysis(m, q)
+            np.testing.assert_allclose(np.abs(full.mode_shapes.conj().T @ rb.mode_shapes).diagonal(), 1.0,
+                                       atol=1e-8)  # same unit shapes (up to phase)
