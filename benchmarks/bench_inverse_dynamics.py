@@ -131,13 +131,22 @@ def main():
 
     states = point_to_point(THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, 1.2)
     vm = FlexibleJointFeedforward(lwr, compiled=False)
+    x, y = np.array(states, float), np.empty((7, lwr.n))
+    q0 = np.array(states[0])
+    rnea_data = lwr.pin.createData()
     timing = {"c_us": c_loop_time(ff.library),
               "python_us": python_time(lambda: ff(*states)),
+              "python_evaluate_us": python_time(lambda: ff.evaluate(x, y)),
+              "ctypes_call_us": python_time(ff._c.run),
+              "pin_rnea_us": python_time(lambda: pin.rnea(lwr.pin, rnea_data, q0, x[1], x[2])),
               "casadi_vm_us": python_time(lambda: vm(*states), number=500),
               "pinocchio_reference_us": python_time(lambda: feedforward_numeric(lwr, *states), number=50)}
     print("== kuka_lwr4 evaluation of τ, τ', τ'', q_m, q_m', q_m'', τ_m per call (median of 7 runs)")
     print(f"   C loop {timing['c_us']:.2f} µs (goal <= 5) | Python FlexibleJointFeedforward {timing['python_us']:.2f} µs "
           f"(goal <= 20) | thesis MATLAB mex 19.3 µs")
+    print(f"   evaluate(x, out) {timing['python_evaluate_us']:.2f} µs (target <= 2.5) = "
+          f"{timing['python_evaluate_us'] / timing['ctypes_call_us']:.2f}x the bare ctypes call "
+          f"{timing['ctypes_call_us']:.2f} µs | pin.rnea from Python (τ only) {timing['pin_rnea_us']:.2f} µs")
     print(f"   CasADi VM fallback {timing['casadi_vm_us']:.1f} µs | Pinocchio reference {timing['pinocchio_reference_us']:.0f} µs")
     report["kuka_lwr4"]["timing"] = timing
     report["cflags"] = list(CFLAGS)

@@ -217,3 +217,30 @@ def test_cli_codegen_and_invdyn(cache, monkeypatch, capsys):
     assert cli_main(argv[:4] + ["--q=1,2,3"] + argv[5:]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--q:" in err
+
+
+def test_evaluate_in_place_equals_call_and_validates(evaluators):
+    """The allocation-free evaluate(x, out) (issue 17) gives the __call__ values, follows re-bound
+    buffers, and names a non-finite input field from the generated Σx check."""
+    ff = evaluators["kuka_lwr4"]
+    state = _random_state(ff.n, 7)
+    ref = np.array(ff(*state))
+    x, out = np.array(state, float), np.empty((7, ff.n))
+    assert ff.evaluate(x, out) is out
+    np.testing.assert_array_equal(out, ref)
+    x2, out2 = 2 * x, np.empty(7 * ff.n)
+    ff.evaluate(x2, out2)                                    # other buffers: re-bound
+    np.testing.assert_array_equal(out2.reshape(7, ff.n), np.array(ff(*x2)))
+    x[:] = state                                             # first buffers again, new values in place
+    x[0, 0] += 0.1
+    ff.evaluate(x, out)
+    np.testing.assert_array_equal(out, np.array(ff(*x)))
+    x[3, 2] = np.inf
+    with pytest.raises(InputError, match="^q3: contains NaN or inf"):
+        ff.evaluate(x, out)
+    with pytest.raises(InputError, match="evaluate: x needs"):
+        ff.evaluate(np.zeros(5 * ff.n + 1), out)
+    vm = FlexibleJointFeedforward(ff.model, compiled=False)
+    out_vm = np.empty((7, ff.n))
+    vm.evaluate(np.array(state, float), out_vm)
+    np.testing.assert_allclose(out_vm, ref, rtol=1e-13, atol=1e-10)

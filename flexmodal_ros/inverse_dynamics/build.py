@@ -150,6 +150,13 @@ def model_feedforward_function(model, name):
     return feedforward_function(model.pin, flex_params(model), name)
 
 
+def checked_feedforward_function(model, name):
+    """:func:`model_feedforward_function` with a second output Σx: finite exactly when every input
+    is finite (or their sum overflows), so one C call also validates the inputs."""
+    x = ca.SX.sym("x", 5 * model.n)
+    return ca.Function(name, [x], [model_feedforward_function(model, name + "_core")(x), ca.sum1(x)])
+
+
 def build_library(model, cache=None, generator=model_feedforward_function, tag="ff", sources=(),
                   parameters=None):
     """Compiled library of ``generator(model, symbol)`` (a CasADi Function of one dense vector;
@@ -211,8 +218,10 @@ def _compile(compiler, source, library):
 class CompiledFunction:
     """ctypes binding of a generated library: preallocated input/output arrays, one call per eval.
 
-    ``x`` and ``y`` are the buffers, sized from the library (5n and 7n for the feedforward);
-    :meth:`run` evaluates y = f(x) in place. Not thread-safe (one instance per thread).
+    ``inputs`` and ``outputs`` are the buffers of every argument and result, sized from the library;
+    ``x`` and ``y`` are the first of each (5n and 7n for the feedforward). :meth:`run` evaluates
+    them in place; :meth:`bind` points an argument or result at another float64 array (no copy).
+    Not thread-safe (one instance per thread).
     """
 
     def __init__(self, info):
@@ -222,14 +231,17 @@ class CompiledFunction:
             fn = getattr(lib, info.symbol)
         except (OSError, AttributeError) as exc:
             raise BuildError(f"cannot load {info.library} ({exc}); delete it to rebuild, or {_FALLBACK}") from None
-        self.x, self.y = (np.zeros(_dense_size(lib, f"{info.symbol}_sparsity_{io}")) for io in ("in", "out"))
+        self.inputs, self.outputs = (
+            [np.zeros(_dense_size(lib, f"{info.symbol}_sparsity_{io}", i)) for i in range(_count(lib, info.symbol, io))]
+            for io in ("in", "out"))
+        self.x, self.y = self.inputs[0], self.outputs[0]
         work = ctypes.c_longlong * 1
         sizes = [work() for _ in range(4)]
         getattr(lib, info.symbol + "_work")(*[ctypes.byref(s) for s in sizes])
         self._iw = np.zeros(max(1, sizes[2][0]), dtype=np.int64)
         self._w = np.zeros(max(1, sizes[3][0]))
-        self._arg = (ctypes.c_void_p * max(1, sizes[0][0]))(self.x.ctypes.data)
-        self._res = (ctypes.c_void_p * max(1, sizes[1][0]))(self.y.ctypes.data)
+        self._arg = (ctypes.c_void_p * max(len(self.inputs), sizes[0][0]))(*(a.ctypes.data for a in self.inputs))
+        self._res = (ctypes.c_void_p * max(len(self.outputs), sizes[1][0]))(*(a.ctypes.data for a in self.outputs))
         fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
         fn.restype = ctypes.c_int
         self._lib, self._fn = lib, fn
@@ -237,14 +249,31 @@ class CompiledFunction:
                       self._iw.ctypes.data, self._w.ctypes.data, 0)
 
     def run(self):
-        """y ← f(x) (no allocation)."""
+        """outputs ← f(inputs) (no allocation)."""
         self._fn(*self._args)
 
+    def bind(self, kind: str, index: int, array: np.ndarray):
+        """Point argument (``kind`` 'in') or result ('out') ``index`` at ``array`` (float64,
+        C-contiguous, the buffer's size; the caller keeps it alive while bound)."""
+        buffers, table = (self.inputs, self._arg) if kind == "in" else (self.outputs, self._res)
+        if array.dtype != np.float64 or not array.flags.c_contiguous or array.size != buffers[index].size:
+            raise ValueError(f"bind: need a C-contiguous float64 array of {buffers[index].size} values")
+        if kind == "out" and not array.flags.writeable:
+            raise ValueError("bind: result array is read-only")
+        table[index] = array.ctypes.data
 
-def _dense_size(lib, sparsity_symbol):
-    """Entries of argument 0 of a generated function, from its CasADi sparsity (rows, cols, ...)."""
+
+def _count(lib, symbol, io):
+    """Number of arguments (``io`` 'in') or results ('out') of a generated function."""
+    fn = getattr(lib, f"{symbol}_n_{io}")
+    fn.restype = ctypes.c_longlong
+    return int(fn())
+
+
+def _dense_size(lib, sparsity_symbol, index=0):
+    """Entries of argument ``index`` of a generated function, from its CasADi sparsity (rows, cols, ...)."""
     fn = getattr(lib, sparsity_symbol)
     fn.argtypes = [ctypes.c_longlong]
     fn.restype = ctypes.POINTER(ctypes.c_longlong)
-    pattern = fn(0)
+    pattern = fn(index)
     return int(pattern[0] * pattern[1])
