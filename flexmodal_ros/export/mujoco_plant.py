@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..linearize import motor_equilibrium, setpoint_reference
+from ..linearize import motor_equilibrium, setpoint_reference, static_compensation
 from ..model import create_data
 from ..validation import finite_array, finite_vector
 from .mjcf import load_mujoco_model, write_mjcf
@@ -139,8 +139,8 @@ class MujocoSimulator:
         q0 = finite_vector(q0, model.n, "initial_positions")
         self.qpos0, self.qvel0 = robot.exported_state(q0, np.zeros(model.n), motor_equilibrium(model, pdata, q0),
                                                       np.zeros(model.n))
-        from ..linearize import static_compensation
-        self.hold = robot.W * static_compensation(model, pdata, q0) / model.W
+        # holding effort W τ_m with τ_m = W⁻¹(g − Jᵀτ_ext) (2.2): the static compensation itself
+        self.hold = static_compensation(model, pdata, q0)
         self._stiffness = robot.mj.jnt_stiffness[[robot.mj.dof_jntid[d] for d in robot.elastic_dof]].copy()
         self._base_wrench = np.array(model.wrench, dtype=float)
         self._qfrc = np.zeros(robot.mj.nv)
@@ -207,3 +207,36 @@ class MujocoSimulator:
         """(spring effort on the elastic joints −k W² s_e, applied motor-joint efforts)."""
         r, d = self.robot, self.data
         return -self._stiffness * d.qpos[r.elastic_qpos], d.ctrl[r.actuators].copy()
+
+
+def run_closed_loop_mujoco(model, times, positions, duration, use_feedforward=True, control_rate_hz=1000.0,
+                           timestep=1e-3, command_delay_cycles=0, path=None):
+    """:func:`flexmodal_ros.simulation.run_closed_loop` with MuJoCo as the plant: the controller
+    reads the exported joint states through the ``deflection`` convention and commands W τ_m.
+    ``path``: an exported MJCF (None = export ``model`` now). Returns a ClosedLoopResult."""
+    from ..control import FailSafeController, JointSample
+    from ..simulation import ClosedLoopResult
+    from .convention import StateConvention
+
+    positions = finite_array(positions, "positions", (None, model.n))
+    period = 1.0 / control_rate_hz
+    if abs(period / timestep - round(period / timestep)) > 1e-9:
+        raise InputError(f"control_rate_hz: 1/control_rate_hz must be a multiple of timestep={timestep:g} s")
+    convention, n = StateConvention(model, "deflection"), model.n
+    sim = MujocoSimulator(MujocoRobot.from_model(model, path, timestep), positions[0])
+    ctrl = FailSafeController(model, use_feedforward)
+    pending = [sim.hold.copy()] * command_delay_cycles
+    log = {k: [] for k in ("t", "q", "q_ref", "q_m", "tau", "saturated")}
+    for k in range(int(round(duration / period)) + 1):
+        x = convention.to_model_inplace(np.concatenate(sim.sample()))
+        ctrl.update_state(JointSample(sim.t, x[:n], x[n:2 * n], x[2 * n:3 * n], x[3 * n:]), sim.t)
+        if k == 0:
+            ctrl.set_trajectory(times, positions)
+        cmd = ctrl.compute()
+        for key, value in (("t", sim.t), ("q", x[:n]), ("q_ref", cmd.q_ref), ("q_m", x[2 * n:3 * n]),
+                           ("tau", cmd.tau), ("saturated", cmd.saturated)):
+            log[key].append(np.copy(value))
+        pending.append(cmd.tau * sim.robot.W)
+        sim.set_command(pending.pop(0))
+        sim.advance(period)
+    return ClosedLoopResult(**{k: np.array(v) for k, v in log.items()})
