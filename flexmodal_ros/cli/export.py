@@ -1,7 +1,8 @@
 """``flexmodal export``: Gazebo (URDF/SDF + ros2_control) or MuJoCo (MJCF) flexible-joint description."""
 import time
 
-from ..export import DEFAULTS, FORMATS, LINK_DAMPING_MODES, ROTOR_MODES, export_files
+from ..export import FORMATS, LINK_DAMPING_MODES, ROTOR_MODES, export_files
+from ..export.tree import check_source_urdf
 from .common import add_json_option, add_model_options, model_from_args, print_json
 
 
@@ -27,6 +28,9 @@ def add_parser(sub):
 
 
 def run(args):
+    source = _source_urdf(args)
+    if source is not None:
+        check_source_urdf(source)               # unsupported joints: the export's own message
     model = model_from_args(args)
     start = time.perf_counter()
     result = export_files(model, args.format, args.output, args.rotor, args.link_damping,
@@ -48,6 +52,18 @@ def run(args):
               f"max |df/f| {c['max_freq_rel']:.3e}, max |dzeta/zeta| {c['max_damping_rel']:.3e}, "
               f"max |dzeta| {c['max_damping_abs']:.3e}, max |dlambda/lambda| {c['max_eigenvalue_rel']:.3e}")
     return 0
+
+
+def _source_urdf(args):
+    """The URDF file the model options name (the one in the params YAML if --urdf is absent)."""
+    from ..config import load_config
+    from ..robots import robot_paths
+
+    if args.urdf:
+        return args.urdf
+    if args.params:
+        return load_config(args.params).urdf_path
+    return robot_paths(args.robot)[0] if args.robot else None
 
 
 def _check(model, args, result):

@@ -230,3 +230,59 @@ def _vec(values):
 
 def _num(value):
     return repr(float(value))
+
+
+def check_sdf_structure(text):
+    """Structural check of an exported SDF model where no SDFormat parser of its version is at
+    hand (Debian's libsdformat12 reads SDF <= 1.9; the mimic rotor needs 1.11): well-formed XML,
+    one model, unique link and joint names, every joint's parent/child a link of the model (or
+    ``world``), the kinematic graph a tree rooted at the world joint, an axis with limit and
+    dynamics on every non-fixed joint, mimic leaders that exist, the gz_ros2_control plugin with
+    its parameters file and a ros2_control joint per motor/elastic joint. Returns a list of
+    problems (empty = passed)."""
+    problems = []
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        return [f"malformed XML: {exc}"]
+    models = root.findall("model")
+    if root.tag != "sdf" or root.get("version") not in (SDF_VERSION, SDF_MIMIC_VERSION) or len(models) != 1:
+        return ["expected <sdf version=1.9|1.11> with one <model>"]
+    model = models[0]
+    links = [link.get("name") for link in model.findall("link")]
+    joints = model.findall("joint")
+    names = [j.get("name") for j in joints]
+    for kind, values in (("link", links), ("joint", names)):
+        if len(set(values)) != len(values):
+            problems.append(f"duplicate {kind} names")
+    parents = {}
+    for joint in joints:
+        parent, child = joint.findtext("parent"), joint.findtext("child")
+        if parent not in links + [WORLD_LINK] or child not in links:
+            problems.append(f"joint {joint.get('name')}: parent {parent} / child {child} not links of the model")
+        if child in parents:
+            problems.append(f"link {child} is the child of two joints")
+        parents[child] = parent
+        if joint.get("type") != "fixed":
+            axis = joint.find("axis")
+            if axis is None or axis.find("xyz") is None or axis.find("limit") is None or axis.find("dynamics") is None:
+                problems.append(f"joint {joint.get('name')}: axis with xyz, limit and dynamics required")
+            mimic = None if axis is None else axis.find("mimic")
+            if mimic is not None and mimic.get("joint") not in names:
+                problems.append(f"joint {joint.get('name')}: mimic leader {mimic.get('joint')} does not exist")
+    for link in links:
+        seen, node = set(), link
+        while node in parents and node not in seen:
+            seen.add(node)
+            node = parents[node]
+        if node != WORLD_LINK:
+            problems.append(f"link {link} is not connected to the world")
+    plugin = model.find("plugin")
+    if plugin is None or plugin.get("filename") != SYSTEM_PLUGIN[0] or not plugin.findtext("parameters"):
+        problems.append("gz_ros2_control-system plugin with <parameters> missing")
+    else:
+        declared = {j.get("name") for j in plugin.iter("joint")}
+        expected = {j.get("name") for j in joints if j.get("type") != "fixed" and not j.get("name").endswith("_rotor_spin_joint")}
+        if declared != expected:
+            problems.append(f"ros2_control joints {sorted(declared)} differ from the movable joints {sorted(expected)}")
+    return problems
