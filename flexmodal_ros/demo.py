@@ -53,7 +53,7 @@ CONTROL_PERIOD = 1e-3
 # exported robot on MuJoCo (nodes/mujoco_simulator.py), the other nodes with link_state deflection
 # and simulation time (nodes/bringup.py MUJOCO_PARAMS).
 ENGINES = {"builtin": ("flexible_joint_simulator", INTEGRATION_RATE_HZ, "RK4"),
-           "mujoco": ("mujoco_simulator", 1000.0, "MuJoCo")}
+           "mujoco": ("mujoco_simulator", 2000.0, "MuJoCo")}
 # (node, realtime_priority, cpu) in real-time mode: simulator and controller on their own CPUs.
 REALTIME = {"flexible_joint_simulator": (50, 1), "feedforward_pd_controller": (50, 0)}
 # The first trajectory starts this long [s, wall] after the controller first holds. In 7 of ~30

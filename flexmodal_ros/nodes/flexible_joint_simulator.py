@@ -74,13 +74,14 @@ class FlexibleJointSimulator(Node):
     NODE_NAME = "flexible_joint_simulator"
     ENGINE = "RK4"
     MIN_INTEGRATION_RATE_HZ = 2000.0
+    DEFAULT_INTEGRATION_RATE_HZ = 2000.0
 
     def __init__(self, **kwargs):
         super().__init__(self.NODE_NAME, **kwargs)
         self.model = declare_robot_model(self)
         p = {name: self.declare_parameter(name, default).value for name, default in (
             ("rate_hz", 1000.0),
-            ("integration_rate_hz", self.MIN_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
+            ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
             ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02))}
         self._check(p)
         realtime = declare_realtime(self)
