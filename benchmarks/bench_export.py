@@ -10,7 +10,11 @@
    trajectory, the controller's own statistics (p50/p99 µs), against the same controller on the
    built-in simulator with the steady clock in the same run.
 
-Run: ``python benchmarks/bench_export.py [--repeats 5] [--ros]``.
+4. ``--fidelity``: the table of README "Gazebo and MuJoCo": how far each rotor-inertia and
+   link-damping mapping (and Gazebo's valid-inertia requirement) moves the AMA, per bundled robot
+   at 5 random configurations (N = 160 where the params give B only), and MuJoCo's MJCF.
+
+Run: ``python benchmarks/bench_export.py [--repeats 5] [--ros] [--fidelity]``.
 """
 import argparse
 import statistics
@@ -99,11 +103,31 @@ def controller_under_sim_time():
     return out
 
 
+def fidelity_table():
+    """Print :func:`flexmodal_ros.export.fidelity.gazebo_breakdown` + the MJCF check per robot."""
+    from flexmodal_ros.export.fidelity import gazebo_breakdown, mujoco_fidelity, random_configurations
+
+    print("AMA of each mapping vs the suite's (2.1), 5 random configurations (seed 1): max |df/f|, "
+          "max |dzeta| [fraction], max |dlambda|/|lambda|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for robot in list_robots():
+            model = load_robot(robot)
+            qs = random_configurations(model, 5, seed=1)
+            rows = {"mjcf (armature, tendon)": mujoco_fidelity(model, MujocoRobot.from_model(model), qs)}
+            rows.update(gazebo_breakdown(model, qs, tmp, gear_ratio=GEAR_RATIO))
+            for label, f in rows.items():
+                print(f"  {robot:<10} {label:<24} {f.max_freq_rel:10.2e} {f.max_damping_abs:10.2e} "
+                      f"{f.max_eigenvalue_rel:10.2e}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ros", action="store_true", help="also the controller under sim time (nodes)")
+    parser.add_argument("--fidelity", action="store_true", help="only the mapping fidelity table")
     args = parser.parse_args()
+    if args.fidelity:
+        return fidelity_table()
     print("export time per robot [ms] (median of %d):" % args.repeats)
     for (robot, fmt), ms in export_times(args.repeats).items():
         print(f"  {robot:<10} {fmt:<5} {ms:8.1f}")
