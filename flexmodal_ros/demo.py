@@ -51,7 +51,7 @@ INTEGRATION_RATE_HZ = 2000.0
 CONTROL_PERIOD = 1e-3
 # Plant per ``--engine``: simulator node, its integration rate [Hz], integrator; "mujoco" runs the
 # exported robot on MuJoCo (nodes/mujoco_simulator.py), the other nodes with link_state deflection
-# and simulation time (nodes/bringup.py MUJOCO_PARAMS).
+# and simulation time (nodes/bringup.py EXPORTED_ROBOT_PARAMS).
 ENGINES = {"builtin": ("flexible_joint_simulator", INTEGRATION_RATE_HZ, "RK4"),
            "mujoco": ("mujoco_simulator", 2000.0, "MuJoCo")}
 # (node, realtime_priority, cpu) in real-time mode: simulator and controller on their own CPUs.

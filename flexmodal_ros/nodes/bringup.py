@@ -36,7 +36,7 @@ NODES = (
 # Exported robots on MuJoCo (``engine="mujoco"``): the mujoco_simulator in place of the built-in
 # simulator; the nodes reading /joint_states use the exported convention and simulation time.
 MUJOCO_NODES = (("mujoco_simulator", "mujoco_simulator"),) + NODES[1:]
-MUJOCO_PARAMS = {"feedforward_pd_controller": {"link_state": "deflection", "use_sim_time": True},
+EXPORTED_ROBOT_PARAMS = {"feedforward_pd_controller": {"link_state": "deflection", "use_sim_time": True},
                  "modal_analysis": {"link_state": "deflection", "use_sim_time": True}}
 ENGINES = {"builtin": NODES, "mujoco": MUJOCO_NODES}
 
@@ -68,7 +68,7 @@ def node_commands(robot, params=None, engine="builtin"):
     commands = []
     for executable, name in table:
         argv = [executable_path(executable), "--ros-args", "-p", f"robot:={robot}"]
-        engine_params = MUJOCO_PARAMS.get(name, {}) if engine == "mujoco" else {}
+        engine_params = EXPORTED_ROBOT_PARAMS.get(name, {}) if engine == "mujoco" else {}
         for key, value in {**engine_params, **params.get(name, {})}.items():
             argv += ["-p", f"{key}:={_ros_value(value)}"]
         commands.append(argv)
