@@ -28,7 +28,7 @@ AMENT_MARKER := $(VENV)/share/ament_index/resource_index/packages/flexmodal_ros
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test test-quick demo clean distclean
+.PHONY: setup test test-quick demo demo-mujoco clean distclean
 
 setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP)
 
@@ -73,6 +73,11 @@ test-quick: setup
 
 demo: setup
 	. scripts/env.sh; python -m flexmodal_ros.demo
+
+# The main job on the exported robot in MuJoCo (mujoco_simulator) instead of the built-in simulator,
+# in lockstep (the tracking result does not depend on the machine's load; real-time figures printed).
+demo-mujoco: setup
+	. scripts/env.sh; python -m flexmodal_ros.demo --engine mujoco --lockstep --output-dir flexmodal_output/demo_mujoco
 
 clean:
 	rm -rf build *.egg-info .pytest_cache

@@ -40,6 +40,7 @@ setup(
             "identification_server = flexmodal_ros.nodes.identification_server:main",
             "feedforward_pd_controller = flexmodal_ros.nodes.feedforward_pd_controller:main",
             "flexible_joint_simulator = flexmodal_ros.nodes.flexible_joint_simulator:main",
+            "mujoco_simulator = flexmodal_ros.nodes.mujoco_simulator:main",
             "flexmodal_bringup = flexmodal_ros.nodes.bringup:main",
         ],
     },

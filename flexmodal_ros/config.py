@@ -71,6 +71,7 @@ class JointParameters:
     kd: float
     d_c: float
     d_cm: float
+    N: float = float("nan")     # gear ratio when given (with I_r); nan when B is given directly
 
 
 @dataclass(frozen=True)
@@ -167,4 +168,5 @@ def _joint(spec, field):
     return JointParameters(
         k=get("k", positive), d_f=get("d_f", nonnegative), d_fm=get("d_fm", nonnegative), B=B,
         r=get("r", positive, default=np.nan), kp=get("kp", positive), kd=get("kd", nonnegative),
-        d_c=get("d_c", nonnegative, 0.0), d_cm=get("d_cm", nonnegative, 0.0))
+        d_c=get("d_c", nonnegative, 0.0), d_cm=get("d_cm", nonnegative, 0.0),
+        N=get("N", positive, float("nan")))

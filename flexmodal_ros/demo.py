@@ -49,6 +49,11 @@ LATE_LIMIT = 0.01           # issue 6: fewer than 1 % of cycles late
 COMPUTE_P99_LIMIT_US = 200.0
 INTEGRATION_RATE_HZ = 2000.0
 CONTROL_PERIOD = 1e-3
+# Plant per ``--engine``: simulator node, its integration rate [Hz], integrator; "mujoco" runs the
+# exported robot on MuJoCo (nodes/mujoco_simulator.py), the other nodes with link_state deflection
+# and simulation time (nodes/bringup.py EXPORTED_ROBOT_PARAMS).
+ENGINES = {"builtin": ("flexible_joint_simulator", INTEGRATION_RATE_HZ, "RK4"),
+           "mujoco": ("mujoco_simulator", 2000.0, "MuJoCo")}
 # (node, realtime_priority, cpu) in real-time mode: simulator and controller on their own CPUs.
 REALTIME = {"flexible_joint_simulator": (50, 1), "feedforward_pd_controller": (50, 0)}
 # The first trajectory starts this long [s, wall] after the controller first holds. In 7 of ~30
@@ -65,7 +70,7 @@ POLL = 0.01                 # [s] longest wait between two drains of the joint-s
 class SuiteClient:
     """rclpy client of the running suite: records joint states, sends trajectories, calls services."""
 
-    def __init__(self, model, name="flexmodal_demo", alive=None):
+    def __init__(self, model, name="flexmodal_demo", alive=None, simulator=SIMULATOR, link_state="absolute"):
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
@@ -81,6 +86,7 @@ class SuiteClient:
         from .nodes.polled import PolledSubscription
 
         self.model = model
+        self.link_state = link_state       # "deflection" for exported robots (mujoco_simulator)
         self.alive = alive or (lambda: None)
         self.context = Context()
         rclpy.init(context=self.context)
@@ -96,8 +102,8 @@ class SuiteClient:
                                       QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.trajectory_pub = self.node.create_publisher(JointTrajectory, f"{CONTROLLER}/reference_trajectory", 10)
         self.modal = self.node.create_client(ComputeModalParameters, f"{MODAL}/compute_modal_parameters")
-        self.reset = self.node.create_client(Trigger, f"{SIMULATOR}/reset")
-        self.sim_stats = self.node.create_client(Trigger, f"{SIMULATOR}/statistics")
+        self.reset = self.node.create_client(Trigger, f"{simulator}/reset")
+        self.sim_stats = self.node.create_client(Trigger, f"{simulator}/statistics")
         self.ctrl_stats = self.node.create_client(Trigger, f"{CONTROLLER}/statistics")
         self.ctrl_stats_reset = self.node.create_client(Trigger, f"{CONTROLLER}/reset_statistics")
         self.set_params = self.node.create_client(SetParameters, f"{CONTROLLER}/set_parameters")
@@ -115,10 +121,10 @@ class SuiteClient:
         """The last received joint state as a JointSample (None before the first)."""
         from sensor_msgs.msg import JointState
         from rclpy.serialization import deserialize_message
-        from .nodes.conversions import joint_state_to_sample
+        from .nodes.conversions import JointStateReader
         if self._latest_raw is None:
             return None
-        return joint_state_to_sample(self.model, deserialize_message(self._latest_raw, JointState))
+        return JointStateReader(self.model, self.link_state)(deserialize_message(self._latest_raw, JointState))
 
     def spin_until(self, predicate, timeout, what):
         """Spin until ``predicate()`` holds (checked after each executor event, at least every POLL s;
@@ -195,7 +201,8 @@ class SuiteClient:
         end = start + times[-1] + settle
         self.spin_until(lambda: self.latest.t >= end, timeout, f"simulation time {end:.2f} s")
         self.recording = False
-        return recorded_result(self.model, self.states, PiecewiseC4Trajectory(times, positions), start, end)
+        return recorded_result(self.model, self.states, PiecewiseC4Trajectory(times, positions), start, end,
+                               self.link_state)
 
     def close(self):
         import rclpy
@@ -206,14 +213,16 @@ class SuiteClient:
         rclpy.try_shutdown(context=self.context)
 
 
-def recorded_result(model, raw_states, path, start, end):
+def recorded_result(model, raw_states, path, start, end, link_state="absolute"):
     """:class:`ClosedLoopResult` of recorded serialized JointStates with start <= t <= end (motor
-    torque = the effort of the ``<joint>_motor`` entries)."""
+    torque = the effort of the ``<joint>_motor`` entries, / W for exported robots)."""
     from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import JointState
-    from .nodes.conversions import joint_state_to_sample
+    from .nodes.conversions import JointStateReader
+    read = JointStateReader(model, link_state)
+    scale = np.asarray(model.W, dtype=float) if link_state == "deflection" else 1.0
     messages = [deserialize_message(raw, JointState) for raw in raw_states]
-    states = [(joint_state_to_sample(model, msg), np.array(msg.effort[model.n:], dtype=float)) for msg in messages]
+    states = [(read(msg), np.array(msg.effort[model.n:], dtype=float) / scale) for msg in messages]
     rows = [(s, tau) for s, tau in states if start <= s.t <= end + 1e-9]
     if not rows:
         raise FlexmodalError("no joint states recorded during the trajectory")
@@ -238,14 +247,15 @@ def modal_table(labels, results):
     return "\n".join(lines)
 
 
-def node_parameters(positions, lockstep, realtime):
+def node_parameters(positions, lockstep, realtime, engine="builtin"):
     """Parameters of the simulator and controller nodes for the demo (see the module docstring)."""
-    params = {"flexible_joint_simulator": {"initial_positions": positions[0], "real_time_factor": 1.0,
-                                           "integration_rate_hz": INTEGRATION_RATE_HZ, "lockstep": lockstep},
+    simulator, rate, _ = ENGINES[engine]
+    params = {simulator: {"initial_positions": positions[0], "real_time_factor": 1.0,
+                          "integration_rate_hz": rate, "lockstep": lockstep},
               "feedforward_pd_controller": {}}
     if realtime:
         for node, (priority, cpu) in REALTIME.items():
-            params[node].update(realtime_priority=priority, cpu=cpu)
+            params[simulator if node == "flexible_joint_simulator" else node].update(realtime_priority=priority, cpu=cpu)
     return params
 
 
@@ -277,15 +287,18 @@ def share_simulator_cpu():
     return f"demo process, modal and identification servers on CPU {cpu} with the simulator"
 
 
-def run_ros(model, times, positions, out, lockstep=False, realtime=True):
+def run_ros(model, times, positions, out, lockstep=False, realtime=True, engine="builtin"):
     """Bring the suite up, run both cases through ROS; returns (results, modal results, stats)."""
     from .nodes import bringup
     if realtime:
         print(f"real-time set-up: {share_simulator_cpu()}", flush=True)
-    processes = bringup.start(model.name, node_parameters(positions, lockstep, realtime), log_dir=out)
+    processes = bringup.start(model.name, node_parameters(positions, lockstep, realtime, engine), log_dir=out,
+                              engine=engine)
     client = None
     try:
-        client = SuiteClient(model, alive=lambda: bringup.check_running(processes))
+        client = SuiteClient(model, alive=lambda: bringup.check_running(processes, engine),
+                             simulator=f"/{ENGINES[engine][0]}",
+                             link_state="deflection" if engine == "mujoco" else "absolute")
         client.wait_for_status("hold", timeout=60.0)
         ready = time.monotonic()
         path = PiecewiseC4Trajectory(times, positions)
@@ -304,10 +317,16 @@ def run_ros(model, times, positions, out, lockstep=False, realtime=True):
         bringup.stop(processes)
 
 
-def offline_runs(model, times, positions, lockstep):
-    """Both cases without ROS, with the ROS loop's integration step and command delay."""
+def offline_runs(model, times, positions, lockstep, engine="builtin"):
+    """Both cases without ROS, with the ROS loop's plant, integration step and command delay."""
+    delay, rate = 0 if lockstep else 1, ENGINES[engine][1]
+    if engine == "mujoco":
+        from .export.mujoco_plant import run_closed_loop_mujoco
+        return {label: run_closed_loop_mujoco(model, times, positions, times[-1] + 0.5, use_feedforward=ff,
+                                              timestep=1.0 / rate, command_delay_cycles=delay)
+                for label, ff in (("feedforward+PD", True), ("PD only", False))}
     return {label: run_closed_loop(model, times, positions, times[-1] + 0.5, use_feedforward=ff,
-                                   dt=1.0 / INTEGRATION_RATE_HZ, command_delay_cycles=0 if lockstep else 1)
+                                   dt=1.0 / rate, command_delay_cycles=delay)
             for label, ff in (("feedforward+PD", True), ("PD only", False))}
 
 
@@ -319,6 +338,10 @@ def main(argv=None):
                         help="simulator waits for each command (no command delay, slower than real time)")
     parser.add_argument("--no-realtime", action="store_true",
                         help="no SCHED_FIFO priority / CPU pinning for the simulator and controller")
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="builtin",
+                        help="plant: the built-in simulator (default) or the exported robot on MuJoCo "
+                        "(mujoco_simulator; controller and modal server with link_state deflection "
+                        "and use_sim_time)")
     args = parser.parse_args(argv)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", "42")
@@ -328,29 +351,30 @@ def main(argv=None):
         times, positions = thesis_trajectory(model)
         out = Path(args.output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        ros, modal, stats = run_ros(model, times, positions, out, args.lockstep, not args.no_realtime)
+        ros, modal, stats = run_ros(model, times, positions, out, args.lockstep, not args.no_realtime, args.engine)
     except FlexmodalError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2
-    offline = offline_runs(model, times, positions, args.lockstep)
+    offline = offline_runs(model, times, positions, args.lockstep, args.engine)
     save_closed_loop_plot(ros, out / "tracking.png")
     save_closed_loop_plot(offline, out / "offline.png")
-    summary = report(model, ros, offline, modal, stats, args.lockstep, time.monotonic() - started)
+    summary = report(model, ros, offline, modal, stats, args.lockstep, time.monotonic() - started, args.engine)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"plots, summary.json and node logs in {out}/")
     return 0 if summary["tracking_ok"] else 1
 
 
-def report(model, ros, offline, modal, stats, lockstep, elapsed):
+def report(model, ros, offline, modal, stats, lockstep, elapsed, engine="builtin"):
     """Print the summary and return it as a dict."""
-    summary = {"robot": model.name, "ros": {k: r.summary() for k, r in ros.items()},
+    summary = {"robot": model.name, "engine": engine, "ros": {k: r.summary() for k, r in ros.items()},
                "offline": {k: r.summary() for k, r in offline.items()}, "statistics": stats,
                "modal": {label: {"frequencies_hz": list(r.frequencies_hz), "damping_ratios": list(r.damping_ratios)}
                          for label, r in modal.items()}}
     loop = ("lockstep (simulator waits for each command, no command delay)" if lockstep else
             "real time (rtf 1, zero-order hold sampled every 1 ms: one period of command delay)")
     print(f"\n=== flexmodal_ros demo: {model.name}, thesis trajectory T = 3 s, 1 kHz through ROS 2 ===")
-    print(f"loop: {loop}; simulator RK4 at {INTEGRATION_RATE_HZ:g} Hz; offline = same loop without ROS")
+    _, rate, integrator = ENGINES[engine]
+    print(f"loop: {loop}; simulator {integrator} at {rate:g} Hz; offline = same loop without ROS")
     print(f"{'case':<16}{'ROS max|e| rad':>16}{'ROS rms rad':>14}{'offline max|e|':>16}{'|ROS-offline|':>15}"
           f"{'samples':>9}")
     match = True

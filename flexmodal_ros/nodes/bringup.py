@@ -33,6 +33,21 @@ NODES = (
 )
 
 
+# Exported robots on MuJoCo (``engine="mujoco"``): the mujoco_simulator in place of the built-in
+# simulator; the nodes reading /joint_states use the exported convention and simulation time.
+MUJOCO_NODES = (("mujoco_simulator", "mujoco_simulator"),) + NODES[1:]
+EXPORTED_ROBOT_PARAMS = {"feedforward_pd_controller": {"link_state": "deflection", "use_sim_time": True},
+                 "modal_analysis": {"link_state": "deflection", "use_sim_time": True}}
+ENGINES = {"builtin": NODES, "mujoco": MUJOCO_NODES}
+
+
+def nodes_for(engine):
+    """(executable, node name) table of ``engine`` ("builtin" or "mujoco")."""
+    if engine not in ENGINES:
+        raise FlexmodalError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    return ENGINES[engine]
+
+
 def executable_path(name):
     """Console script ``name``: next to this interpreter first (virtualenv), then PATH."""
     candidate = Path(sys.executable).parent / name
@@ -42,17 +57,19 @@ def executable_path(name):
     return found
 
 
-def node_commands(robot, params=None):
+def node_commands(robot, params=None, engine="builtin"):
     """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}}."""
     robot_paths(robot)  # ConfigError naming the bundled robots if unknown
     params = params or {}
-    unknown = set(params) - {name for _, name in NODES}
+    table = nodes_for(engine)
+    unknown = set(params) - {name for _, name in table}
     if unknown:
         raise FlexmodalError(f"params: unknown node(s) {', '.join(sorted(unknown))}")
     commands = []
-    for executable, name in NODES:
+    for executable, name in table:
         argv = [executable_path(executable), "--ros-args", "-p", f"robot:={robot}"]
-        for key, value in params.get(name, {}).items():
+        engine_params = EXPORTED_ROBOT_PARAMS.get(name, {}) if engine == "mujoco" else {}
+        for key, value in {**engine_params, **params.get(name, {})}.items():
             argv += ["-p", f"{key}:={_ros_value(value)}"]
         commands.append(argv)
     return commands
@@ -74,19 +91,19 @@ def ros_environment(env=None):
     return env
 
 
-def start(robot, params=None, log_dir=None, env=None):
+def start(robot, params=None, log_dir=None, env=None, engine="builtin"):
     """Start the nodes; returns the Popen objects (output to ``log_dir/<node>.log`` if given)."""
     processes = []
-    for (_, name), argv in zip(NODES, node_commands(robot, params)):
+    for (_, name), argv in zip(nodes_for(engine), node_commands(robot, params, engine)):
         out = open(Path(log_dir) / f"{name}.log", "wb") if log_dir else None
         processes.append(subprocess.Popen(argv, env=ros_environment(env), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT if out else None))
     return processes
 
 
-def check_running(processes):
+def check_running(processes, engine="builtin"):
     """FlexmodalError naming the first node that exited."""
-    for (_, name), p in zip(NODES, processes):
+    for (_, name), p in zip(nodes_for(engine), processes):
         if p.poll() is not None:
             raise FlexmodalError(f"node {name} exited with code {p.returncode} (see its log)")
 

@@ -2,6 +2,7 @@
 import time
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 from ..errors import FlexmodalError
@@ -15,6 +16,20 @@ def declare_robot_model(node):
     if not robot and not params:
         raise FlexmodalError("parameters: set 'robot' or 'params_path' (and optionally 'urdf_path')")
     return resolve_model(robot or None, urdf or None, params or None)
+
+
+def timing_clock(node):
+    """The clock for a node's timing (watchdogs, stale-state checks): the ROS clock when the node
+    runs with ``use_sim_time`` (it then stops and runs with the simulation: Gazebo, the simulators'
+    /clock), the steady clock otherwise (a real robot). Read it with :func:`seconds`."""
+    if node.get_parameter("use_sim_time").value:
+        return node.get_clock()
+    return Clock(clock_type=ClockType.STEADY_TIME)
+
+
+def seconds(clock):
+    """Current time of ``clock`` [s]."""
+    return clock.now().nanoseconds * 1e-9
 
 
 class Throttle:

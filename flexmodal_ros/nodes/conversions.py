@@ -6,6 +6,7 @@ never sees a message. Shared module: add your own functions, do not rewrite othe
 import numpy as np
 
 from ..errors import InputError
+from ..validation import finite_vector
 
 # --- modal analysis (ComputeModalParameters, ComputeModalMap, ModalParameters) -----------------
 
@@ -87,18 +88,25 @@ def modal_map_to_response(mmap, response, stamp=None):
     return response
 
 
-def joint_state_to_configuration(model, msg):
-    """sensor_msgs/JointState → link configuration q in URDF order (other joints are ignored)."""
+def joint_state_to_configuration(model, msg, link_state="absolute"):
+    """sensor_msgs/JointState → link configuration q in URDF order (other joints are ignored).
+    ``link_state="deflection"`` (exported robots): q = position(<joint>) + position(<joint>_motor)."""
+    from ..export.convention import StateConvention
     from ..modal import configuration_from_names
 
+    convention = StateConvention(model, link_state)
     names, pos = list(msg.name), list(msg.position)
     if len(names) != len(pos):
         raise InputError(f"joint_states: {len(names)} names but {len(pos)} positions")
-    missing = [j for j in model.joint_names if j not in names]
+    needed = list(model.joint_names) + ([j + MOTOR_SUFFIX for j in model.joint_names] if convention.deflection else [])
+    missing = [j for j in needed if j not in names]
     if missing:
         raise InputError(f"joint_states: missing joint(s) {missing}")
-    return configuration_from_names(model, list(model.joint_names),
-                                    [pos[names.index(j)] for j in model.joint_names])
+    link = configuration_from_names(model, list(model.joint_names), [pos[names.index(j)] for j in model.joint_names])
+    if not convention.deflection:
+        return link
+    motor = finite_vector([pos[names.index(j + MOTOR_SUFFIX)] for j in model.joint_names], model.n, "positions")
+    return convention.positions_to_model(link, motor)[0]
 
 
 # --- identification (IdentifyJointParameters) ---------------------------------------------------
@@ -209,14 +217,17 @@ class JointStateReader:
     message object, ~20 µs less per sample).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, link_state="absolute"):
         from ..control import JointSample
+        from ..export.convention import StateConvention
 
         self.model = model
         self._sample = JointSample
         self._names = None
         self._take = None
         self._layout = None
+        convention = StateConvention(model, link_state)     # "deflection": exported robots
+        self._to_model = convention.to_model_inplace if convention.deflection else None
 
     def __call__(self, msg):
         names, pos, vel = msg.name, msg.position, msg.velocity
@@ -228,6 +239,8 @@ class JointStateReader:
         values = np.concatenate((pos, vel))[self._take]           # q, q̇, q_m, q̇_m
         if not np.isfinite(values).all():
             raise InputError(self._nonfinite(values))
+        if self._to_model is not None:
+            self._to_model(values)
         n, stamp = self.model.n, msg.header.stamp
         return self._sample(stamp.sec + 1e-9 * stamp.nanosec, values[:n], values[n:2 * n],
                             values[2 * n:3 * n], values[3 * n:])
@@ -244,6 +257,8 @@ class JointStateReader:
             values = np.frombuffer(buf, float, layout.count, layout.start)[layout.take]
             if not np.isfinite(values).all():
                 raise InputError(self._nonfinite(values))
+            if self._to_model is not None:
+                self._to_model(values)
             sec, nanosec = layout.stamp(buf)
             n = self.model.n
             return self._sample(sec + 1e-9 * nanosec, values[:n], values[n:2 * n], values[2 * n:3 * n],
@@ -428,16 +443,21 @@ def _set_path(msg, path, value):
 
 class TorqueCommandWriter:
     """Motor torques (n,) [N m] → serialized std_msgs/Float64MultiArray (URDF order,
-    gz_ros2_control convention; empty layout) for ``Publisher.publish``."""
+    gz_ros2_control convention; empty layout) for ``Publisher.publish``. ``scale`` (n,): publish
+    scale·τ instead (the motor-joint efforts W τ_m of exported robots, export/convention.py)."""
 
-    def __init__(self, n):
+    def __init__(self, n, scale=None):
         from std_msgs.msg import Float64MultiArray
 
         self._message = SerializedMessage(Float64MultiArray(data=[0.0] * n), arrays=("data",))
         self._data = self._message.values["data"]
+        self._scale = None if scale is None else np.asarray(scale, dtype=float)   # efforts = scale τ
 
     def __call__(self, tau):
-        self._data[:] = tau
+        if self._scale is None:
+            self._data[:] = tau
+        else:
+            np.multiply(tau, self._scale, out=self._data)
         return self._message.serialized()
 
 

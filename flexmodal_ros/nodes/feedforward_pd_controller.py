@@ -4,12 +4,16 @@ Runs :class:`flexmodal_ros.control.FailSafeController` (tracking law, hold law (
 fail-safe policy documented there). One control cycle per ``/joint_states`` sample (the simulator,
 or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sample's stamp is the
 cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Float64MultiArray,
-motor torques [N m] in URDF joint order). A steady-clock watchdog at ``watchdog_rate_hz`` publishes
+motor torques [N m] in URDF joint order). A watchdog at ``watchdog_rate_hz`` (steady clock, or
+simulation time with ``use_sim_time``) publishes
 the STALE static-hold command when no valid joint state arrived for ``state_timeout_s`` (the drive
 holds the last command in between, zero-order hold).
 
 Parameters: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd and effort limits from
-there); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
+there); ``link_state`` ("absolute": /joint_states of the built-in simulator; "deflection":
+exported robots in Gazebo or ``mujoco_simulator``, whose commands are then the motor-joint efforts
+W τ_m: flexmodal_ros/export/convention.py); ``use_sim_time`` (watchdog and stale-state checks on
+the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100); ``use_feedforward`` (true; false = PD only; may be changed at run
 time); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first waypoint must be
 this close to the measured position); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning,
@@ -30,7 +34,6 @@ import json
 import time
 
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -40,7 +43,8 @@ from trajectory_msgs.msg import JointTrajectory
 
 from ..control import FailSafeController
 from ..errors import FlexmodalError
-from .common import Throttle, declare_robot_model, run_node
+from ..export.convention import check_link_state
+from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
 from .conversions import JointStateReader, TorqueCommandWriter, trajectory_to_core
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
@@ -56,7 +60,9 @@ class FeedforwardPdController(Node):
         self.model = declare_robot_model(self)
         p = {name: self.declare_parameter(name, default).value for name, default in (
             ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("use_feedforward", True),
-            ("state_timeout_s", 0.05), ("start_tolerance", 0.05))}
+            ("state_timeout_s", 0.05), ("start_tolerance", 0.05), ("link_state", "absolute"))}
+        link_state = check_link_state(p["link_state"], error=FlexmodalError)
+        self._clock = timing_clock(self)      # sim time with use_sim_time, else steady
         for name in ("rate_hz", "watchdog_rate_hz"):
             if not p[name] > 0:
                 raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
@@ -66,7 +72,9 @@ class FeedforwardPdController(Node):
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = Throttle(1.0)
         self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-        self._read_state, self._serialize_command = JointStateReader(self.model), TorqueCommandWriter(self.model.n)
+        self._read_state = JointStateReader(self.model, link_state)
+        self._serialize_command = TorqueCommandWriter(
+            self.model.n, self.model.W if link_state == "deflection" else None)
         self.status_pub = self.create_publisher(
             String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
@@ -80,7 +88,7 @@ class FeedforwardPdController(Node):
         self.period = 1.0 / p["rate_hz"]
         self._last_cycle = None
         self.late_cycles = 0
-        self.create_timer(1.0 / p["watchdog_rate_hz"], self.on_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.create_timer(1.0 / p["watchdog_rate_hz"], self.on_watchdog, clock=self._clock)
         self.add_on_set_parameters_callback(self.on_parameters)
         scheduling = apply_realtime(self.get_logger(), *realtime)
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.model.kp.tolist()}, kd "
@@ -96,7 +104,7 @@ class FeedforwardPdController(Node):
             self._report_throttled(f"joint state rejected: {exc}")
             return
         try:
-            self.ctrl.update_state(sample, time.monotonic(), validated=True)
+            self.ctrl.update_state(sample, seconds(self._clock), validated=True)
         except FlexmodalError as exc:
             self._report_throttled(f"joint state rejected: {exc}")
             return
@@ -110,7 +118,7 @@ class FeedforwardPdController(Node):
         self._flush_events()
 
     def on_watchdog(self):
-        command = self.ctrl.watchdog(time.monotonic())
+        command = self.ctrl.watchdog(seconds(self._clock))
         if command is not None:
             self._send(command)
         self._flush_events()
@@ -136,7 +144,7 @@ class FeedforwardPdController(Node):
                     return SetParametersResult(successful=False, reason="use_feedforward: expected a bool")
                 self.ctrl.use_feedforward = param.value
                 self._report(f"use_feedforward set to {param.value}")
-            elif param.name in ("robot", "urdf_path", "params_path", "rate_hz", "watchdog_rate_hz",
+            elif param.name in ("robot", "urdf_path", "params_path", "rate_hz", "watchdog_rate_hz", "link_state",
                                 "state_timeout_s", "start_tolerance", "realtime_priority", "cpu"):
                 return SetParametersResult(successful=False, reason=f"{param.name}: read-only after start")
         return SetParametersResult(successful=True)

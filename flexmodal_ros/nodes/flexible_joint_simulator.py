@@ -66,21 +66,27 @@ STATE_HISTORY = 100
 
 
 class FlexibleJointSimulator(Node):
-    """Thin shell around :class:`flexmodal_ros.simulation.Simulator`; the loop runs in a thread."""
+    """Thin shell around :class:`flexmodal_ros.simulation.Simulator`; the loop runs in a thread.
+
+    Subclasses swap the plant (``mujoco_simulator``): :meth:`_make_simulator` returns any object with
+    the Simulator interface (t, reset, set_command, apply_impulse, advance, sample, efforts)."""
+
+    NODE_NAME = "flexible_joint_simulator"
+    ENGINE = "RK4"
+    MIN_INTEGRATION_RATE_HZ = 2000.0
+    DEFAULT_INTEGRATION_RATE_HZ = 2000.0
 
     def __init__(self, **kwargs):
-        super().__init__("flexible_joint_simulator", **kwargs)
+        super().__init__(self.NODE_NAME, **kwargs)
         self.model = declare_robot_model(self)
         p = {name: self.declare_parameter(name, default).value for name, default in (
             ("rate_hz", 1000.0),
-            ("integration_rate_hz", 2000.0), ("real_time_factor", 1.0),
+            ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
             ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02))}
         self._check(p)
         realtime = declare_realtime(self)
         q0 = [0.0] * self.model.n if p["initial_positions"] is None else list(p["initial_positions"])
-        plant = FlexibleJointPlant(self.model, 1.0 / p["integration_rate_hz"])
-        x0, hold = rest_state(self.model, q0, field="initial_positions")
-        self.sim = Simulator(plant, x0, hold)
+        self.sim = self._make_simulator(q0, 1.0 / p["integration_rate_hz"])
         self.period = 1.0 / p["rate_hz"]
         self.rtf = p["real_time_factor"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]
@@ -108,19 +114,24 @@ class FlexibleJointSimulator(Node):
         self._running = True
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
-        self.get_logger().info(f"simulating '{self.model.name}' at {p['integration_rate_hz']:g} Hz (RK4), "
+        self.get_logger().info(f"simulating '{self.model.name}' at {p['integration_rate_hz']:g} Hz ({self.ENGINE}), "
                                f"publishing at {p['rate_hz']:g} Hz, real_time_factor {self.rtf:g}, "
                                f"{'lockstep' if self.lockstep else 'real time (1 period command delay)'}, "
                                f"{scheduling}")
 
-    @staticmethod
-    def _check(p):
+    def _make_simulator(self, q0, dt):
+        """The plant at rest in the equilibrium (2.3) of q0, integrated with step dt [s]."""
+        plant = FlexibleJointPlant(self.model, dt)
+        x0, hold = rest_state(self.model, q0, field="initial_positions")
+        return Simulator(plant, x0, hold)
+
+    def _check(self, p):
         if not p["rate_hz"] > 0:
             raise FlexmodalError(f"rate_hz: must be > 0, got {p['rate_hz']}")
         ratio = p["integration_rate_hz"] / p["rate_hz"]
-        if p["integration_rate_hz"] < 2000 or abs(ratio - round(ratio)) > 1e-9:
-            raise FlexmodalError(f"integration_rate_hz: must be >= 2000 and a multiple of rate_hz, "
-                                 f"got {p['integration_rate_hz']}")
+        if p["integration_rate_hz"] < self.MIN_INTEGRATION_RATE_HZ or abs(ratio - round(ratio)) > 1e-9:
+            raise FlexmodalError(f"integration_rate_hz: must be >= {self.MIN_INTEGRATION_RATE_HZ:g} and a "
+                                 f"multiple of rate_hz, got {p['integration_rate_hz']}")
         if not p["real_time_factor"] >= 0:
             raise FlexmodalError(f"real_time_factor: must be >= 0 (0 = unpaced), got {p['real_time_factor']}")
         if not p["lockstep_timeout_s"] > 0:

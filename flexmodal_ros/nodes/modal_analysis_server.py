@@ -2,7 +2,9 @@
 
 Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (flexibility YAML;
 an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
-default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
+default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5; in
+simulation time with ``use_sim_time``); ``link_state`` (absolute | deflection: how /joint_states
+reports the link position, flexmodal_ros/export/convention.py).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
 ``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
@@ -10,7 +12,6 @@ the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
 Bad requests are answered with ``success=false`` and a message naming the field.
 """
-import time
 
 import numpy as np
 from rclpy.node import Node
@@ -24,7 +25,8 @@ from ..errors import FlexmodalError
 from ..modal import modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
-from .common import Throttle, declare_robot_model, run_node
+from ..export.convention import check_link_state
+from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
 from .polled import PolledSubscription
 from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
                           modal_map_to_response, modal_request_to_core, modal_result_to_msg)
@@ -40,6 +42,9 @@ class ModalAnalysisServer(Node):
         self.model = declare_robot_model(self)
         rate = self.declare_parameter("publish_rate_hz", 10.0).value
         self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
+        self.link_state = check_link_state(self.declare_parameter("link_state", "absolute").value,
+                                           error=FlexmodalError)
+        self._clock = timing_clock(self)    # stale-state checks in sim time with use_sim_time
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
         self.data = create_data(self.model)
@@ -78,12 +83,12 @@ class ModalAnalysisServer(Node):
     def on_timer(self):
         raw = self.joint_states.take_latest()
         if raw is not None:
-            self.latest = (raw, time.monotonic())
-        if self.latest is None or time.monotonic() - self.latest[1] > self.timeout:
+            self.latest = (raw, seconds(self._clock))
+        if self.latest is None or seconds(self._clock) - self.latest[1] > self.timeout:
             return
         msg = deserialize_message(self.latest[0], JointState)
         try:
-            q = joint_state_to_configuration(self.model, msg)
+            q = joint_state_to_configuration(self.model, msg, self.link_state)
         except FlexmodalError as exc:
             if self._throttle():
                 self.get_logger().warn(f"ignoring joint state: {exc}")
