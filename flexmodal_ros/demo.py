@@ -197,13 +197,19 @@ class SuiteClient:
         since = len(self.statuses)
         self.states, self.recording = [], True
         self.trajectory_pub.publish(core_to_trajectory(self.model.joint_names, times, positions))
-        index = self.wait_for_status("trajectory", since=since)
-        if "rejected" in self.statuses[index]:
+        answer = lambda: next((i for i in range(since, len(self.statuses))
+                               if self.statuses[i].startswith(("trajectory accepted", "trajectory rejected"))), None)
+        self.spin_until(lambda: answer() is not None, 30.0, "the controller's answer to the trajectory")
+        index = answer()
+        if self.statuses[index].startswith("trajectory rejected"):
             raise FlexmodalError(self.statuses[index])
         start = accepted_start_time(self.statuses[index])
         end = start + times[-1] + settle
         self.spin_until(lambda: self.latest.t >= end, timeout, f"simulation time {end:.2f} s")
         self.recording = False
+        aborted = [text for text in self.statuses[index + 1:] if "trajectory aborted" in text]
+        if aborted:
+            raise FlexmodalError(f"the controller aborted the trajectory: {aborted[0]}")
         return recorded_result(self.model, self.states, PiecewiseC4Trajectory(times, positions), start, end)
 
     def close(self):
