@@ -23,6 +23,9 @@ IF_SOURCES := flexmodal_interfaces/CMakeLists.txt flexmodal_interfaces/package.x
 	$(wildcard flexmodal_interfaces/msg/*.msg flexmodal_interfaces/srv/*.srv)
 PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile
 PKG_SHARE := $(VENV)/share/flexmodal_ros
+PKG_LIB := $(VENV)/lib/flexmodal_ros
+LAYOUT_STAMP := $(STAMPS)/ros_layout.stamp
+SHARE_DIRS := launch urdf config
 AMENT_MARKER := $(VENV)/share/ament_index/resource_index/packages/flexmodal_ros
 
 export PIP_NO_INPUT := 1
@@ -30,7 +33,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup test test-quick demo demo-mujoco clean distclean
 
-setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP)
+setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP) $(LAYOUT_STAMP)
 
 $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,15 +53,27 @@ $(IF_STAMP): $(IF_SOURCES) $(REQ_STAMP)
 	mkdir -p $(STAMPS)
 	touch $@
 
-# Editable installs skip setup.py's data_files, so the ament index marker and
-# share/flexmodal_ros/{package.xml,urdf,config,launch} are linked to the source tree instead
-# (as `colcon build --symlink-install` would): get_package_share_directory() works in .venv.
 $(PKG_STAMP): $(PKG_SOURCES) $(REQ_STAMP)
 	$(VENV_PY) -m pip install --no-deps --no-build-isolation -e .
-	mkdir -p $(dir $(AMENT_MARKER)) $(PKG_SHARE)
-	ln -sfn $(CURDIR)/resource/flexmodal_ros $(AMENT_MARKER)
-	for item in package.xml urdf config launch; do ln -sfn $(CURDIR)/$$item $(PKG_SHARE)/$$item; done
 	mkdir -p $(STAMPS)
+	touch $@
+
+# Editable installs skip setup.py's data_files and put console scripts in bin/ only, so the layout a
+# ROS 2 install has is made here, as `colcon build --symlink-install` makes it: the ament index
+# marker; share/flexmodal_ros/ as real directories holding one link per file (package.xml,
+# launch/, urdf/, config/: ros2 launch walks share/<package> without following directory links);
+# every console script linked into lib/flexmodal_ros/ (where `ros2 run` and launch_ros look).
+# Rebuilt from scratch when a file is added to or removed from those directories.
+$(LAYOUT_STAMP): $(PKG_STAMP) $(SHARE_DIRS) $(foreach d,$(SHARE_DIRS),$(wildcard $(d)/*))
+	rm -rf $(PKG_SHARE) $(PKG_LIB)
+	mkdir -p $(dir $(AMENT_MARKER)) $(PKG_SHARE) $(PKG_LIB)
+	ln -sfn $(CURDIR)/resource/flexmodal_ros $(AMENT_MARKER)
+	ln -s $(CURDIR)/package.xml $(PKG_SHARE)/package.xml
+	for dir in $(SHARE_DIRS); do mkdir -p $(PKG_SHARE)/$$dir; \
+		for file in $$dir/*; do if [ -f "$$file" ]; then ln -s $(CURDIR)/$$file $(PKG_SHARE)/$$file; fi; done; done
+	for exe in $$($(VENV_PY) -c 'from importlib.metadata import distribution as d; \
+		print(*sorted(e.name for e in d("flexmodal_ros").entry_points if e.group == "console_scripts"))'); do \
+		test -x $(VENV)/bin/$$exe; ln -s ../../bin/$$exe $(PKG_LIB)/$$exe; done
 	touch $@
 
 # pytest exit code 5 means "no tests collected": reported and kept as a failure.

@@ -1,30 +1,39 @@
 """Bring up flexmodal_ros for one robot: simulator, feedforward+PD controller, modal analysis and
-identification servers, each with ``robot:=<robot>`` (bundled config/<robot>.yaml + urdf/<robot>.urdf).
+identification servers.
 
-    ros2 launch flexmodal_ros bringup.launch.py robot:=kuka_lwr4
+    ros2 launch flexmodal_ros bringup.launch.py                         # kuka_lwr4 (bundled)
+    ros2 launch flexmodal_ros bringup.launch.py robot:=scompi
+    ros2 launch flexmodal_ros bringup.launch.py params_path:=/path/robot.yaml [urdf_path:=/path/robot.urdf]
 
-Without ROS 2's launch tools, ``flexmodal_bringup --robot kuka_lwr4`` starts the same nodes
-(flexmodal_ros/nodes/bringup.py holds the shared node table NODES).
+Arguments ``robot`` / ``urdf_path`` / ``params_path`` (empty default = not given; see
+``flexmodal_ros.nodes.bringup.launch_robot_parameters``). Without ROS 2's launch tools,
+``flexmodal_bringup --robot kuka_lwr4`` starts the same nodes (flexmodal_ros/nodes/bringup.py holds
+the shared node table NODES).
 """
 import os
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
-from launch.substitutions import LaunchConfiguration
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch_ros.actions import Node
 
-from flexmodal_ros.nodes.bringup import DEFAULT_ROBOT, DISCOVERY_PROFILE_VARIABLE, NODES, discovery_profile
+from flexmodal_ros.nodes.bringup import (DEFAULT_ROBOT, DISCOVERY_PROFILE_VARIABLE, NODES, ROBOT_ARGUMENTS,
+                                         discovery_profile, launch_robot_parameters)
+
+
+def _nodes(context):
+    given = {name: context.launch_configurations[name] for name in ROBOT_ARGUMENTS}
+    model = launch_robot_parameters(**given, default_robot=DEFAULT_ROBOT)
+    return [Node(package="flexmodal_ros", executable=executable, name=name, output="screen",
+                 parameters=[model])
+            for executable, name in NODES]
 
 
 def generate_launch_description():
-    robot = LaunchConfiguration("robot")
-    nodes = [Node(package="flexmodal_ros", executable=executable, name=name, output="screen",
-                  parameters=[{"robot": robot}])
-             for executable, name in NODES]
     profile = os.environ.get(DISCOVERY_PROFILE_VARIABLE) or str(discovery_profile())
+    arguments = [DeclareLaunchArgument(name, default_value="", description=text)
+                 for name, text in ROBOT_ARGUMENTS.items()]
     return LaunchDescription([
-        DeclareLaunchArgument("robot", default_value=DEFAULT_ROBOT,
-                              description="bundled robot: scompi, planar_2r, kuka_lwr4"),
+        *arguments,
         SetEnvironmentVariable(DISCOVERY_PROFILE_VARIABLE, profile),
-        *nodes,
+        OpaqueFunction(function=_nodes),
     ])

@@ -1,32 +1,52 @@
 """Start the ``modal_analysis`` node (flexmodal_ros modal_analysis_server) for one robot.
 
+    ros2 launch flexmodal_ros modal_analysis.launch.py                  # scompi (bundled)
     ros2 launch flexmodal_ros modal_analysis.launch.py robot:=kuka_lwr4
-    ros2 launch flexmodal_ros modal_analysis.launch.py robot:= \
-        urdf_path:=/path/robot.urdf params_path:=/path/robot.yaml
+    ros2 launch flexmodal_ros modal_analysis.launch.py params_path:=/path/robot.yaml \
+        [urdf_path:=/path/robot.urdf]
 
-Arguments: ``robot`` (bundled name: scompi, planar_2r, kuka_lwr4; empty to use the files),
-``urdf_path``, ``params_path`` (flexibility YAML), ``publish_rate_hz``, ``joint_state_timeout_s``.
+Arguments: ``robot`` / ``urdf_path`` / ``params_path`` (empty default = not given; see
+``flexmodal_ros.nodes.bringup.launch_robot_parameters``), ``publish_rate_hz``,
+``joint_state_timeout_s``.
 """
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
+import os
 
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch_ros.actions import Node
+
+from flexmodal_ros.errors import ConfigError
+from flexmodal_ros.nodes.bringup import (DISCOVERY_PROFILE_VARIABLE, ROBOT_ARGUMENTS, discovery_profile,
+                                         launch_robot_parameters)
+
+DEFAULT_ROBOT = "scompi"
 ARGUMENTS = {
-    "robot": ("scompi", "bundled robot name (empty: use urdf_path/params_path)", str),
-    "urdf_path": ("", "URDF file (empty: the one named in params_path)", str),
-    "params_path": ("", "flexibility parameter YAML (used when robot is empty)", str),
-    "publish_rate_hz": ("10.0", "rate of ~/modal_parameters while joint states are fresh [Hz]", float),
-    "joint_state_timeout_s": ("0.5", "joint states older than this are stale [s]", float),
+    "publish_rate_hz": ("10.0", "rate of ~/modal_parameters while joint states are fresh [Hz]"),
+    "joint_state_timeout_s": ("0.5", "joint states older than this are stale [s]"),
 }
 
 
+def _node(context):
+    values = context.launch_configurations
+    model = launch_robot_parameters(**{name: values[name] for name in ROBOT_ARGUMENTS},
+                                    default_robot=DEFAULT_ROBOT)
+    rates = {name: _number(name, values[name]) for name in ARGUMENTS}
+    return [Node(package="flexmodal_ros", executable="modal_analysis_server", name="modal_analysis",
+                 output="screen", parameters=[{**model, **rates}])]
+
+
+def _number(name, text):
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number, got {text!r}") from None
+
+
 def generate_launch_description():
-    declared = [DeclareLaunchArgument(name, default_value=default, description=text)
-                for name, (default, text, _) in ARGUMENTS.items()]
-    parameters = {name: ParameterValue(LaunchConfiguration(name), value_type=kind)
-                  for name, (_, _, kind) in ARGUMENTS.items()}
-    node = Node(package="flexmodal_ros", executable="modal_analysis_server", name="modal_analysis",
-                output="screen", parameters=[parameters])
-    return LaunchDescription(declared + [node])
+    profile = os.environ.get(DISCOVERY_PROFILE_VARIABLE) or str(discovery_profile())
+    declared = [DeclareLaunchArgument(name, default_value="", description=text)
+                for name, text in ROBOT_ARGUMENTS.items()]
+    declared += [DeclareLaunchArgument(name, default_value=default, description=text)
+                 for name, (default, text) in ARGUMENTS.items()]
+    return LaunchDescription([*declared, SetEnvironmentVariable(DISCOVERY_PROFILE_VARIABLE, profile),
+                              OpaqueFunction(function=_node)])

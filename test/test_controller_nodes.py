@@ -104,7 +104,8 @@ def test_nan_and_unknown_joint_states_are_rejected(controller, lwr, ros):
     assert node.ctrl.mode.value == "waiting" and not probe.commands   # nothing sent for it
     node._throttle = Throttle(1.0)  # a fresh throttle: report the next rejection at once
     probe.publish_state(0.6, q, rename)
-    probe.wait_status(r"joint state rejected: joint_states\.name: missing joint\(s\) joint_1")
+    probe.wait_status(r"joint state rejected: joint_states\.name: missing the position and velocity "
+                      r"state interfaces of joint_1")
     assert node.ctrl.counters.rejected_samples == 2 and not probe.commands
 
 
@@ -228,7 +229,7 @@ def test_launch_file_and_bringup_reference_existing_things():
                 and node.module == "flexmodal_ros.nodes.bringup" for alias in node.names}
     assert {"NODES", "DEFAULT_ROBOT"} <= imported
     assert "generate_launch_description" in {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
-    assert any(isinstance(n, ast.Constant) and n.value == "robot" for n in ast.walk(tree))
+    assert {"ROBOT_ARGUMENTS", "launch_robot_parameters"} <= imported   # robot/urdf_path/params_path
     assert DEFAULT_ROBOT == "kuka_lwr4"
     scripts = re.findall(r'"(\w+) = flexmodal_ros\.nodes\.(\w+):main"', (ROOT / "setup.py").read_text())
     declared = {name: module for name, module in scripts}

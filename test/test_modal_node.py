@@ -209,5 +209,5 @@ def test_launch_file_references_exist():
     assert "modal_analysis_server = flexmodal_ros.nodes.modal_analysis_server:main" in (REPO / "setup.py").read_text()
     for robot in ("scompi", "planar_2r", "kuka_lwr4"):
         assert all(p.is_file() for p in robot_paths(robot))
-    declared = {"robot", "urdf_path", "params_path", "publish_rate_hz", "joint_state_timeout_s"}
-    assert all(f'"{name}"' in text for name in declared)
+    declared = {"publish_rate_hz", "joint_state_timeout_s"}       # robot/urdf_path/params_path:
+    assert all(f'"{name}"' in text for name in declared) and "ROBOT_ARGUMENTS" in text   # test_ros_user.py

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import FlexmodalError
+from ..errors import ConfigError, FlexmodalError
 from ..robots import robot_paths, share_dir
 
 DEFAULT_ROBOT = "kuka_lwr4"
@@ -31,6 +31,41 @@ NODES = (
     ("modal_analysis_server", "modal_analysis"),
     ("identification_server", "joint_identification"),
 )
+
+# Launch arguments naming the robot model (launch/*.launch.py); an empty value means "not given".
+ROBOT_ARGUMENTS = {
+    "robot": "bundled robot: scompi, planar_2r, kuka_lwr4 (not given: the launch file's default "
+             "robot, unless params_path is given)",
+    "urdf_path": "URDF of your robot (not given: the one named in params_path)",
+    "params_path": "flexibility parameter YAML of your robot (used when robot is not given)",
+}
+
+
+def launch_robot_parameters(robot="", urdf_path="", params_path="", default_robot=DEFAULT_ROBOT):
+    """Node parameters for the launch arguments ``robot``/``urdf_path``/``params_path``.
+
+    An empty value means "not given", and so does a value that is only a pair of quotes (``''`` or
+    ``""``, as typed through a shell: ``ros2 launch`` refuses ``robot:=``). Returns ``{"robot":
+    robot}``; or, when only files are given, ``{"params_path": ..., "urdf_path": ...}`` (absolute
+    paths, ``urdf_path`` only if given); or, when nothing is given, ``{"robot": default_robot}``.
+    ConfigError for a robot name together with files, or a URDF without a params YAML.
+    """
+    robot, urdf_path, params_path = (_given(v) for v in (robot, urdf_path, params_path))
+    if robot and (urdf_path or params_path):
+        raise ConfigError("robot: give either a bundled robot name or urdf_path/params_path, not both "
+                          f"(got robot:={robot} with the file(s) {urdf_path or params_path})")
+    if urdf_path and not params_path:
+        raise ConfigError("params_path: a flexibility parameter YAML is required with urdf_path")
+    if params_path:
+        files = {"params_path": params_path, "urdf_path": urdf_path}
+        return {name: str(Path(path).expanduser().resolve()) for name, path in files.items() if path}
+    return {"robot": robot or default_robot}
+
+
+def _given(value):
+    """A launch argument's value with surrounding whitespace removed; '' for "not given"."""
+    value = str(value).strip()
+    return "" if value in ("''", '""') else value
 
 
 # Exported robots on MuJoCo (``engine="mujoco"``): the mujoco_simulator in place of the built-in

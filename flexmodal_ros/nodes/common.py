@@ -1,4 +1,5 @@
 """What every flexmodal node shares: the robot-model parameters, log throttling, the entry point."""
+import signal
 import time
 
 import rclpy
@@ -52,22 +53,45 @@ def run_node(node_factory, executable, args=None, make_executor=SingleThreadedEx
     """Console-script body: init rclpy, build the node, spin until Ctrl-C or shutdown.
 
     A configuration error while building the node prints one line and returns exit code 2.
+    Ctrl-C (SIGINT) or SIGTERM at any point after ``rclpy.init``, also while the node is being
+    built, ends the node cleanly with exit code 0. Under ``ros2 launch`` one Ctrl-C reaches a node
+    twice (the terminal signals the whole process group, then launch signals each node), so
+    SIGINT and SIGTERM are ignored once the clean-up has begun: a second signal cannot interrupt
+    it with a KeyboardInterrupt traceback (launch still escalates to SIGKILL if a node hangs). A
+    callback interrupted by the shutdown (its publish fails once the context is gone) ends the
+    node the same way.
     """
     rclpy.init(args=args)
+    node = executor = None
     try:
         node = node_factory()
-    except FlexmodalError as exc:
-        print(f"{executable}: error: {exc}", flush=True)
-        rclpy.try_shutdown()
-        return 2
-    executor = make_executor()
-    executor.add_node(node)
-    try:
+        executor = make_executor()
+        executor.add_node(node)
         executor.spin()
+    except FlexmodalError as exc:
+        if node is not None:
+            raise
+        print(f"{executable}: error: {exc}", flush=True)
+        return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        # The signal handler shuts the context down while a callback may be running: its next
+        # publish then fails (RCLError "publisher's context is invalid"). That is the shutdown,
+        # not a fault; anything raised while the context is still valid is one.
+        if rclpy.ok():
+            raise
     finally:
-        executor.shutdown()
-        node.destroy_node()
+        _ignore_stop_signals()
+        if executor is not None:
+            executor.shutdown()
+        if node is not None:
+            node.destroy_node()
         rclpy.try_shutdown()
+        _ignore_stop_signals()       # rclpy's shutdown restores the handlers it replaced
     return 0
+
+
+def _ignore_stop_signals():
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)

@@ -166,6 +166,12 @@ def identification_result_to_response(result, response):
 # --- controller and simulator (JointState, JointTrajectory, Float64MultiArray) -----------------
 
 MOTOR_SUFFIX = "_motor"
+# What a controller status says when /joint_states lacks what the controller reads (README: "State
+# interfaces the controller needs", e.g. a joint_state_broadcaster that publishes link joints only).
+STATE_INTERFACES_HINT = ("the controller needs the position and velocity state interfaces of every link "
+                         "joint <joint> and of every motor joint <joint>_motor (motor side, after the gear) "
+                         "in /joint_states: export them from the ros2_control hardware and list them in "
+                         "joint_state_broadcaster (README: State interfaces the controller needs)")
 
 
 def stamp_to_seconds(stamp):
@@ -233,7 +239,9 @@ class JointStateReader:
         names, pos, vel = msg.name, msg.position, msg.velocity
         if len(pos) != len(names) or len(vel) != len(names):
             field, values = ("position", pos) if len(pos) != len(names) else ("velocity", vel)
-            raise InputError(f"joint_states.{field}: {len(values)} values for {len(names)} names")
+            raise InputError(f"joint_states.{field}: {len(values)} values for {len(names)} names"
+                             + (f" (no {field} state interface published); {STATE_INTERFACES_HINT}"
+                                if not len(values) else ""))
         if names != self._names:
             self._take, self._names = self._gather_index(names), list(names)
         values = np.concatenate((pos, vel))[self._take]           # q, q̇, q_m, q̇_m
@@ -281,19 +289,23 @@ class JointStateReader:
         motors = [j + MOTOR_SUFFIX for j in links]
         missing = [j for j in links + motors if j not in index]
         if missing:
-            raise InputError(f"joint_states.name: missing joint(s) {', '.join(missing)}")
+            raise InputError(f"joint_states.name: missing the position and velocity state interfaces of "
+                             f"{', '.join(missing)}; {STATE_INTERFACES_HINT}")
         m = len(names)
         rows = [[index[j] + offset for j in group] for group, offset in
                 ((links, 0), (links, m), (motors, 0), (motors, m))]
         return np.array(rows).ravel()
 
     def _nonfinite(self, values):
-        """Error text naming the field and joint of the first NaN/inf in gathered ``values``."""
+        """Error text naming the field and joints of every NaN/inf in gathered ``values``."""
         n = self.model.n
-        k = int(np.flatnonzero(~np.isfinite(values))[0])
-        field = "velocity" if (k // n) % 2 else "position"
-        joint = self.model.joint_names[k % n] + (MOTOR_SUFFIX if k >= 2 * n else "")
-        return f"joint_states.{field}: NaN or inf for {joint}"
+        bad = {}
+        for k in np.flatnonzero(~np.isfinite(values)):
+            field = "velocity" if (k // n) % 2 else "position"
+            bad.setdefault(field, []).append(self.model.joint_names[k % n] + (MOTOR_SUFFIX if k >= 2 * n else ""))
+        listed = "; ".join(f"joint_states.{field}: NaN or inf for {', '.join(joints)}" for field, joints in bad.items())
+        return (f"{listed} (joint_state_broadcaster publishes NaN for a state interface the hardware does "
+                f"not export); {STATE_INTERFACES_HINT}")
 
 
 class _JointStateLayout:

@@ -105,7 +105,7 @@ class FlexibleJointSimulator(Node):
         # register (no executor callback per command: nodes/polled.py). Best effort (matches
         # reliable publishers too): a lost command costs one late step, where a reliable reader
         # would hold back every later command until the lost one is repaired.
-        self.commands = PolledSubscription(self, "drive", Float64MultiArray, "/effort_controller/commands",
+        self.commands = PolledSubscription(self, Float64MultiArray, "/effort_controller/commands",
                                            QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(ApplyWrench, "~/apply_wrench", self.on_apply_wrench)
         self.create_service(Trigger, "~/reset", self.on_reset)

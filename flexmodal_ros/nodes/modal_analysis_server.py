@@ -54,7 +54,7 @@ class ModalAnalysisServer(Node):
         self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
-        self.joint_states = PolledSubscription(self, "joint_states", JointState, "/joint_states", 1, raw=True)
+        self.joint_states = PolledSubscription(self, JointState, "/joint_states", 1, raw=True)
         self.publisher = self.create_publisher(ModalParameters, "~/modal_parameters", 10)
         self.create_timer(1.0 / rate, self.on_timer)
         self.get_logger().info(f"modal analysis of '{self.model.name}' ({self.model.n} joints) ready")
