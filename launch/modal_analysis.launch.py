@@ -5,7 +5,8 @@
         urdf_path:=/path/robot.urdf params_path:=/path/robot.yaml
 
 Arguments: ``robot`` (bundled name: scompi, planar_2r, kuka_lwr4; empty to use the files),
-``urdf_path``, ``params_path`` (flexibility YAML), ``publish_rate_hz``, ``joint_state_timeout_s``.
+``urdf_path``, ``params_path`` (flexibility YAML), ``publish_rate_hz``, ``joint_state_timeout_s``,
+``modal_method`` (exact | polynomial), ``expansion_order``, ``expansion_tolerance``, ``trust_radius``.
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
@@ -19,6 +20,10 @@ ARGUMENTS = {
     "params_path": ("", "flexibility parameter YAML (used when robot is empty)", str),
     "publish_rate_hz": ("10.0", "rate of ~/modal_parameters while joint states are fresh [Hz]", float),
     "joint_state_timeout_s": ("0.5", "joint states older than this are stale [s]", float),
+    "modal_method": ("exact", "live ~/modal_parameters: exact AMA or polynomial fast path", str),
+    "expansion_order": ("3", "Taylor order of the polynomial fast path", int),
+    "expansion_tolerance": ("0.002", "relative eigenvalue error estimate that triggers a re-expansion", float),
+    "trust_radius": ("0.0", "max |q - q0| of an expansion [rad or m]; 0 = automatic", float),
 }
 
 

@@ -161,20 +161,42 @@ class ValidationResult:
         }
 
 
-def validation_task(model, trajectory: JointTrajectory | None = None, order: int = PAPER_ORDER,
-                    analysed: int = ANALYSED) -> ValidationResult:
-    """Run the §4 comparison (module docstring) and time both paths."""
+@dataclass(frozen=True)
+class PaperExpansion:
+    """The expansion of the task: operating ``points`` of the trajectory, the parametric ``system``
+    at T/2 (x = {q1, q2, q̇1, q̇2}), the analysed ``mode_numbers``, the ``polynomial`` and the
+    ``warnings`` the expansion raised."""
+
+    points: list
+    system: ErlsSystem
+    mode_numbers: list
+    polynomial: ModalPolynomial
+    warnings: list
+
+
+def expand_at_half_time(model, trajectory: JointTrajectory | None = None, order: int = PAPER_ORDER,
+                        analysed: int = ANALYSED) -> PaperExpansion:
+    """Operating points along ``trajectory`` (default :func:`straight_path`) and the expansion of
+    the first ``analysed`` elastic modes about the middle sample."""
     traj = trajectory if trajectory is not None else straight_path(model)
     mid = len(traj.t) // 2
     points = [operating_point(model, q, qd, qdd) for q, qd, qdd in zip(traj.q, traj.qd, traj.qdd)]
     system = ErlsSystem(model, points[mid], ("positions", "velocities"))
     lin = linearize(model, points[mid])
-    center = eigenpairs(lin.M, lin.C, lin.K)
-    numbers = elastic_mode_numbers(center.modes(), model.n_r, analysed)
+    numbers = elastic_mode_numbers(eigenpairs(lin.M, lin.C, lin.K).modes(), model.n_r, analysed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExpansionWarning)
         poly = expand(system, order=order, modes=numbers)
+    return PaperExpansion(points, system, numbers, poly, [str(w.message) for w in caught])
 
+
+def validation_task(model, trajectory: JointTrajectory | None = None, order: int = PAPER_ORDER,
+                    analysed: int = ANALYSED) -> ValidationResult:
+    """Run the §4 comparison (module docstring) and time both paths."""
+    traj = trajectory if trajectory is not None else straight_path(model)
+    mid = len(traj.t) // 2
+    setup = expand_at_half_time(model, traj, order, analysed)
+    points, numbers, poly = setup.points, setup.mode_numbers, setup.polynomial
     start = time.perf_counter()
     mats = linearize_batch(model, points)
     lin_time = time.perf_counter() - start
@@ -195,8 +217,7 @@ def validation_task(model, trajectory: JointTrajectory | None = None, order: int
     f_p, z_p = ev.frequencies_hz[:, cols], ev.damping_ratios[:, cols]
     return ValidationResult(traj, poly, numbers, exact, f_ex, f_p, z_ex, z_p,
                             100 * np.abs(f_ex - f_p) / f_ex, 100 * np.abs(z_ex - z_p) / np.abs(z_ex),
-                            mac_r, mac_l, eig_time, lin_time + eig_time, poly_time,
-                            [str(w.message) for w in caught])
+                            mac_r, mac_l, eig_time, lin_time + eig_time, poly_time, setup.warnings)
 
 
 def _tracked(exact, mid, start_cols, window: int = 8):

@@ -142,14 +142,16 @@ class ModalPolynomial:
         return np.abs(self._points(x) - self.x0).max(axis=1)
 
     @cached_property
-    def _flat(self):
-        """Evaluation tables: exponents, last-degree rows, [λ | φ | ψ] coefficients as one (N, ·) array."""
+    def _tables(self):
+        """Evaluation tables: exponents, last-degree rows, and the coefficients [λ | φ] and ψ as real
+        (N, 2·columns) views of contiguous complex arrays (a real matrix product evaluates them,
+        ~10x faster than a complex one with a real left operand)."""
         mset = self.multi_indices
-        N, k = self.eigenvalues.shape
-        parts = [self.eigenvalues, self.right.reshape(N, -1)]
-        if self.left is not None:
-            parts.append(self.left.reshape(N, -1))
-        return mset.exponents, mset.degree_slices[self.order], np.hstack(parts)
+        N = self.eigenvalues.shape[0]
+        real = lambda a: np.ascontiguousarray(a, complex).view(float)
+        lam_phi = real(np.hstack([self.eigenvalues, self.right.reshape(N, -1)]))
+        psi = None if self.left is None else real(self.left.reshape(N, -1))
+        return mset.exponents, mset.degree_slices[self.order], lam_phi, psi
 
     def evaluate(self, x, vectors: bool = True, left: bool = True, warn: bool = True) -> PolynomialEigenpairs:
         """λ, φ, ψ, f, ζ of the expanded eigenpairs at points ``x`` (m, p) or (p,), vectorized.
@@ -158,18 +160,18 @@ class ModalPolynomial:
         and, with ``warn``, reported by a :class:`TrustRegionWarning`.
         """
         x = self._points(x)
-        exps, last, table = self._flat
+        exps, last, lam_phi, psi = self._tables
         dx = x - self.x0
         V = np.prod(dx[:, None, :] ** exps[None, :, :], axis=-1)          # (m, N) monomials δxᵠ
-        N, k = self.eigenvalues.shape
-        n = self.right.shape[2]
-        width = k * (1 + n * (2 if vectors and left and self.left is not None else 1)) if vectors else k
-        values = V @ table[:, :width]
+        k, n = self.eigenvalues.shape[1], self.right.shape[2]
+        values = (V @ (lam_phi if vectors else lam_phi[:, :2 * k])).view(complex)
         lam = values[:, :k]
-        tail = V[:, last] @ self.eigenvalues[last]
+        tail = (V[:, last] @ lam_phi[last, :2 * k]).view(complex)
         err = np.abs(tail) / np.where(np.abs(lam) > 0, np.abs(lam), 1.0)
-        right = values[:, k:k + k * n].reshape(-1, k, n).transpose(0, 2, 1) if vectors else None
-        lft = values[:, k + k * n:].reshape(-1, k, n).transpose(0, 2, 1) if width > k + k * n else None
+        right = values[:, k:].reshape(-1, k, n).transpose(0, 2, 1) if vectors else None
+        lft = None
+        if vectors and left and psi is not None:
+            lft = (V @ psi).view(complex).reshape(-1, k, n).transpose(0, 2, 1)
         f, z = frequencies_and_damping(lam)
         inside = np.abs(dx).max(axis=1) <= self.trust_radius
         if warn and not inside.all():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
-from ..errors import InputError
 from ..inverse_dynamics.symbolic import canonical_chain, joint_axis, rnea_jets
 from ..linearize import assemble
 from ..modal import check_configurations, linearized_batch, modal_analysis_batch
@@ -146,9 +145,3 @@ class FlexibleJointSystem:
         return modal_analysis_batch(self.model, check_configurations(self.model, xs, "x"), workers=1)
 
 
-def check_positions_only(parameters):
-    """The flexible-joint closed loop (2.8) depends on q only: reject other expansion parameters."""
-    extra = [p for p in parameters if p != "positions"]
-    if extra:
-        raise InputError(f"parameters: {extra} not available for a flexible-joint robot: the set-point "
-                         "closed loop (2.8) depends on the configuration q only (static expansion x = q)")

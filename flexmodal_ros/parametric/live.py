@@ -42,7 +42,8 @@ class PolynomialModalTracker:
 
     ``tolerance``: relative eigenvalue error estimate that triggers a re-expansion (and defines
     the trust radius); ``trust_radius``: fixed radius [rad or m, max-norm] or None for the one
-    computed from ``tolerance`` at each expansion. ``expansions`` counts the expansions made.
+    computed from ``tolerance`` at each expansion. ``expansions`` counts the expansions made,
+    ``counts`` the configurations answered by each source ("polynomial", "expanded", "exact").
     """
 
     def __init__(self, model, order: int = 3, tolerance: float = DEFAULT_TOLERANCE, trust_radius=None):
@@ -54,6 +55,7 @@ class PolynomialModalTracker:
         self.data = create_data(model)
         self.polynomial: ModalPolynomial | None = None
         self.expansions = 0
+        self.counts = {"polynomial": 0, "expanded": 0, "exact": 0}
         self.last_step: LiveStep | None = None
 
     def warm_up(self):
@@ -103,11 +105,15 @@ class PolynomialModalTracker:
                 source, estimate, distance = "expanded", 0.0, 0.0
             except InputError:
                 result = modal_analysis(self.model, q, self.data)
-                self.last_step = LiveStep("exact", 0.0, distance, time.perf_counter() - start)
+                self._record(LiveStep("exact", 0.0, distance, time.perf_counter() - start))
                 return result
         result = ModalResult(**modes.mode_fields(), q=q, motor_equilibrium=self._motor_equilibrium(q))
-        self.last_step = LiveStep(source, estimate, distance, time.perf_counter() - start)
+        self._record(LiveStep(source, estimate, distance, time.perf_counter() - start))
         return result
+
+    def _record(self, step: LiveStep):
+        self.last_step = step
+        self.counts[step.source] += 1
 
     def _motor_equilibrium(self, q) -> np.ndarray:
         """q_m^d (2.3), exact (Pinocchio gravity and wrench torque, a few µs)."""
