@@ -18,6 +18,7 @@ from flexmodal_ros.parametric import (ExpansionWarning, FlexibleJointSystem, Mod
                                       expand, multi_index_set, table1)
 from flexmodal_ros.parametric.eigen import biorthogonality_error
 from flexmodal_ros.parametric.expansion import eigenpair_series
+from flexmodal_ros.parametric.multiindex import degree_count
 from flexmodal_ros.parametric.taylor import TaylorMap
 from flexmodal_ros.robots import load_robot, share_dir
 
@@ -35,6 +36,8 @@ def test_table1_all_60_addend_counts():
         for t in range(1, 6):
             assert len(multi_index_set(n_r, t)) == TABLE_1_STATIC[n_r - 1][t - 1] == addend_count(n_r, t)
     assert len(MultiIndexSet(4, 4)) == TABLE_1_DYNAMIC[1][3] == 70      # the paper's example
+    s = MultiIndexSet(4, 4)                                             # n_{p,|σ|} per degree (§3.1)
+    assert [sl.stop - sl.start for sl in s.degree_slices] == [degree_count(4, d) for d in range(5)]
 
 
 def test_multi_index_order_and_monomials():

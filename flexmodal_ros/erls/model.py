@@ -42,8 +42,7 @@ import casadi as ca
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..validation import (finite_array, finite_vector, load_yaml_mapping, nonnegative, positive,
-                          reject_unknown_keys)
+from ..validation import finite_vector, load_yaml_mapping, nonnegative, positive, reject_unknown_keys
 
 TOP_KEYS = {"model", "name", "gravity", "rayleigh", "payload", "links"}
 LINK_KEYS = {"length", "elements", "youngs_modulus", "area", "second_moment", "mass_per_length",
@@ -409,24 +408,3 @@ def residual(model, q, qd, qdd, u, payload_mass=None) -> np.ndarray:
     q_r, qd_r = q[nf:], qd[nf:]
     return (mass_matrix(model, q_r, payload_mass) @ qdd + damping_matrix(model, q_r, qd_r, payload_mass) @ qd
             + stiffness_matrix(model, q_r) @ q - force_vector(model, q_r, u, payload_mass))
-
-
-def summary(model: ErlsModel) -> str:
-    """Human-readable description of the arm."""
-    lines = [f"ERLS arm {model.name}: {model.n_r} links, {model.n_f} elastic + {model.n_r} rigid = "
-             f"{model.n} DOF, gravity {np.array2string(model.gravity, precision=3)} m/s^2, "
-             f"Rayleigh alpha {model.alpha:g} 1/s beta {model.beta:g} s, payload {model.payload_mass:g} kg"]
-    for i, link in enumerate(model.links):
-        lines.append(f"  link {i + 1}: L {link.length:g} m, {link.elements} elements, E {link.youngs_modulus:g} Pa, "
-                     f"A {link.area:g} m^2, J {link.second_moment:g} m^4, rho_l {link.mass_per_length:g} kg/m")
-    return "\n".join(lines)
-
-
-def check_rigid(model, values, field) -> np.ndarray:
-    """``values`` as an (m, n_r) finite array (a single (n_r,) vector gives m = 1)."""
-    arr = finite_array(values, field)
-    arr = arr[None, :] if arr.ndim == 1 else arr
-    if arr.ndim != 2 or arr.shape[1] != model.n_r:
-        raise InputError(f"{field}: expected {model.n_r} values ({', '.join(model.rigid_names)}) per row, "
-                         f"got shape {arr.shape}")
-    return arr

@@ -13,7 +13,6 @@ exactly one such (parent, j) pair — j is the last non-zero position of τ — 
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import product
 from math import comb, factorial
 
 import numpy as np
@@ -103,10 +102,6 @@ class MultiIndexSet:
         a polynomial: ∂/∂x_j of Σ c_σ δxᵠ has coefficient (σ_j + 1) c_{σ+e_j} at σ)."""
         return _shift_table(self.p, self.order)
 
-    def product_pairs(self, degree: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Cauchy-product table for the targets of norm ``degree``: arrays (left, right, target) of
-        rows with left + right = target, |target| = degree (every split, both orders)."""
-        return _pairs(self.p, self.order, degree)
 
 
 @lru_cache(maxsize=64)
@@ -126,19 +121,6 @@ def _shift_table(p, order):
             e[j] += 1
             out[i, j] = s.row(e)
     return _frozen(out)
-
-
-@lru_cache(maxsize=256)
-def _pairs(p, order, degree):
-    s = multi_index_set(p, order)
-    left, right, target = [], [], []
-    for k in range(s.degree_slices[degree].start, s.degree_slices[degree].stop):
-        tau = tuple(int(v) for v in s.exponents[k])
-        for alpha in product(*(range(v + 1) for v in tau)):
-            left.append(s.row(alpha))
-            right.append(s.row([a - b for a, b in zip(tau, alpha)]))
-            target.append(k)
-    return _frozen(np.array(left, int)), _frozen(np.array(right, int)), _frozen(np.array(target, int))
 
 
 def _frozen(a):
