@@ -149,6 +149,25 @@ def test_KS_zero_and_rigid_inertia(arm):
         assert np.allclose(M, M.T, rtol=0, atol=1e-15) and np.linalg.eigvalsh(M).min() > 0
 
 
+def test_hub_and_payload_masses(arm):
+    """Lumped masses: hub m_h (+ inertia J_h) at the elbow, payload m_p (+ J_p) at the tip: the rigid
+    inertia and the rigid-row gravity gain the point-mass terms, K S = 0 still holds."""
+    links = [vars(link) for link in arm.links]
+    links[1] = {**links[1], "hub_mass": 0.3, "hub_inertia": 2e-3}
+    heavy = make_model(links, arm.gravity, arm.alpha, arm.beta, payload_mass=0.2, payload_inertia=1e-3)
+    q = np.array([-0.4, -1.1])
+    L1, L2, mh, mp = arm.links[0].length, arm.links[1].length, 0.3, 0.2
+    dM = erls.mass_matrix(heavy, q)[21:, 21:] - erls.mass_matrix(arm, q)[21:, 21:]
+    c12 = np.cos(q[0] - q[1])
+    np.testing.assert_allclose(dM, [[(mh + mp) * L1 ** 2, mp * L1 * L2 * c12],
+                                    [mp * L1 * L2 * c12, mp * L2 ** 2 + 2e-3 + 1e-3]], rtol=1e-12)
+    df = erls.force_vector(heavy, q, [0, 0])[21:] - erls.force_vector(arm, q, [0, 0])[21:]
+    np.testing.assert_allclose(df, [-(mh + mp) * 9.81 * L1 * np.cos(q[0]), -mp * 9.81 * L2 * np.cos(q[1])],
+                               rtol=1e-12)
+    Mn, Kn, S = erls.nodal_matrices(heavy, q)
+    assert np.abs(Kn @ S).max() <= 1e-12 * np.abs(Kn).max() * np.abs(S).max()
+
+
 def test_velocity_matrix_elastic_rows_are_Mdot_and_C22_product(arm):
     q, qd = np.array([0.4, -0.9]), np.array([1.3, -0.7])
     C = erls.damping_matrix(arm, q, qd) - erls.damping_matrix(arm, q, [0.0, 0.0])   # drop Rayleigh

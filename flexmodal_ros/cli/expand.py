@@ -60,7 +60,7 @@ def run(args):
         rows = [_point(system, poly, x) for x in points]
     notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     if args.output:
-        poly.save(Path(args.output))
+        _write(lambda: poly.save(Path(args.output)), "-o")
     at0 = poly.evaluate(poly.x0, warn=False)
     out = {"robot": system.describe().get("robot", system.describe().get("model")),
            "system": system.kind, "parameters": list(poly.parameter_names), "about": poly.x0.tolist(),
@@ -101,6 +101,14 @@ def _system(args):
                          f"{' then their velocities' if args.velocities else ''}), got {x0.size}")
     point = operating_point(erls, x0[:nr], x0[nr:] if args.velocities else None)
     return ErlsSystem(erls, point, ("positions", "velocities") if args.velocities else ("positions",))
+
+
+def _write(action, option):
+    """Run a file-writing ``action``; an OS error becomes an InputError naming ``option``."""
+    try:
+        return action()
+    except OSError as exc:
+        raise InputError(f"{option}: cannot write ({exc.strerror}: {exc.filename})") from None
 
 
 def _integers(text, field):
@@ -180,7 +188,7 @@ def _paper(args):
             raise InputError(f"--robot: {args.robot!r} is not a bundled flexible-link (ERLS) arm")
     result = validation_task(model)
     summary = result.summary()
-    summary["plots"] = [str(p) for p in plot_validation(result, args.plot_dir)]
+    summary["plots"] = [str(p) for p in _write(lambda: plot_validation(result, args.plot_dir), "--plot-dir")]
     if args.json:
         print_json(summary)
         return 0
