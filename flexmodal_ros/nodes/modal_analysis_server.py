@@ -36,7 +36,6 @@ from .conversions import (expansion_request_to_core, expansion_to_response, join
                           modal_result_to_msg)
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
-LIVE_TOLERANCE = 2e-3  # relative eigenvalue error estimate of the live fast path (≤ 0.5 % f, 0.5 pp ζ)
 
 
 class ModalAnalysisServer(Node):
@@ -102,7 +101,7 @@ class ModalAnalysisServer(Node):
 
     # --- polynomial fast path (live topic) and ~/expand_modal_parameters ---------------------------
     def _init_polynomial_fast_path(self):
-        from ..parametric.live import PolynomialModalTracker
+        from ..parametric.live import LIVE_TOLERANCE, PolynomialModalTracker
 
         method = self.declare_parameter("modal_method", "exact").value
         order = self.declare_parameter("expansion_order", 3).value

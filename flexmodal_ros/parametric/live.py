@@ -21,8 +21,14 @@ from ..errors import InputError
 from ..linearize import equilibrium_from_compensation
 from ..modal import ModalResult, check_configurations, modal_analysis
 from ..model import create_data, gravity_torque, wrench_torque
-from .expansion import DEFAULT_TOLERANCE, ExpansionWarning, ModalPolynomial, expand
+from .expansion import ExpansionWarning, ModalPolynomial, expand
 from .flexible_joint import FlexibleJointSystem, taylor_maps
+
+
+# Relative eigenvalue error estimate that triggers a re-expansion: along the thesis LWR4 trajectory
+# the actual errors stay below 1e-4 in f and 1e-3 pp in ζ with it (test_expand_node.py), well inside
+# the 0.5 % / 0.5 pp the live topic promises; 1e-2 gave 0.3-0.6 %.
+LIVE_TOLERANCE = 2e-3
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,7 @@ class PolynomialModalTracker:
     ``counts`` the configurations answered by each source ("polynomial", "expanded", "exact").
     """
 
-    def __init__(self, model, order: int = 3, tolerance: float = DEFAULT_TOLERANCE, trust_radius=None):
+    def __init__(self, model, order: int = 3, tolerance: float = LIVE_TOLERANCE, trust_radius=None):
         if trust_radius is not None and not trust_radius > 0:
             raise InputError(f"trust_radius: must be > 0 (or None for automatic), got {trust_radius}")
         self.model, self.order, self.tolerance = model, int(order), float(tolerance)
