@@ -28,6 +28,13 @@ def test_table1_console_script():
 
 
 
+def test_cli_default_tolerance_is_the_cores():
+    from flexmodal_ros.cli import expand as cli_expand
+    from flexmodal_ros.parametric import expansion
+
+    assert cli_expand.DEFAULT_TOLERANCE == expansion.DEFAULT_TOLERANCE
+
+
 def test_table1_text(capsys):
     code, out, _ = run(capsys, "expand", "--table1")
     assert code == 0 and "1287" in out and "6188" in out and len(out.strip().splitlines()) == 8

@@ -22,7 +22,8 @@ from flexmodal_ros.parametric import ModalPolynomial
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
 
-SRV = "/modal_analysis/expand_modal_parameters"
+NS = "/expand_test"          # own namespace: no service name shared with other test files' servers
+SRV = f"{NS}/modal_analysis/expand_modal_parameters"
 
 
 def _spin_for(ros, seconds):
@@ -31,14 +32,14 @@ def _spin_for(ros, seconds):
 
 
 def test_live_polynomial_path_along_thesis_trajectory(ros):
-    node = ModalAnalysisServer(context=ros.context, parameter_overrides=[
+    node = ModalAnalysisServer(context=ros.context, namespace=NS, parameter_overrides=[
         Parameter("robot", value="kuka_lwr4"), Parameter("publish_rate_hz", value=50.0),
         Parameter("joint_state_timeout_s", value=2.0), Parameter("modal_method", value="polynomial")])
     ros.add_node(node)
     model = load_robot("kuka_lwr4")
     client = ros.node("live_client")
     received = []
-    client.create_subscription(ModalParameters, "/modal_analysis/modal_parameters", received.append, 50)
+    client.create_subscription(ModalParameters, f"{NS}/modal_analysis/modal_parameters", received.append, 50)
     pub = client.create_publisher(JointState, "/joint_states", 10)
     times = np.linspace(0.0, THESIS_LWR4_T, 31)
     qs = point_to_point(THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, times)[0]
@@ -75,7 +76,7 @@ def _request(positions, order=0, modes=(), use_for_live=False, output_path="", n
 
 
 def test_expand_service_console_script(ros, ros_process, tmp_path):
-    ros_process(["modal_analysis_server", "--ros-args", "-p", "robot:=planar_2r",
+    ros_process(["modal_analysis_server", "--ros-args", "-r", f"__ns:={NS}", "-p", "robot:=planar_2r",
                  "-p", "modal_method:=polynomial"], wait_for_service=(SRV, ExpandModalParameters))
     client = ros.node("expand_client").create_client(ExpandModalParameters, SRV)
     model = load_robot("planar_2r")
@@ -100,7 +101,8 @@ def test_expand_service_console_script(ros, ros_process, tmp_path):
 
 @pytest.fixture
 def server(ros):
-    node = ModalAnalysisServer(context=ros.context, parameter_overrides=[Parameter("robot", value="planar_2r")])
+    node = ModalAnalysisServer(context=ros.context, namespace=NS,
+                               parameter_overrides=[Parameter("robot", value="planar_2r")])
     return ros.add_node(node)
 
 
@@ -123,5 +125,5 @@ def test_bad_expand_requests(ros, server, kwargs, field):
 def test_bad_fast_path_parameters(ros):
     for name, value in (("modal_method", "fast"), ("expansion_order", 0), ("expansion_tolerance", -1.0)):
         with pytest.raises(FlexmodalError, match=name.split("_")[0]):
-            ModalAnalysisServer(context=ros.context, parameter_overrides=[
+            ModalAnalysisServer(context=ros.context, namespace=NS, parameter_overrides=[
                 Parameter("robot", value="planar_2r"), Parameter(name, value=value)])

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..erls.linearize import ErlsSystem, operating_point
-from ..erls.model import bundled_erls, is_erls_file, load_erls
 from ..errors import InputError
 from ..modes import mac
-from ..parametric.expansion import DEFAULT_TOLERANCE, ModalPolynomial, expand
-from ..parametric.flexible_joint import FlexibleJointSystem
-from ..parametric.multiindex import table1
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+
+DEFAULT_TOLERANCE = 1e-3   # = flexmodal_ros.parametric.expansion.DEFAULT_TOLERANCE (checked in the tests);
+# the parametric core (CasADi, SciPy sparse) is imported on use so that other subcommands start fast
 
 
 def add_parser(sub):
@@ -45,6 +43,8 @@ def add_parser(sub):
 
 
 def run(args):
+    from ..parametric.expansion import expand
+
     if args.table1:
         return _table1(args)
     if args.paper:
@@ -80,6 +80,10 @@ def run(args):
 def _system(args):
     """Parametric system of the chosen robot: ERLS arm (bundled name or ``model: erls`` file) or
     flexible-joint robot, at the ``--about`` point."""
+    from ..erls.linearize import ErlsSystem, operating_point
+    from ..erls.model import bundled_erls, is_erls_file, load_erls
+    from ..parametric.flexible_joint import FlexibleJointSystem
+
     erls = None
     if args.params and is_erls_file(args.params):
         erls = load_erls(args.params)
@@ -118,7 +122,7 @@ def _integers(text, field):
     return values.astype(int)
 
 
-def _point(system, poly: ModalPolynomial, x) -> dict:
+def _point(system, poly, x) -> dict:
     """Polynomial and exact f, ζ of the expanded modes at x (exact mode matched by MAC)."""
     if x.size != len(poly.parameter_names):
         raise InputError(f"--at: expected {len(poly.parameter_names)} values "
@@ -166,6 +170,8 @@ def _print_text(out):
 
 
 def _table1(args):
+    from ..parametric.multiindex import table1
+
     table = table1()
     if args.json:
         print_json({"n_r": list(range(1, 7)), "t": list(range(1, 6)), **table})
@@ -178,6 +184,7 @@ def _table1(args):
 
 
 def _paper(args):
+    from ..erls.model import bundled_erls, load_erls
     from ..erls.paper import plot_validation, validation_task
 
     if args.params:

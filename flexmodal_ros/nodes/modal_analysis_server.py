@@ -5,7 +5,8 @@ an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (l
 default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5);
 polynomial fast path (:mod:`flexmodal_ros.parametric.live`): ``modal_method`` ("exact", default, or
 "polynomial"), ``expansion_order`` (3), ``expansion_tolerance`` (relative eigenvalue error estimate
-that triggers a re-expansion, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic).
+that triggers a re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm;
+0 = automatic).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters),
 ``~/compute_modal_map`` (ComputeModalMap) and ``~/expand_modal_parameters``
@@ -101,19 +102,20 @@ class ModalAnalysisServer(Node):
 
     # --- polynomial fast path (live topic) and ~/expand_modal_parameters ---------------------------
     def _init_polynomial_fast_path(self):
-        from ..parametric.live import LIVE_TOLERANCE, PolynomialModalTracker
-
         method = self.declare_parameter("modal_method", "exact").value
         order = self.declare_parameter("expansion_order", 3).value
-        tolerance = self.declare_parameter("expansion_tolerance", LIVE_TOLERANCE).value
+        tolerance = self.declare_parameter("expansion_tolerance", 0.0).value
         radius = self.declare_parameter("trust_radius", 0.0).value
         if method not in ("exact", "polynomial"):
             raise FlexmodalError(f"parameters: modal_method must be 'exact' or 'polynomial', got {method!r}")
-        if order < 1 or not tolerance > 0 or radius < 0:
-            raise FlexmodalError("parameters: expansion_order must be >= 1, expansion_tolerance > 0, trust_radius >= 0")
-        self.expansion_order, self.expansion_tolerance = int(order), float(tolerance)
+        if order < 1 or tolerance < 0 or radius < 0:
+            raise FlexmodalError("parameters: expansion_order must be >= 1, expansion_tolerance and "
+                                 "trust_radius >= 0 (0 = the core's default / automatic)")
+        self.expansion_order, self.expansion_tolerance = int(order), float(tolerance) or None
         self.tracker = None
-        if method == "polynomial":
+        if method == "polynomial":            # the parametric core is imported only when used
+            from ..parametric.live import PolynomialModalTracker
+
             self.tracker = PolynomialModalTracker(self.model, self.expansion_order, self.expansion_tolerance,
                                                   radius or None)
             self.tracker.warm_up()
@@ -126,13 +128,14 @@ class ModalAnalysisServer(Node):
     def on_expand(self, request, response):
         from ..parametric.expansion import expand
         from ..parametric.flexible_joint import FlexibleJointSystem
+        from ..parametric.live import LIVE_TOLERANCE
 
         try:
             args = expansion_request_to_core(self.model, request)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 poly = expand(FlexibleJointSystem(self.model), args["q"], args["order"] or self.expansion_order,
-                              args["modes"], left=False, tolerance=self.expansion_tolerance)
+                              args["modes"], left=False, tolerance=self.expansion_tolerance or LIVE_TOLERANCE)
             if args["output_path"]:
                 poly.save(args["output_path"])
             if args["use_for_live"] and self.tracker is not None:

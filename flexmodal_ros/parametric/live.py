@@ -47,15 +47,16 @@ class PolynomialModalTracker:
     """Live modal parameters of ``model`` from polynomial eigenpairs of order ``order``.
 
     ``tolerance``: relative eigenvalue error estimate that triggers a re-expansion (and defines
-    the trust radius); ``trust_radius``: fixed radius [rad or m, max-norm] or None for the one
+    the trust radius), None = :data:`LIVE_TOLERANCE`; ``trust_radius``: fixed radius [rad or m, max-norm] or None for the one
     computed from ``tolerance`` at each expansion. ``expansions`` counts the expansions made,
     ``counts`` the configurations answered by each source ("polynomial", "expanded", "exact").
     """
 
-    def __init__(self, model, order: int = 3, tolerance: float = LIVE_TOLERANCE, trust_radius=None):
+    def __init__(self, model, order: int = 3, tolerance: float | None = None, trust_radius=None):
         if trust_radius is not None and not trust_radius > 0:
             raise InputError(f"trust_radius: must be > 0 (or None for automatic), got {trust_radius}")
-        self.model, self.order, self.tolerance = model, int(order), float(tolerance)
+        self.model, self.order = model, int(order)
+        self.tolerance = LIVE_TOLERANCE if tolerance is None else float(tolerance)
         self.fixed_radius = None if trust_radius is None else float(trust_radius)
         self.system = FlexibleJointSystem(model)
         self.data = create_data(model)
