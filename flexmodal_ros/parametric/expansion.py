@@ -11,8 +11,8 @@ where r_τ is the τ-coefficient of (λ²M̄ + λC̄ + K̄)φ with λ^(τ) = 0, 
 Eq. (28) solves it with the pseudo-inverse of S = [λ0²M̄0 + λ0C̄0 + K̄0, (2λ0M̄0 + C̄0)φ0]. For a
 simple λ0, S has full row rank and null space {[φ0; 0]}, so S†(−r) is the solution orthogonal to
 [φ0; 0]; here it is computed from the equivalent square bordered system
-[[S], [φ0*, 0]] [φ^(τ); λ^(τ)] = [−r_τ; 0], one batched solve per degree for all eigenpairs and
-multi-indices of that degree. The normalization is
+[[S], [φ0*, 0]] [φ^(τ); λ^(τ)] = [−r_τ; 0], factorized (LU) once per eigenpair and solved for all
+multi-indices of one degree at a time. The normalization is
 therefore φ0*φ^(τ) = 0 for τ ≠ 0, i.e. φ0*φ(x) = φ0*φ0 = 1 (notes_000 §3).
 
 Left eigenvectors (29): the same recursion on M̄ᵀ, C̄ᵀ, K̄ᵀ with eigenvalue λ0* and ψ0 (its
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse
 from threadpoolctl import threadpool_limits
 
@@ -306,11 +307,13 @@ def eigenpair_series(Mc, Cc, Kc, mset: MultiIndexSet, lam0, vec0):
     prod = {name: np.zeros((N, k, n), complex) for name in "MCK"}
     for name in "MCK":
         prod[name][0] = vec[0] @ series[name].mats0.T
-    bordered = np.zeros((k, n + 1, n + 1), complex)
+    factors = []                                             # one LU of [[S_i], [φ0*, 0]] per eigenpair
     for i in range(k):
-        bordered[i, :n, :n] = lam0[i] ** 2 * Mc[0] + lam0[i] * Cc[0] + Kc[0]
-        bordered[i, :n, n] = (2 * lam0[i] * Mc[0] + Cc[0]) @ vec0[:, i]
-        bordered[i, n, :n] = vec0[:, i].conj()
+        bordered = np.zeros((n + 1, n + 1), complex)
+        bordered[:n, :n] = lam0[i] ** 2 * Mc[0] + lam0[i] * Cc[0] + Kc[0]
+        bordered[:n, n] = (2 * lam0[i] * Mc[0] + Cc[0]) @ vec0[:, i]
+        bordered[n, :n] = vec0[:, i].conj()
+        factors.append(scipy.linalg.lu_factor(bordered, check_finite=False))
     for d in range(1, mset.order + 1):
         sl = mset.degree_slices[d]
         # degree-d coefficients with λ^(τ) = 0, φ^(τ) = 0 (they are still zero here)
@@ -319,10 +322,11 @@ def eigenpair_series(Mc, Cc, Kc, mset: MultiIndexSet, lam0, vec0):
         lam2[sl] = _cauchy(mset, d, lambda b, a: lam[b][:, None, :] * lam[a][None, :, :])
         res = prod["K"][sl] + _cauchy(mset, d, lambda b, a: prod["M"][b][:, None] * lam2[a][None, :, :, None]
                                       + prod["C"][b][:, None] * lam[a][None, :, :, None])
-        rhs = np.concatenate([-np.transpose(res, (1, 2, 0)), np.zeros((k, 1, res.shape[0]))], axis=1)
-        sol = np.linalg.solve(bordered, rhs)                 # (k, n + 1, N_d): (28)
-        vec[sl] = np.transpose(sol[:, :n, :], (2, 0, 1))
-        lam[sl] = sol[:, n, :].T
+        zero = np.zeros((1, res.shape[0]))
+        for i in range(k):                                   # (28) for every τ of degree d
+            sol = scipy.linalg.lu_solve(factors[i], np.vstack([-res[:, i, :].T, zero]), check_finite=False)
+            vec[sl, i, :] = sol[:n].T
+            lam[sl, i] = sol[n]
         for name in "MCK":                                   # complete the degree-d products
             prod[name][sl] += vec[sl] @ series[name].mats0.T
         lam2[sl] += 2 * lam0 * lam[sl]
