@@ -7,7 +7,8 @@
 
 Arguments: ``robot`` / ``urdf_path`` / ``params_path`` (empty default = not given; see
 ``flexmodal_ros.nodes.bringup.launch_robot_parameters``), ``publish_rate_hz``,
-``joint_state_timeout_s``.
+``joint_state_timeout_s``, ``modal_method`` (exact | polynomial), ``expansion_order``,
+``expansion_tolerance``, ``trust_radius``.
 """
 import os
 
@@ -21,8 +22,12 @@ from flexmodal_ros.nodes.bringup import (DISCOVERY_PROFILE_VARIABLE, ROBOT_ARGUM
 
 DEFAULT_ROBOT = "scompi"
 ARGUMENTS = {
-    "publish_rate_hz": ("10.0", "rate of ~/modal_parameters while joint states are fresh [Hz]"),
-    "joint_state_timeout_s": ("0.5", "joint states older than this are stale [s]"),
+    "publish_rate_hz": ("10.0", "rate of ~/modal_parameters while joint states are fresh [Hz]", float),
+    "joint_state_timeout_s": ("0.5", "joint states older than this are stale [s]", float),
+    "modal_method": ("exact", "live ~/modal_parameters: exact AMA or polynomial fast path", str),
+    "expansion_order": ("3", "Taylor order of the polynomial fast path", int),
+    "expansion_tolerance": ("0.002", "relative eigenvalue error estimate that triggers a re-expansion", float),
+    "trust_radius": ("0.0", "max |q - q0| of an expansion [rad or m]; 0 = automatic", float),
 }
 
 
@@ -30,16 +35,17 @@ def _node(context):
     values = context.launch_configurations
     model = launch_robot_parameters(**{name: values[name] for name in ROBOT_ARGUMENTS},
                                     default_robot=DEFAULT_ROBOT)
-    rates = {name: _number(name, values[name]) for name in ARGUMENTS}
+    settings = {name: _typed(name, values[name], kind) for name, (_, _, kind) in ARGUMENTS.items()}
     return [Node(package="flexmodal_ros", executable="modal_analysis_server", name="modal_analysis",
-                 output="screen", parameters=[{**model, **rates}])]
+                 output="screen", parameters=[{**model, **settings}])]
 
 
-def _number(name, text):
+def _typed(name, text, kind):
     try:
-        return float(text)
+        return kind(text)
     except ValueError:
-        raise ConfigError(f"{name}: expected a number, got {text!r}") from None
+        what = {float: "a number", int: "an integer"}[kind]
+        raise ConfigError(f"{name}: expected {what}, got {text!r}") from None
 
 
 def generate_launch_description():
@@ -47,6 +53,6 @@ def generate_launch_description():
     declared = [DeclareLaunchArgument(name, default_value="", description=text)
                 for name, text in ROBOT_ARGUMENTS.items()]
     declared += [DeclareLaunchArgument(name, default_value=default, description=text)
-                 for name, (default, text) in ARGUMENTS.items()]
+                 for name, (default, text, _) in ARGUMENTS.items()]
     return LaunchDescription([*declared, SetEnvironmentVariable(DISCOVERY_PROFILE_VARIABLE, profile),
                               OpaqueFunction(function=_node)])

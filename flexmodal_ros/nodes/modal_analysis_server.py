@@ -4,14 +4,19 @@ Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (f
 an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
 default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5; in
 simulation time with ``use_sim_time``); ``link_state`` (absolute | deflection: how /joint_states
-reports the link position, flexmodal_ros/export/convention.py).
+reports the link position, flexmodal_ros/export/convention.py); polynomial fast path
+(:mod:`flexmodal_ros.parametric.live`): ``modal_method`` ("exact", default, or "polynomial"),
+``expansion_order`` (3), ``expansion_tolerance`` (relative eigenvalue error estimate that triggers a
+re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic).
 
-Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
-``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
+Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters),
+``~/compute_modal_map`` (ComputeModalMap) and ``~/expand_modal_parameters``
+(ExpandModalParameters: polynomial eigenpairs about a configuration); subscription ``/joint_states`` (sensor_msgs/JointState,
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
 Bad requests are answered with ``success=false`` and a message naming the field.
 """
+import warnings
 
 import numpy as np
 from rclpy.node import Node
@@ -19,7 +24,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
-from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
+from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters, ExpandModalParameters
 
 from ..errors import FlexmodalError
 from ..modal import modal_analysis
@@ -28,8 +33,9 @@ from ..sweep import modal_map
 from ..export.convention import check_link_state
 from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
 from .polled import PolledSubscription
-from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
-                          modal_map_to_response, modal_request_to_core, modal_result_to_msg)
+from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
+                          modal_map_request_to_core, modal_map_to_response, modal_request_to_core,
+                          modal_result_to_msg)
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
 
@@ -52,6 +58,7 @@ class ModalAnalysisServer(Node):
         self.latest = None  # (serialized JointState, monotonic time it was taken)
         self.create_service(ComputeModalParameters, "~/compute_modal_parameters", self.on_parameters)
         self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
+        self._init_polynomial_fast_path()
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
         self.joint_states = PolledSubscription(self, JointState, "/joint_states", 1, raw=True)
@@ -94,8 +101,61 @@ class ModalAnalysisServer(Node):
                 self.get_logger().warn(f"ignoring joint state: {exc}")
             return
         stamp = msg.header.stamp
-        result = modal_analysis(self.model, q, self.data)
+        result = self._live_result(q)
         self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp))
+
+    # --- polynomial fast path (live topic) and ~/expand_modal_parameters ---------------------------
+    def _init_polynomial_fast_path(self):
+        method = self.declare_parameter("modal_method", "exact").value
+        order = self.declare_parameter("expansion_order", 3).value
+        tolerance = self.declare_parameter("expansion_tolerance", 0.0).value
+        radius = self.declare_parameter("trust_radius", 0.0).value
+        if method not in ("exact", "polynomial"):
+            raise FlexmodalError(f"parameters: modal_method must be 'exact' or 'polynomial', got {method!r}")
+        if order < 1 or tolerance < 0 or radius < 0:
+            raise FlexmodalError("parameters: expansion_order must be >= 1, expansion_tolerance and "
+                                 "trust_radius >= 0 (0 = the core's default / automatic)")
+        self.expansion_order, self.expansion_tolerance = int(order), float(tolerance) or None
+        self.tracker = None
+        if method == "polynomial":            # the parametric core is imported only when used
+            from ..parametric.live import PolynomialModalTracker
+
+            self.tracker = PolynomialModalTracker(self.model, self.expansion_order, self.expansion_tolerance,
+                                                  radius or None)
+            self.tracker.warm_up()
+        self.create_service(ExpandModalParameters, "~/expand_modal_parameters", self.on_expand)
+
+    def _live_result(self, q):
+        """Live modal parameters: polynomial fast path if enabled, exact AMA otherwise."""
+        return self.tracker(q) if self.tracker is not None else modal_analysis(self.model, q, self.data)
+
+    def on_expand(self, request, response):
+        from ..parametric.expansion import expand
+        from ..parametric.flexible_joint import FlexibleJointSystem
+        from ..parametric.live import LIVE_TOLERANCE
+
+        try:
+            args = expansion_request_to_core(self.model, request)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                poly = expand(FlexibleJointSystem(self.model), args["q"], args["order"] or self.expansion_order,
+                              args["modes"], left=False, tolerance=self.expansion_tolerance or LIVE_TOLERANCE)
+            if args["output_path"]:
+                poly.save(args["output_path"])
+            if args["use_for_live"] and self.tracker is not None:
+                self.tracker.install(poly)
+            result = modal_analysis(self.model, args["q"], self.data)
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        except OSError as exc:
+            return _failed(response, FlexmodalError(f"output_path: cannot write ({exc.strerror})"))
+        notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+        if args["use_for_live"] and self.tracker is None:
+            notes.append("use_for_live ignored: the node runs with modal_method 'exact'")
+        expansion_to_response(poly, result, self.model.joint_names, response, notes,
+                              self.get_clock().now().to_msg())
+        response.success, response.message = True, ""
+        return response
 
     def destroy_node(self):
         if hasattr(self, "joint_states"):

@@ -1,0 +1,317 @@
+"""Eigenpairs as polynomials of the configuration (flexmodal_ros.parametric), notes_000 §3.
+
+Oracles: Table 1 (all 60 addend counts); invariants of the recursion (26)-(28): exact at x0,
+first-order coefficients = classical eigenvalue sensitivity = finite differences, error of the
+degree-t polynomial ∝ |δx|^(t+1) (log-log slope t+1 ± 0.3, t = 1…4) on kuka_lwr4 (closed-loop AMA,
+x = q) and on the ERLS arm (x = {q1, q2, q̇1, q̇2}), conjugate pairs, left = conj(right) eigenvalue
+series, biorthonormality (18) at x0, the normalization φ0*φ^(τ) = 0 = the pseudo-inverse of (28).
+"""
+
+import numpy as np
+import pytest
+
+from flexmodal_ros.erls import ErlsSystem, load_erls, operating_point
+from flexmodal_ros.erls.paper import expand_at_half_time
+from flexmodal_ros.errors import InputError
+from flexmodal_ros.parametric import (ExpansionWarning, FlexibleJointSystem, ModalPolynomial,
+                                      MultiIndexSet, TrustRegionWarning, addend_count, eigenpairs,
+                                      expand, multi_index_set, table1)
+from flexmodal_ros.parametric.eigen import biorthogonality_error
+from flexmodal_ros.parametric.expansion import eigenpair_series
+from flexmodal_ros.parametric.multiindex import degree_count
+from flexmodal_ros.parametric.taylor import TaylorMap
+from flexmodal_ros.robots import load_robot, share_dir
+
+# Palomba & Vidoni (2019), Table 1: addends for n_r = 1..6 (rows), t = 1..5 (columns).
+TABLE_1_STATIC = [[2, 3, 4, 5, 6], [3, 6, 10, 15, 21], [4, 10, 20, 35, 56], [5, 15, 35, 70, 126],
+                  [6, 21, 56, 126, 252], [7, 28, 84, 210, 462]]
+TABLE_1_DYNAMIC = [[3, 6, 10, 15, 21], [5, 15, 35, 70, 126], [7, 28, 84, 210, 462],
+                   [9, 45, 165, 495, 1287], [11, 66, 286, 1001, 3003], [13, 91, 455, 1820, 6188]]
+Q0 = np.array([0.3, 0.5, -0.2, 1.0, 0.4, -0.6, 0.2])
+
+
+def test_table1_all_60_addend_counts():
+    assert table1() == {"static": TABLE_1_STATIC, "dynamic": TABLE_1_DYNAMIC}
+    for n_r in range(1, 7):
+        for t in range(1, 6):
+            assert len(multi_index_set(n_r, t)) == TABLE_1_STATIC[n_r - 1][t - 1] == addend_count(n_r, t)
+    assert len(MultiIndexSet(4, 4)) == TABLE_1_DYNAMIC[1][3] == 70      # the paper's example
+    s = MultiIndexSet(4, 4)                                             # n_{p,|σ|} per degree (§3.1)
+    assert [sl.stop - sl.start for sl in s.degree_slices] == [degree_count(4, d) for d in range(5)]
+
+
+def test_multi_index_order_and_monomials():
+    s = MultiIndexSet(3, 4)
+    exps = s.exponents
+    assert len({tuple(e) for e in exps}) == len(s) and np.all(np.diff(s.degrees) >= 0)
+    for i in range(1, len(s)):                        # τ = parent + e_j, j the last non-zero of τ
+        e = exps[s.parent[i]].copy()
+        e[s.variable[i]] += 1
+        assert np.all(e == exps[i]) and s.variable[i] == np.flatnonzero(exps[i])[-1]
+    x = np.random.default_rng(0).normal(size=(5, 3))
+    np.testing.assert_allclose(s.monomials(x), np.prod(x[:, None, :] ** exps[None], axis=-1), rtol=1e-15)
+    with pytest.raises(InputError, match="order"):
+        MultiIndexSet(2, 0)
+
+
+def test_taylor_map_is_exact():
+    """Coefficients of f = [sin(x0) e^(x1), x0³ x1] against their closed forms, to degree 4."""
+    import casadi as ca
+
+    x = ca.SX.sym("x", 2)
+    tm = TaylorMap(ca.vertcat(ca.sin(x[0]) * ca.exp(x[1]), x[0] ** 3 * x[1]), x, 4)
+    a, b = 0.7, -0.4
+    coeffs = tm([a, b])
+    from math import factorial
+    for row, (i, j) in enumerate(tm.multi_indices.exponents):
+        dsin = [np.sin(a), np.cos(a), -np.sin(a), -np.cos(a)][i % 4]
+        assert coeffs[row, 0] == pytest.approx(dsin * np.exp(b) / (factorial(i) * factorial(j)), rel=1e-12)
+        poly = {0: a ** 3, 1: 3 * a ** 2, 2: 3 * a, 3: 1.0}.get(i, 0.0) * {0: b, 1: 1.0}.get(j, 0.0)
+        assert coeffs[row, 1] == pytest.approx(poly, rel=1e-12, abs=1e-15)
+
+
+# ------------------------------------------------------------------ kuka_lwr4, x = q
+@pytest.fixture(scope="module")
+def kuka():
+    model = load_robot("kuka_lwr4")
+    system = FlexibleJointSystem(model, Q0)
+    return model, system, expand(system, order=4)
+
+
+def test_kuka_taylor_coefficients(kuka):
+    model, system, _ = kuka
+    mset, Mc, Dc, Kc = system.taylor(Q0, 2)
+    exact = system.matrices(Q0)
+    for coef, mat in zip((Mc, Dc, Kc), exact):
+        np.testing.assert_allclose(coef[0], mat[0], rtol=1e-12, atol=1e-12 * np.abs(mat[0]).max())
+    h = 1e-5
+    for j in (1, 3):
+        e = np.eye(7)[j] * h
+        plus, minus = system.matrices(Q0 + e), system.matrices(Q0 - e)
+        row = mset.row(np.eye(7, dtype=int)[j])
+        for coef, p, m in zip((Mc, Dc, Kc), plus, minus):
+            fd = (p[0] - m[0]) / (2 * h)
+            assert np.abs(coef[row] - fd).max() <= 1e-6 * max(np.abs(fd).max(), 1.0)
+
+
+def test_scompi_prismatic_joint_and_wrench_taylor():
+    """Any bundled robot: scompi (prismatic joint 1) with a tool and a constant wrench; the wrench
+    term Jᵀτ_ext of K_G is written symbolically and must match Pinocchio's (2.12)."""
+    from flexmodal_ros.config import Tool
+    from flexmodal_ros.model import with_overrides
+
+    model = with_overrides(load_robot("scompi"), tool=Tool.point_mass(4.0), wrench=[30.0, -20.0, 50.0, 2.0, -3.0, 1.0])
+    q0 = np.array([0.05, -0.374, 1.9448, 0.1, -1.9448, 0.3])
+    system = FlexibleJointSystem(model, q0)
+    mset, Mc, Dc, Kc = system.taylor(q0, 1)
+    exact = system.matrices(q0)
+    for coef, mat in zip((Mc, Dc, Kc), exact):
+        np.testing.assert_allclose(coef[0], mat[0], rtol=1e-10, atol=1e-10 * np.abs(mat[0]).max())
+    h, j = 1e-6, 2
+    e = np.eye(6)[j] * h
+    fd = (system.matrices(q0 + e)[2][0] - system.matrices(q0 - e)[2][0]) / (2 * h)
+    assert np.abs(Kc[mset.row(np.eye(6, dtype=int)[j])] - fd).max() <= 1e-5 * np.abs(fd).max()
+
+
+def _sensitivity(Mc, Cc, Kc, mset, lam, phi, psi, j):
+    """Classical eigenvalue sensitivity −ψ*(λ²M_j + λC_j + K_j)φ / ψ*(2λM + C)φ (notes_000 §3)."""
+    r = mset.row(np.eye(mset.p, dtype=int)[j])
+    num = psi.conj() @ (lam ** 2 * Mc[r] + lam * Cc[r] + Kc[r]) @ phi
+    return -num / (psi.conj() @ (2 * lam * Mc[0] + Cc[0]) @ phi)
+
+
+def _check_invariants(system, poly, modes_fd, h_fd):
+    """Exact at x0; λ^(e_j) = sensitivity = finite differences; biorthonormality; normalization."""
+    x0 = poly.x0
+    ev = poly.evaluate(x0)
+    mset, Mc, Cc, Kc = system.taylor(x0, 1)
+    pairs = eigenpairs(Mc[0], Cc[0], Kc[0])
+    cols = [pairs.index_of(l) if np.any(pairs.eigenvalues == l) else
+            int(np.argmin(np.abs(pairs.eigenvalues - l))) for l in poly.eigenvalues[0]]
+    np.testing.assert_allclose(ev.eigenvalues[0], pairs.eigenvalues[cols], rtol=1e-14)
+    np.testing.assert_allclose(ev.right[0], pairs.right[:, cols], rtol=1e-14, atol=1e-15)
+    assert np.all(ev.error_estimate == 0) and ev.inside_trust.all()
+    eB, eA = biorthogonality_error(Mc[0], Cc[0], Kc[0], pairs)       # (18), all 2n eigenpairs
+    assert eB <= 1e-8 and eA <= 1e-8
+    np.testing.assert_allclose(ev.left[0], pairs.left[:, cols], rtol=1e-12, atol=1e-12 * np.abs(pairs.left).max())
+    for j in range(len(poly.parameter_names)):
+        row = poly.multi_indices.row(np.eye(len(poly.parameter_names), dtype=int)[j])
+        sens = np.array([_sensitivity(Mc, Cc, Kc, mset, pairs.eigenvalues[c], pairs.right[:, c],
+                                      pairs.left[:, c], j) for c in cols])
+        scale = np.abs(sens).max()
+        assert np.abs(poly.eigenvalues[row] - sens).max() <= 1e-7 * scale, j
+        e = np.eye(len(x0))[j] * h_fd
+        p1, m1, p2, m2 = system.exact_modes(np.array([x0 + e, x0 - e, x0 + 2 * e, x0 - 2 * e]))
+        for k in modes_fd:                 # oscillatory modes (same numbering nearby), 4-point stencil
+            lam = lambda ms: ms.eigenvalues[poly.mode_numbers[k] - 1]
+            fd = (8 * (lam(p1) - lam(m1)) - (lam(p2) - lam(m2))) / (12 * h_fd)
+            assert abs(poly.eigenvalues[row, k] - fd) <= 1e-5 * max(abs(fd), 1e-3 * abs(poly.eigenvalues[0, k])), (j, k)
+    # normalization φ0*φ^(τ) = 0 (τ ≠ 0) and left series = conj(right series)
+    phi0 = poly.right[0]
+    proj = np.einsum("kn,Nkn->Nk", phi0.conj(), poly.right[1:])
+    assert np.abs(proj).max() <= 1e-10 * np.abs(poly.right).max()
+
+
+def test_kuka_invariants(kuka):
+    _, system, poly = kuka
+    assert poly.num_pairs == 17 and poly.num_terms == 330                # 11 modes + 6 real, C(11, 4)
+    _check_invariants(system, poly, modes_fd=range(5), h_fd=1e-4)
+
+
+def _slopes(system, poly, direction, hs):
+    exact = system.exact_modes(np.array([system.x0 + h * direction for h in hs]))
+    pools = [np.concatenate([e.eigenvalues, e.real_eigenvalues]) for e in exact]
+    out = []
+    for t in (1, 2, 3, 4):
+        ev = poly.truncated(t).evaluate(system.x0 + np.outer(hs, direction), vectors=False, warn=False)
+        err = [max(np.min(np.abs(pool - l)) / abs(l) for l in lam) for pool, lam in zip(pools, ev.eigenvalues)]
+        out.append(np.polyfit(np.log(hs), np.log(err), 1)[0])
+    return np.array(out)
+
+
+def test_kuka_error_order(kuka):
+    """log-log slope of the max relative eigenvalue error (all 17 expanded pairs) = t + 1 ± 0.3."""
+    _, system, poly = kuka
+    slopes = _slopes(system, poly, np.array([1.0, -1, 1, 1, -1, 1, -1]), np.array([0.005, 0.01, 0.02, 0.04]))
+    np.testing.assert_allclose(slopes, [2, 3, 4, 5], atol=0.3)
+
+
+def test_conjugate_and_left_series(kuka):
+    _, system, poly = kuka
+    mset, Mc, Cc, Kc = system.taylor(Q0, 2)
+    k = 0                                                   # mode 1 (Im λ > 0)
+    lam0, phi0 = poly.eigenvalues[0, k], poly.right[0, k]
+    lam, vec = eigenpair_series(Mc, Cc, Kc, mset, [lam0, lam0.conj()], np.column_stack([phi0, phi0.conj()]))
+    np.testing.assert_allclose(lam[:, 1], lam[:, 0].conj(), rtol=1e-12)
+    np.testing.assert_allclose(vec[:, 1], vec[:, 0].conj(), rtol=1e-12, atol=1e-14)
+    T = lambda a: np.swapaxes(a, 1, 2)
+    lam_left, _ = eigenpair_series(T(Mc), T(Cc), T(Kc), mset, [lam0.conj()], poly.left[0, k][:, None])
+    np.testing.assert_allclose(lam_left[:, 0], lam[:, 0].conj(), rtol=1e-9)
+
+
+def test_bordered_solve_is_the_pseudo_inverse_of_28(kuka):
+    """[φ^(τ); λ^(τ)] = −S†r_τ with S = [λ0²M̄0 + λ0C̄0 + K̄0, (2λ0M̄0 + C̄0)φ0] (first degree)."""
+    _, system, poly = kuka
+    mset, Mc, Cc, Kc = system.taylor(Q0, 1)
+    k = 2
+    lam0, phi0 = poly.eigenvalues[0, k], poly.right[0, k]
+    S = np.column_stack([lam0 ** 2 * Mc[0] + lam0 * Cc[0] + Kc[0], (2 * lam0 * Mc[0] + Cc[0]) @ phi0])
+    for row in range(1, len(mset)):
+        r = (lam0 ** 2 * Mc[row] + lam0 * Cc[row] + Kc[row]) @ phi0
+        z = -np.linalg.pinv(S) @ r
+        np.testing.assert_allclose(z[:-1], poly.right[row, k], atol=1e-8 * np.abs(z).max())
+        assert z[-1] == pytest.approx(poly.eigenvalues[row, k], rel=1e-8)
+
+
+def test_save_load_and_vectorized_evaluation(kuka, tmp_path):
+    _, _, poly = kuka
+    path = poly.truncated(3).save(tmp_path / "kuka.npz")
+    loaded = ModalPolynomial.load(path)
+    assert loaded.order == 3 and loaded.parameter_names == poly.parameter_names
+    xs = Q0 + np.random.default_rng(1).uniform(-0.05, 0.05, (6, 7))
+    a, b = poly.truncated(3).evaluate(xs, warn=False), loaded.evaluate(xs, warn=False)
+    np.testing.assert_array_equal(a.eigenvalues, b.eigenvalues)
+    single = [loaded.evaluate(x, warn=False).eigenvalues[0] for x in xs]
+    np.testing.assert_allclose(np.array(single), b.eigenvalues, rtol=1e-14)
+    sets = loaded.mode_sets(xs[:2], warn=False)
+    assert sets[0].num_modes == 11 and sets[0].real_eigenvalues.size == 6
+    assert np.all(np.diff(sets[0].frequencies_hz) >= 0) and sets[0].stability == "stable"
+    data = dict(np.load(path))
+    for broken, field in ((lambda d: d.pop("eigenvalues"), "eigenvalues"),
+                          (lambda d: d.__setitem__("x0", np.zeros(3)), "x0"),
+                          (lambda d: d.__setitem__("right", np.full_like(d["right"], np.nan)), "NaN"),
+                          (lambda d: d.__setitem__("metadata", np.array("{")), "metadata")):
+        bad = dict(data)
+        broken(bad)
+        np.savez(tmp_path / "bad.npz", **bad)
+        with pytest.raises(InputError, match=field):
+            ModalPolynomial.load(tmp_path / "bad.npz")
+    (tmp_path / "text.npz").write_text("not a zip")
+    with pytest.raises(InputError, match="coefficients"):
+        ModalPolynomial.load(tmp_path / "text.npz")
+
+
+# ------------------------------------------------------------------ ERLS arm, x = {q, q̇}
+@pytest.fixture(scope="module")
+def erls_expansion():
+    setup = expand_at_half_time(load_erls(share_dir() / "config" / "erls_2link.yaml"))
+    return setup.system, setup.polynomial
+
+
+def test_erls_invariants(erls_expansion):
+    system, poly = erls_expansion
+    assert poly.num_terms == 70 and poly.num_pairs == 3
+    _check_invariants(system, poly, modes_fd=range(3), h_fd=1e-3)
+
+
+def test_erls_error_order(erls_expansion):
+    system, poly = erls_expansion
+    slopes = _slopes(system, poly, np.array([1.0, -1, 1, -1]), np.array([0.01, 0.02, 0.04, 0.08]))
+    np.testing.assert_allclose(slopes, [2, 3, 4, 5], atol=0.3)
+
+
+def test_erls_payload_mass_as_parameter():
+    """Extra parameter (tip payload mass, notes_000 §3): the degree-3 error shrinks as δm⁴."""
+    arm = load_erls(share_dir() / "config" / "erls_2link.yaml")
+    system = ErlsSystem(arm, operating_point(arm, [-0.3, -1.6], payload_mass=0.2), ("positions", "payload_mass"))
+    assert system.parameter_names == ("q_1", "q_2", "payload_mass")
+    with pytest.warns(ExpansionWarning, match="marginally stable"):   # undamped pendulum modes
+        poly = expand(system, order=3, modes=[3, 4, 5])
+    xs = system.x0 + np.outer([0.02, 0.04], [0.0, 0.0, 1.0])
+    exact = system.exact_modes(xs)
+    err = [np.abs(f / e.frequencies_hz[2:5] - 1).max() for f, e in
+           zip(poly.evaluate(xs, warn=False).frequencies_hz, exact)]
+    assert err[0] <= 1e-5 and 2 ** 3.7 <= err[1] / err[0] <= 2 ** 4.3
+
+
+# ------------------------------------------------------------------ bad input
+class _TwoMasses:
+    """M = I, C = c I, K = diag(k1 + x, k2 + 2x): a minimal parametric system (p = 1)."""
+
+    parameter_names = ("x",)
+    x0 = np.zeros(1)
+    kind = "test"
+
+    def __init__(self, k1, k2, c=0.05):
+        self.k1, self.k2, self.c = k1, k2, c
+
+    def describe(self):
+        return {"system": "test"}
+
+    def taylor(self, x0, order):
+        mset = multi_index_set(1, order)
+        Mc, Cc, Kc = (np.zeros((len(mset), 2, 2)) for _ in range(3))
+        Mc[0], Cc[0] = np.eye(2), self.c * np.eye(2)
+        Kc[0] = np.diag([self.k1 + x0[0], self.k2 + 2 * x0[0]])
+        Kc[1] = np.diag([1.0, 2.0])
+        return mset, Mc, Cc, Kc
+
+
+def test_bad_input_and_warnings():
+    good = _TwoMasses(100.0, 400.0)
+    for order in (0, -1, 1.5, True):
+        with pytest.raises(InputError, match="order"):
+            expand(good, order=order)
+    for modes in ([0], [5], [1, 1], [1.5]):
+        with pytest.raises(InputError, match="modes"):
+            expand(good, order=2, modes=modes)
+    with pytest.raises(InputError, match="repeated"):
+        expand(_TwoMasses(100.0, 100.0), order=2)
+    with pytest.warns(ExpansionWarning, match="within"):
+        expand(_TwoMasses(100.0, 100.05), order=2)
+    with pytest.warns(ExpansionWarning, match="unstable"):
+        expand(_TwoMasses(100.0, 400.0, c=-0.05), order=2)
+    with pytest.raises(InputError, match="unstable"):
+        expand(_TwoMasses(100.0, 400.0, c=-0.05), order=2, allow_unstable=False)
+    poly = expand(good, order=3)
+    assert poly.trust_radius > 0
+    with pytest.warns(TrustRegionWarning, match="outside the trust radius"):
+        out = poly.evaluate([[0.0], [10 * poly.trust_radius]])
+    assert out.inside_trust.tolist() == [True, False]
+    with pytest.raises(InputError, match="x: expected 1 values"):
+        poly.evaluate([0.0, 1.0, 2.0])
+    with pytest.raises(InputError, match="NaN"):
+        poly.evaluate([np.nan])
+    # exact values of the toy system: λ = −c/2 ± i sqrt(k − c²/4), k = 100 + x → check at x = 3
+    lam = poly.evaluate([3.0]).eigenvalues[0, 0]
+    assert lam == pytest.approx(-0.025 + 1j * np.sqrt(103 - 0.025 ** 2), rel=1e-5)
