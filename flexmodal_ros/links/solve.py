@@ -1,0 +1,413 @@
+"""First N natural frequencies and mode shapes of a beam-link arm (roots of (40), shapes (41)-(44)).
+
+Algorithm (:func:`link_modes`):
+
+1. an upper frequency with at least N roots below it, by doubling, using the Wittrick–Williams
+   count J(ω) of :mod:`.stiffness` (exact: no root can hide from it);
+2. isolation: J on a grid uniform in √ω (bending roots crowd at low ω), then bisection of every
+   interval holding more than one root until each holds exactly one (two roots closer than
+   ``DOUBLE_RTOL`` relative are a double root). With a ``guess`` (the roots of a neighbouring
+   configuration, as in a sweep) J is evaluated at each guessed root ±``WARM_RTOL`` instead of on
+   the grid; the count decides, so a poor guess costs time, never a root;
+3. refinement of all brackets at once by Chandrupatla's method (inverse quadratic interpolation
+   safeguarded by bisection; Chandrupatla, Adv. Eng. Softw. 28, 1997) on det K(ω), which has no
+   poles below the frame's limit and changes sign once in each bracket;
+4. polishing and confirmation: K(ω) mixes stiff axial and soft bending terms in global axes,
+   which limits its roots to ~1e-8 relative for very slender arms; each root is polished by the
+   same method on det of the paper's equilibrated M(ω) (39) in a ±``POLISH_BRACKET`` bracket
+   (skipped for roots closer than that to a neighbour or to a cut-off, where the paper's basis
+   degenerates); the smallest singular value of M(ω_j) must then be ≤ ``CONFIRM_RTOL``·σ_max
+   (two for a double root); its singular vector is the mode (37);
+5. shapes: U, V, Ψ of every link from the null vector, in frame 0 through (41)-(44).
+
+Mode-shape normalization (the paper gives none): coefficient vectors are scaled to unit generalized
+mass, Σ_i ∫ ρS(U² + V²) + ρIΨ² dx + Σ_i (M_i|d_i|² + J_iΨ_i(L)²) + Σ B q_m² = 1 [kg, with
+rotations in rad], sign such that the largest global displacement component is positive. The
+:class:`LinkModes` ``mode_shapes`` (the shared :class:`~flexmodal_ros.modes.ModeSet` field used for
+MAC tracking) are the global displacements (ΔX, ΔY) at ``POINTS`` stations per link, rows ordered
+(link, station, X/Y), scaled to unit Euclidean norm as in every ModeSet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..modes import TWO_PI, ModeSet, classify_stability, normalize_shapes
+from .arm import check_angles
+from .beam import BEAM_MODELS
+from .characteristic import (MOMENT, PSI, U, V, characteristic_matrix, equilibrate, link_basis,
+                             section_constants, singular_check)
+from .stiffness import build_frame, count_below, determinant
+
+MAX_MODES = 200
+REGIMES = ("full", "below-cutoff")
+POINTS = 21            # stations per link of ModeSet.mode_shapes and of plots
+QUADRATURE = 48        # Gauss-Legendre points per link for the generalized mass
+DOUBLE_RTOL = 1e-11    # brackets narrower than this (relative) with two roots = double root
+ROOT_RTOL = 1e-9       # relative tolerance of the roots refined on det K(ω)
+POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
+POLISH_BRACKET = 1e-6  # half-width of the polishing brackets, relative
+CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms a root
+GRID_PER_MODE = 3
+WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
+_GAUSS = np.polynomial.legendre.leggauss(QUADRATURE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkModes(ModeSet):
+    """Natural modes of a beam-link arm in one configuration: the undamped
+    :class:`~flexmodal_ros.modes.ModeSet` fields (ζ = 0, eigenvalues jω, stability "marginally
+    stable", shapes as in the module docstring) plus
+
+    ``q`` joint angles [rad]; ``model`` beam model; ``joint_model``; ``thickness_factor``;
+    ``coefficients`` (6n, m) mass-normalized null vectors c_(j) of M(ω_j) (38);
+    ``axial_fractions`` (m,) share of the kinetic energy in axial motion (U, and tip bodies along
+    their link); ``above_cutoff`` (m,) True where ω_j > ω_lim of some link (T model);
+    ``singular_ratios`` (m,) σ_min/σ_max of the equilibrated M(ω_j) (root confirmation);
+    ``station_x`` (POINTS,) station positions as fractions of each link length.
+    """
+
+    q: np.ndarray
+    model: str
+    joint_model: str
+    thickness_factor: float
+    coefficients: np.ndarray
+    axial_fractions: np.ndarray
+    above_cutoff: np.ndarray
+    singular_ratios: np.ndarray
+    station_x: np.ndarray
+
+    @property
+    def omegas(self) -> np.ndarray:
+        """Natural circular frequencies ω_j [rad/s]."""
+        return TWO_PI * self.frequencies_hz
+
+    def to_dict(self, joint_names=None) -> dict:
+        out = {} if joint_names is None else {"joint_names": list(joint_names)}
+        out.update({"positions": self.q.tolist(), "model": self.model, "joint_model": self.joint_model,
+                    "thickness_factor": self.thickness_factor,
+                    "axial_fractions": self.axial_fractions.tolist(),
+                    "above_cutoff": self.above_cutoff.tolist(),
+                    "singular_ratios": self.singular_ratios.tolist(),
+                    "coefficients": self.coefficients.tolist(), "station_x": self.station_x.tolist()})
+        out.update(super().to_dict())
+        return out
+
+
+def check_request(num_modes, model, regime):
+    """InputError naming the field for a bad mode count, beam model or regime."""
+    if model not in BEAM_MODELS:
+        raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {model!r}")
+    if regime not in REGIMES:
+        raise InputError(f"regime: expected one of {', '.join(REGIMES)}, got {regime!r}")
+    if isinstance(num_modes, bool) or not isinstance(num_modes, (int, np.integer)) \
+            or not 1 <= num_modes <= MAX_MODES:
+        raise InputError(f"modes: expected an integer from 1 to {MAX_MODES}, got {num_modes!r}")
+
+
+def cutoff(arm, model: str) -> float:
+    """Lowest Timoshenko cut-off ω_lim over the links [rad/s] (inf for the EB models)."""
+    if model != "timoshenko":
+        return np.inf
+    return min(TWO_PI * b.cutoff_hz for b in arm.beams)
+
+
+def natural_frequencies(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
+                        guess=None) -> np.ndarray:
+    """ω (N,) [rad/s], ascending with multiplicities: the first ``num_modes`` roots of (40), steps
+    1-3 of the module docstring. ``guess`` (N,) [rad/s] warm-starts the isolation;
+    ``regime="below-cutoff"`` refuses (InputError) when fewer than N roots lie below ω_lim."""
+    q = check_angles(arm, q)
+    check_request(num_modes, model, regime)
+    limit = cutoff(arm, model) if regime == "below-cutoff" else np.inf
+    points = _warm_points(guess, num_modes, limit)
+    if points is not None:
+        frame = build_frame(arm, q, model, points[-1])
+        J = count_below(frame, points)
+        if J[-1] < num_modes:
+            points = None
+    if points is None:
+        w_hi, frame = _upper_bound(arm, q, num_modes, model, limit)
+        points = w_hi * (np.arange(1, GRID_PER_MODE * num_modes + 1) / (GRID_PER_MODE * num_modes)) ** 2
+        J = count_below(frame, points)
+    roots = _refine(frame, _isolate(frame, points, J, num_modes))[:num_modes]
+    return _polish(arm, q, model, roots)
+
+
+def _upper_bound(arm, q, N, model, limit):
+    top = limit * (1 - 1e-9)
+    w = min(_first_guess(arm, model) * N, top)
+    while True:
+        frame = build_frame(arm, q, model, w)
+        J = int(count_below(frame, [w])[0])
+        if J >= N:
+            return w, frame
+        if w >= top:
+            raise InputError(f"modes: only {J} natural frequencies lie below the Timoshenko cut-off "
+                             f"f_lim = {limit / TWO_PI:.6g} Hz (regime below-cutoff); ask for at most "
+                             f"{J} modes, or use the full spectrum")
+        w = min(2.0 * w, top)
+
+
+def _first_guess(arm, model):
+    """A frequency of the order of the arm's first mode [rad/s] (cantilever of the shortest link)."""
+    return min(3.5 / b.length ** 2 * np.sqrt(section_constants(b, model)[0] / (b.rho * b.S)) for b in arm.beams)
+
+
+def _warm_points(guess, N, limit):
+    """Count points for a warm start: each guessed root ±WARM_RTOL and a top point (sorted), or
+    None when the guess is unusable (roots that moved further are still caught by the counts)."""
+    if guess is None:
+        return None
+    g = np.sort(np.asarray(guess, float))
+    if g.shape != (N,) or not np.all(np.isfinite(g)) or g[0] <= 0:
+        return None
+    top = g[-1] * (1 + 2 * WARM_RTOL)
+    if top >= limit:
+        return None
+    pts = np.unique(np.concatenate([g * (1 - WARM_RTOL), g * (1 + WARM_RTOL), [top]]))
+    return pts[pts > 0]
+
+
+def _isolate(frame, points, J, N):
+    """[(lo, hi, J(lo), multiplicity)] for roots 1..N from counts ``J`` at sorted ``points``
+    (J(points[-1]) ≥ N): intervals with more than one root are bisected until they hold one, or
+    are narrower than DOUBLE_RTOL (a multiple root)."""
+    lo = np.concatenate([[0.0], points[:-1]])
+    Jlo = np.concatenate([[0], J[:-1]])
+    pending = [(a, b, ja, jb) for a, b, ja, jb in zip(lo, points, Jlo, J) if jb > ja and ja < N]
+    done = []
+    while pending:
+        split = [p for p in pending if p[3] - p[2] > 1 and p[1] - p[0] > DOUBLE_RTOL * p[1]]
+        done += [(a, b, ja, jb - ja) for a, b, ja, jb in pending
+                 if jb - ja == 1 or b - a <= DOUBLE_RTOL * b]
+        if not split:
+            break
+        mids = np.array([0.5 * (a + b) for a, b, _, _ in split])
+        Jm = count_below(frame, mids)
+        pending = []
+        for (a, b, ja, jb), m, jm in zip(split, mids, Jm):
+            pending += [p for p in ((a, m, ja, jm), (m, b, jm, jb)) if p[3] > p[2] and p[2] < N]
+    done.sort()
+    return done
+
+
+def _refine(frame, brackets):
+    """ω (M,) [rad/s] with multiplicities: single-root brackets refined all at once (Chandrupatla)
+    on det K(ω) scaled per bracket by its magnitude at the upper end; multiple roots at the centre
+    of their (DOUBLE_RTOL-narrow) bracket."""
+    single = [i for i, b in enumerate(brackets) if b[3] == 1]
+    roots = {i: 0.5 * (b[0] + b[1]) for i, b in enumerate(brackets) if b[3] > 1}
+    if single:
+        lo = np.array([brackets[i][0] for i in single])
+        hi = np.array([brackets[i][1] for i in single])
+        sign_hi, ref = determinant(frame, hi)
+        sign_lo, log_lo = determinant(frame, lo)
+
+        def scaled_det(w, which):
+            s, logdet = determinant(frame, w)
+            return s * np.exp(logdet - ref[which])
+
+        x = chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, ROOT_RTOL)
+        roots.update(zip(single, x))
+    out = []
+    for i, b in enumerate(brackets):
+        out += [roots[i]] * b[3]
+    return np.array(out)
+
+
+def _polish(arm, q, model, roots):
+    """Roots refined on det M(ω) (fixed equilibration per root) where a ±POLISH_BRACKET bracket
+    holds exactly this root (sign change, no neighbour, no cut-off inside)."""
+    lo, hi = roots * (1 - POLISH_BRACKET), roots * (1 + POLISH_BRACKET)
+    gaps = np.diff(roots)
+    alone = np.ones(roots.size, bool)
+    alone[:-1] &= gaps > 3 * POLISH_BRACKET * roots[1:]
+    alone[1:] &= gaps > 3 * POLISH_BRACKET * roots[1:]
+    lims = [TWO_PI * b.cutoff_hz for b in arm.beams] if model == "timoshenko" else []
+    for lim in lims:
+        alone &= np.abs(roots / lim - 1) > 10 * POLISH_BRACKET
+    idx = np.nonzero(alone)[0]
+    if idx.size == 0:
+        return roots
+    _, dr, dc = equilibrate(characteristic_matrix(arm, q, roots[idx], model))
+
+    def scaled_det(w, which):
+        m = characteristic_matrix(arm, q, w, model) * dr[which][:, :, None] * dc[which][:, None, :]
+        sign, logdet = np.linalg.slogdet(m)
+        return sign * np.exp(logdet - ref[which])
+
+    sign_hi, ref = np.linalg.slogdet(characteristic_matrix(arm, q, hi[idx], model) * dr[:, :, None] * dc[:, None, :])
+    sign_lo, log_lo = np.linalg.slogdet(characteristic_matrix(arm, q, lo[idx], model) * dr[:, :, None] * dc[:, None, :])
+    ok = sign_lo != sign_hi
+    out = roots.copy()
+    if np.any(ok):
+        keep = np.nonzero(ok)[0]
+        ref, dr, dc = ref[keep], dr[keep], dc[keep]
+        out[idx[keep]] = chandrupatla(scaled_det, lo[idx[keep]], hi[idx[keep]],
+                                      sign_lo[keep] * np.exp(log_lo[keep] - ref), sign_hi[keep], POLISH_RTOL)
+    return out
+
+
+def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100):
+    """Roots of ``fun(x, index)`` in brackets [a, b] (arrays, f(a)·f(b) < 0), all at once.
+
+    Chandrupatla's (1997) method: each step evaluates f at x1 + t(x2 − x1), x1 the newest point
+    and x2 the bracket end of opposite sign; t from inverse quadratic interpolation through the
+    last three points when they satisfy Chandrupatla's criterion, else t = ½ (bisection; the
+    first step is a regula falsi step kept within 5-95 % of the bracket); steps
+    are kept at least ``tol`` inside the bracket; stops when |x2 − x1| < 2·tol, tol = xrtol·|x|.
+    ``fun`` receives the abscissae of the active brackets and their indices.
+    """
+    x1, x2 = np.array(a, float), np.array(b, float)
+    f1, f2 = np.array(fa, float), np.array(fb, float)
+    if np.any(np.sign(f1) == np.sign(f2)):
+        raise RuntimeError("chandrupatla: a bracket does not change sign")
+    x3, f3 = x2.copy(), f2.copy()
+    t = np.clip(f1 / (f1 - f2), 0.05, 0.95)  # first step: regula falsi
+    best = np.where(np.abs(f1) < np.abs(f2), x1, x2)
+    active = np.ones(x1.shape, bool)
+    for _ in range(maxiter):
+        idx = np.nonzero(active)[0]
+        if idx.size == 0:
+            return best
+        xt = x1[idx] + t[idx] * (x2[idx] - x1[idx])
+        ft = fun(xt, idx)
+        same = np.sign(ft) == np.sign(f1[idx])
+        x3[idx] = np.where(same, x1[idx], x2[idx])
+        f3[idx] = np.where(same, f1[idx], f2[idx])
+        x2[idx] = np.where(same, x2[idx], x1[idx])
+        f2[idx] = np.where(same, f2[idx], f1[idx])
+        x1[idx], f1[idx] = xt, ft
+        smaller = np.abs(f1[idx]) < np.abs(f2[idx])
+        best[idx] = np.where(smaller, x1[idx], x2[idx])
+        width = np.abs(x2[idx] - x1[idx])
+        tol = xrtol * np.abs(best[idx])
+        tl = tol / np.where(width > 0, width, 1.0)
+        done = (width <= 2 * tol) | (ft == 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xi = (x1[idx] - x2[idx]) / (x3[idx] - x2[idx])
+            phi = (f1[idx] - f2[idx]) / (f3[idx] - f2[idx])
+            iqi = (phi * phi < xi) & ((1 - phi) ** 2 < 1 - xi)
+            F1, F2, F3 = f1[idx], f2[idx], f3[idx]
+            t_iqi = (F1 / (F2 - F1) * F3 / (F2 - F3)
+                     + (x3[idx] - x1[idx]) / (x2[idx] - x1[idx]) * F1 / (F3 - F1) * F2 / (F3 - F2))
+        t[idx] = np.clip(np.where(iqi & np.isfinite(t_iqi), t_iqi, 0.5), tl, 1 - tl)
+        active[idx[done]] = False
+    raise RuntimeError("chandrupatla: no convergence")
+
+
+def link_modes(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
+               guess=None) -> LinkModes:
+    """First ``num_modes`` natural frequencies [Hz] and mode shapes of ``arm`` at joint angles ``q``
+    (n,) [rad] for beam ``model`` (timoshenko | euler-bernoulli | eb-inextensible): steps 1-5 of
+    the module docstring. ``guess``: natural frequencies [rad/s] of a nearby configuration (warm
+    start; ignored when J does not confirm it). Raises InputError on bad input and RuntimeError if
+    a root fails its singular-value confirmation (a numerical failure, never expected)."""
+    q = check_angles(arm, q)
+    omegas = natural_frequencies(arm, q, num_modes, model, regime, guess)
+    coeffs, ratios = _null_vectors(arm, q, omegas, model)
+    return _assemble(arm, q, model, omegas, coeffs, ratios)
+
+
+def _null_vectors(arm, q, omegas, model):
+    """Coefficient columns (6n, N) and σ_min/σ_max (N,) of M(ω_j); a root of multiplicity k takes
+    the k smallest singular vectors."""
+    ratios_all, vecs = singular_check(arm, q, omegas, model)
+    coeffs, ratios = np.zeros((6 * arm.n, omegas.size)), np.zeros(omegas.size)
+    j = 0
+    while j < omegas.size:
+        mult = int(np.sum(np.abs(omegas - omegas[j]) <= DOUBLE_RTOL * omegas[j]))
+        if ratios_all[j, mult - 1] > CONFIRM_RTOL:
+            raise RuntimeError(f"root {omegas[j] / TWO_PI:.9g} Hz not confirmed by M(ω): "
+                               f"σ_min/σ_max = {ratios_all[j, :mult]}")
+        coeffs[:, j:j + mult] = vecs[j, :, :mult]
+        ratios[j:j + mult] = ratios_all[j, :mult]
+        j += mult
+    return coeffs, ratios
+
+
+def link_fields(arm, model, omegas, coeffs, x_fraction):
+    """Per link: (x [m] (P,), state (6, P, m) — V, Ψ, T, M, U, N — of mode columns ``coeffs``
+    (6n, m) at their frequencies ``omegas`` (m,)) at stations x = fraction·L."""
+    out = []
+    for i, beam in enumerate(arm.beams):
+        x = np.asarray(x_fraction, float) * beam.length
+        Z = link_basis(beam, model, omegas, x)  # (m, P, 6, 6)
+        out.append((x, np.einsum("mpij,jm->ipm", Z, coeffs[6 * i:6 * i + 6])))
+    return out
+
+
+def generalized_mass(arm, model, fields) -> tuple:
+    """(total (m,), axial (m,)) generalized mass (module docstring) from the link ``fields`` of
+    :func:`link_fields` at stations ``[0, 1, Gauss points...]``."""
+    _, wg = _GAUSS
+    total, axial = 0.0, 0.0
+    for (_, s), beam in zip(fields, arm.beams):
+        _, _, rhoS, rhoI, _ = section_constants(beam, model)
+        w = 0.5 * beam.length * wg
+        inner, tip = s[:, 2:], s[:, 1]
+        ax = rhoS * (w @ inner[U] ** 2) + beam.tip_mass * tip[U] ** 2
+        total = total + ax + rhoS * (w @ inner[V] ** 2) + rhoI * (w @ inner[PSI] ** 2) \
+            + beam.tip_mass * tip[V] ** 2 + beam.tip_inertia * tip[PSI] ** 2
+        axial = axial + ax
+    for i in range(arm.n):
+        if np.isfinite(arm.motor_stiffness[i]):
+            total = total + arm.rotor_inertia[i] * motor_angles(arm, i, fields) ** 2
+    return total, axial
+
+
+def motor_angles(arm, i, fields):
+    """q_m (m,) of servo joint i: root rotation − tip rotation of link i−1 − spring stretch
+    (``fields`` with stations 0 and 1 first)."""
+    root = fields[i][1][:, 0]
+    before = fields[i - 1][1][PSI, 1] if i > 0 else 0.0
+    stretch = 0.0 if np.isinf(arm.joint_stiffness[i]) else root[MOMENT] / arm.joint_stiffness[i]
+    return root[PSI] - before - stretch
+
+
+def global_displacements(arm, q, fields) -> tuple:
+    """(points (n, P, 2), displacements (n, P, 2, m)) in frame 0 by (41)-(44) from the link
+    ``fields`` of :func:`link_fields`: undeformed station positions and R_0i [U; V] per mode
+    (θ_1 = q[0] included)."""
+    alpha = np.cumsum(q)
+    origin = np.zeros(2)
+    pts, disp = [], []
+    for i, (x, s) in enumerate(fields):
+        c, sn = np.cos(alpha[i]), np.sin(alpha[i])
+        R = np.array([[c, -sn], [sn, c]])
+        pts.append(origin + np.outer(x, R[:, 0]))
+        disp.append(np.einsum("ab,bpm->pam", R, np.stack([s[U], s[V]])))
+        origin = origin + arm.beams[i].length * R[:, 0]
+    return np.array(pts), np.array(disp)
+
+
+def mode_stations(arm, q, modes: "LinkModes", x_fraction) -> tuple:
+    """(points (n, P, 2), displacements (n, P, 2, m)) of the mass-normalized modes of ``modes``
+    at stations x = fraction·L, frame 0 [m]."""
+    fields = link_fields(arm, modes.model, modes.omegas, modes.coefficients, x_fraction)
+    return global_displacements(arm, q, fields)
+
+
+def _assemble(arm, q, model, omegas, coeffs, ratios) -> LinkModes:
+    m = omegas.size
+    stations = np.linspace(0.0, 1.0, POINTS)
+    gauss = 0.5 * (_GAUSS[0] + 1.0)
+    fields = link_fields(arm, model, omegas, coeffs, np.concatenate([[0.0, 1.0], gauss, stations]))
+    total, axial = generalized_mass(arm, model, [(x, s[:, :2 + QUADRATURE]) for x, s in fields])
+    scale = 1.0 / np.sqrt(total)
+    _, d = global_displacements(arm, q, [(x[-POINTS:], s[:, -POINTS:]) for x, s in fields])
+    flat = d.reshape(-1, m) * scale
+    sign = np.sign(flat[np.argmax(np.abs(flat), axis=0), np.arange(m)])
+    sign[sign == 0] = 1.0
+    lam = 1j * omegas
+    label, bad = classify_stability(np.concatenate([lam, lam.conj()]))
+    return LinkModes(frequencies_hz=omegas / TWO_PI, damping_ratios=np.zeros(m), eigenvalues=lam,
+                     mode_shapes=normalize_shapes((flat * sign).astype(complex)),
+                     real_eigenvalues=np.zeros(0), stability=label, unstable_eigenvalues=bad,
+                     q=np.array(q, float), model=model, joint_model=arm.joint_model,
+                     thickness_factor=arm.thickness_factor, coefficients=coeffs * scale * sign,
+                     axial_fractions=axial / total, above_cutoff=omegas > cutoff(arm, model),
+                     singular_ratios=ratios, station_x=stations)
