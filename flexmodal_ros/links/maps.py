@@ -12,8 +12,12 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 
+import numpy as np
+
 from ..modal import check_configurations
 from ..modes import map_modes, progress_bar
+from ..validation import finite_vector, positive
+from .arm import with_joints
 from .solve import check_request, link_modes
 
 CHUNK = 64
@@ -64,3 +68,19 @@ def link_modal_map(arm, configurations, num_modes: int = 10, model: str = "timos
     with progress_bar(len(qs), "link modes", enabled=progress) as bar:
         results = link_modes_batch(arm, qs, num_modes, model, regime, workers, bar.update)
     return map_modes(arm.joint_names, qs, results, track)
+
+
+def joint_stiffness_sweep(arm, q, stiffness, num_modes: int = 10, model: str = "timoshenko",
+                          regime: str = "full"):
+    """Link modes at joint angles ``q`` [rad] for each joint stiffness k_T in ``stiffness``
+    [N m/rad] (the same on every joint; ascending), as a MAC-tracked
+    :class:`~flexmodal_ros.modes.ModalMap` over the coordinate ``k_T`` (the paper's Table 7 study,
+    here with the exact model). Uses the arm's joint model (``elastic`` if it is ``rigid``)."""
+    k = np.sort(positive(finite_vector(stiffness, None, "stiffness"), "stiffness"))
+    joint_model = "elastic" if arm.joint_model == "rigid" else arm.joint_model
+    results, guess = [], None
+    for value in k:
+        res = link_modes(with_joints(arm, joint_model, stiffness=value), q, num_modes, model, regime, guess)
+        guess = res.omegas
+        results.append(res)
+    return map_modes(("k_T",), k[:, None], results, True)

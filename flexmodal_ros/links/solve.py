@@ -14,7 +14,8 @@ Algorithm (:func:`link_modes`):
    poles below the frame's limit and changes sign once in each bracket;
 4. polishing and confirmation: K(ω) mixes stiff axial and soft bending terms in global axes,
    which limits its roots to ~1e-8 relative for very slender arms; each root is polished by the
-   same method on det of the paper's equilibrated M(ω) (39) in a ±``POLISH_BRACKET`` bracket
+   secant step on det of the paper's equilibrated M(ω) (39) through ω(1 ± ``SECANT_STEP``), or
+   Chandrupatla in a ±``POLISH_BRACKET`` bracket if det M does not change sign over the step
    (skipped for roots closer than that to a neighbour or to a cut-off, where the paper's basis
    degenerates); the smallest singular value of M(ω_j) must then be ≤ ``CONFIRM_RTOL``·σ_max
    (two for a double root); its singular vector is the mode (37);
@@ -49,6 +50,7 @@ DOUBLE_RTOL = 1e-11    # brackets narrower than this (relative) with two roots =
 ROOT_RTOL = 1e-9       # relative tolerance of the roots refined on det K(ω)
 POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
 POLISH_BRACKET = 1e-6  # half-width of the polishing brackets, relative
+SECANT_STEP = 3e-8     # half-width of the secant polishing step, relative (≫ the K roots' error)
 CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms a root
 GRID_PER_MODE = 3
 WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
@@ -219,35 +221,59 @@ def _refine(frame, brackets):
 
 
 def _polish(arm, q, model, roots):
-    """Roots refined on det M(ω) (fixed equilibration per root) where a ±POLISH_BRACKET bracket
-    holds exactly this root (sign change, no neighbour, no cut-off inside)."""
-    lo, hi = roots * (1 - POLISH_BRACKET), roots * (1 + POLISH_BRACKET)
-    gaps = np.diff(roots)
+    """Roots refined on det M(ω) where a ±POLISH_BRACKET bracket holds exactly this root (no
+    neighbour or cut-off inside): one secant step through ω(1 ± SECANT_STEP) when det M changes
+    sign there (the K root is that close), else Chandrupatla in the wider bracket."""
     alone = np.ones(roots.size, bool)
+    gaps = np.diff(roots)
     alone[:-1] &= gaps > 3 * POLISH_BRACKET * roots[1:]
     alone[1:] &= gaps > 3 * POLISH_BRACKET * roots[1:]
-    lims = [TWO_PI * b.cutoff_hz for b in arm.beams] if model == "timoshenko" else []
-    for lim in lims:
-        alone &= np.abs(roots / lim - 1) > 10 * POLISH_BRACKET
+    if model == "timoshenko":
+        for beam in arm.beams:
+            alone &= np.abs(roots / (TWO_PI * beam.cutoff_hz) - 1) > 10 * POLISH_BRACKET
     idx = np.nonzero(alone)[0]
-    if idx.size == 0:
-        return roots
-    _, dr, dc = equilibrate(characteristic_matrix(arm, q, roots[idx], model))
-
-    def scaled_det(w, which):
-        m = characteristic_matrix(arm, q, w, model) * dr[which][:, :, None] * dc[which][:, None, :]
-        sign, logdet = np.linalg.slogdet(m)
-        return sign * np.exp(logdet - ref[which])
-
-    sign_hi, ref = np.linalg.slogdet(characteristic_matrix(arm, q, hi[idx], model) * dr[:, :, None] * dc[:, None, :])
-    sign_lo, log_lo = np.linalg.slogdet(characteristic_matrix(arm, q, lo[idx], model) * dr[:, :, None] * dc[:, None, :])
-    ok = sign_lo != sign_hi
     out = roots.copy()
-    if np.any(ok):
-        keep = np.nonzero(ok)[0]
-        ref, dr, dc = ref[keep], dr[keep], dc[keep]
-        out[idx[keep]] = chandrupatla(scaled_det, lo[idx[keep]], hi[idx[keep]],
-                                      sign_lo[keep] * np.exp(log_lo[keep] - ref), sign_hi[keep], POLISH_RTOL)
+    if idx.size == 0:
+        return out
+    w = roots[idx]
+    pair = np.concatenate([w * (1 - SECANT_STEP), w * (1 + SECANT_STEP)])
+    mats = characteristic_matrix(arm, q, pair, model)
+    _, dr, dc = equilibrate(mats[:idx.size])
+    scale = np.concatenate([dr, dr])[:, :, None] * np.concatenate([dc, dc])[:, None, :]
+    sign, logdet = np.linalg.slogdet(mats * scale)
+    ref = np.maximum(logdet[:idx.size], logdet[idx.size:])
+    f_lo = sign[:idx.size] * np.exp(logdet[:idx.size] - ref)
+    f_hi = sign[idx.size:] * np.exp(logdet[idx.size:] - ref)
+    secant = f_lo * f_hi < 0
+    a, b = pair[:idx.size][secant], pair[idx.size:][secant]
+    out[idx[secant]] = a - f_lo[secant] * (b - a) / (f_hi[secant] - f_lo[secant])
+    rest = idx[~secant]
+    if rest.size:
+        out[rest] = _polish_bracketed(arm, q, model, roots[rest])
+    return out
+
+
+def _polish_bracketed(arm, q, model, roots):
+    """Chandrupatla on det M(ω) (fixed equilibration per root) in ±POLISH_BRACKET brackets that
+    change sign; other roots are returned unchanged."""
+    lo, hi = roots * (1 - POLISH_BRACKET), roots * (1 + POLISH_BRACKET)
+    _, dr, dc = equilibrate(characteristic_matrix(arm, q, roots, model))
+
+    def scaled(w, which):
+        return characteristic_matrix(arm, q, w, model) * dr[which][:, :, None] * dc[which][:, None, :]
+
+    every = np.arange(roots.size)
+    sign_hi, ref = np.linalg.slogdet(scaled(hi, every))
+    sign_lo, log_lo = np.linalg.slogdet(scaled(lo, every))
+    ok = np.nonzero(sign_lo != sign_hi)[0]
+    out = roots.copy()
+    if ok.size:
+        def scaled_det(w, which):
+            sign, logdet = np.linalg.slogdet(scaled(w, ok[which]))
+            return sign * np.exp(logdet - ref[ok[which]])
+
+        out[ok] = chandrupatla(scaled_det, lo[ok], hi[ok], sign_lo[ok] * np.exp(log_lo[ok] - ref[ok]),
+                               sign_hi[ok], POLISH_RTOL)
     return out
 
 
