@@ -200,7 +200,7 @@ def characteristic_matrix(arm, q, omega, model: str = "timoshenko") -> np.ndarra
     return out
 
 
-def equilibrate(matrix: np.ndarray, sweeps: int = 3) -> tuple:
+def equilibrate(matrix: np.ndarray, sweeps: int = 2) -> tuple:
     """(D_r M D_c, d_r, d_c) for matrices (..., r, c): rows and columns scaled by powers of two to
     unit max-abs entries (the zeros of det M and its null vectors, c = d_c·ĉ, are unchanged)."""
     m = np.array(matrix, float)

@@ -13,12 +13,12 @@ Algorithm (:func:`link_modes`):
    safeguarded by bisection; Chandrupatla, Adv. Eng. Softw. 28, 1997) on det K(ω), which has no
    poles below the frame's limit and changes sign once in each bracket;
 4. polishing and confirmation: K(ω) mixes stiff axial and soft bending terms in global axes,
-   which limits its roots to ~1e-8 relative for very slender arms; each root is polished by the
-   secant step on det of the paper's equilibrated M(ω) (39) through ω(1 ± ``SECANT_STEP``), or
-   Chandrupatla in a ±``POLISH_BRACKET`` bracket if det M does not change sign over the step
-   (skipped for roots closer than that to a neighbour or to a cut-off, where the paper's basis
-   degenerates); the smallest singular value of M(ω_j) must then be ≤ ``CONFIRM_RTOL``·σ_max
-   (two for a double root); its singular vector is the mode (37);
+   which limits its roots to ~1e-8 relative for very slender arms; each root is polished on det
+   of the paper's equilibrated M(ω) (39): one secant step through ω(1 ± ``SECANT_STEP``), or,
+   for roots with a close neighbour or when det M does not change sign over the step,
+   Chandrupatla in the root's own Wittrick–Williams bracket (on det K if that bracket contains
+   a cut-off, where the paper's basis degenerates); the smallest singular value of M(ω_j) must
+   then be ≤ ``CONFIRM_RTOL``·σ_max (two for a double root); its singular vector is the mode (37);
 5. shapes: U, V, Ψ of every link from the null vector, in frame 0 through (41)-(44).
 
 Mode-shape normalization (the paper gives none): coefficient vectors are scaled to unit generalized
@@ -47,10 +47,10 @@ REGIMES = ("full", "below-cutoff")
 POINTS = 21            # stations per link of ModeSet.mode_shapes and of plots
 QUADRATURE = 48        # Gauss-Legendre points per link for the generalized mass
 DOUBLE_RTOL = 1e-11    # brackets narrower than this (relative) with two roots = double root
-ROOT_RTOL = 1e-9       # relative tolerance of the roots refined on det K(ω)
+ROOT_RTOL = 1e-7       # relative tolerance of the roots refined on det K(ω)
 POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
 POLISH_BRACKET = 1e-6  # half-width of the polishing brackets, relative
-SECANT_STEP = 3e-8     # half-width of the secant polishing step, relative (≫ the K roots' error)
+SECANT_STEP = 3e-7     # half-width of the secant polishing step, relative (> the K roots error)
 CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms a root
 GRID_PER_MODE = 3
 WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
@@ -134,8 +134,12 @@ def natural_frequencies(arm, q, num_modes: int = 10, model: str = "timoshenko", 
         w_hi, frame = _upper_bound(arm, q, num_modes, model, limit)
         points = w_hi * (np.arange(1, GRID_PER_MODE * num_modes + 1) / (GRID_PER_MODE * num_modes)) ** 2
         J = count_below(frame, points)
-    roots = _refine(frame, _isolate(frame, points, J, num_modes))[:num_modes]
-    return _polish(arm, q, model, roots)
+    brackets = _isolate(frame, points, J, num_modes)
+    roots = _refine(frame, brackets, guess)
+    lo = np.concatenate([[b[0]] * b[3] for b in brackets])
+    hi = np.concatenate([[b[1]] * b[3] for b in brackets])
+    single = np.concatenate([[b[3] == 1] * b[3] for b in brackets])
+    return _polish(arm, q, model, frame, roots, lo, hi, single)[:num_modes]
 
 
 def _upper_bound(arm, q, N, model, limit):
@@ -196,96 +200,113 @@ def _isolate(frame, points, J, N):
     return done
 
 
-def _refine(frame, brackets):
+def _refine(frame, brackets, guess=None):
     """ω (M,) [rad/s] with multiplicities: single-root brackets refined all at once (Chandrupatla)
-    on det K(ω) scaled per bracket by its magnitude at the upper end; multiple roots at the centre
-    of their (DOUBLE_RTOL-narrow) bracket."""
+    on det K(ω) to ROOT_RTOL; multiple roots at the centre of their (DOUBLE_RTOL-narrow) bracket.
+    A guessed root inside a bracket is its first trial point."""
     single = [i for i, b in enumerate(brackets) if b[3] == 1]
     roots = {i: 0.5 * (b[0] + b[1]) for i, b in enumerate(brackets) if b[3] > 1}
     if single:
         lo = np.array([brackets[i][0] for i in single])
         hi = np.array([brackets[i][1] for i in single])
-        sign_hi, ref = determinant(frame, hi)
-        sign_lo, log_lo = determinant(frame, lo)
-
-        def scaled_det(w, which):
-            s, logdet = determinant(frame, w)
-            return s * np.exp(logdet - ref[which])
-
-        x = chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, ROOT_RTOL)
-        roots.update(zip(single, x))
+        start = None
+        if guess is not None:
+            g = np.sort(np.asarray(guess, float))
+            pick = np.clip(np.searchsorted(g, 0.5 * (lo + hi)), 0, g.size - 1)
+            start = np.where((g[pick] > lo) & (g[pick] < hi), g[pick], 0.5 * (lo + hi))
+        roots.update(zip(single, _chandrupatla_on_k(frame, lo, hi, ROOT_RTOL, start)))
     out = []
     for i, b in enumerate(brackets):
         out += [roots[i]] * b[3]
     return np.array(out)
 
 
-def _polish(arm, q, model, roots):
-    """Roots refined on det M(ω) where a ±POLISH_BRACKET bracket holds exactly this root (no
-    neighbour or cut-off inside): one secant step through ω(1 ± SECANT_STEP) when det M changes
-    sign there (the K root is that close), else Chandrupatla in the wider bracket."""
-    alone = np.ones(roots.size, bool)
+def _polish(arm, q, model, frame, roots, lo, hi, single):
+    """Roots refined on det M(ω): one secant step through ω(1 ± SECANT_STEP) where det M changes
+    sign there and no neighbour or cut-off is within POLISH_BRACKET; otherwise Chandrupatla in
+    the root's own Wittrick–Williams bracket [lo, hi] (on det M, or on det K if a cut-off lies
+    inside, where the paper's basis degenerates). Multiple roots are left as they are."""
+    out = roots.copy()
+    limits = [TWO_PI * b.cutoff_hz for b in arm.beams] if model == "timoshenko" else []
+    alone = single.copy()
     gaps = np.diff(roots)
     alone[:-1] &= gaps > 3 * POLISH_BRACKET * roots[1:]
     alone[1:] &= gaps > 3 * POLISH_BRACKET * roots[1:]
-    if model == "timoshenko":
-        for beam in arm.beams:
-            alone &= np.abs(roots / (TWO_PI * beam.cutoff_hz) - 1) > 10 * POLISH_BRACKET
+    for lim in limits:
+        alone &= np.abs(roots / lim - 1) > 10 * POLISH_BRACKET
     idx = np.nonzero(alone)[0]
-    out = roots.copy()
-    if idx.size == 0:
-        return out
-    w = roots[idx]
-    pair = np.concatenate([w * (1 - SECANT_STEP), w * (1 + SECANT_STEP)])
-    mats = characteristic_matrix(arm, q, pair, model)
-    _, dr, dc = equilibrate(mats[:idx.size])
-    scale = np.concatenate([dr, dr])[:, :, None] * np.concatenate([dc, dc])[:, None, :]
-    sign, logdet = np.linalg.slogdet(mats * scale)
-    ref = np.maximum(logdet[:idx.size], logdet[idx.size:])
-    f_lo = sign[:idx.size] * np.exp(logdet[:idx.size] - ref)
-    f_hi = sign[idx.size:] * np.exp(logdet[idx.size:] - ref)
-    secant = f_lo * f_hi < 0
-    a, b = pair[:idx.size][secant], pair[idx.size:][secant]
-    out[idx[secant]] = a - f_lo[secant] * (b - a) / (f_hi[secant] - f_lo[secant])
-    rest = idx[~secant]
+    done = np.zeros(roots.size, bool)
+    if idx.size:
+        w = roots[idx]
+        pair = np.concatenate([w * (1 - SECANT_STEP), w * (1 + SECANT_STEP)])
+        mats = characteristic_matrix(arm, q, pair, model)
+        _, dr, dc = equilibrate(mats[:idx.size])
+        scale = np.concatenate([dr, dr])[:, :, None] * np.concatenate([dc, dc])[:, None, :]
+        sign, logdet = np.linalg.slogdet(mats * scale)
+        ref = np.maximum(logdet[:idx.size], logdet[idx.size:])
+        f_lo = sign[:idx.size] * np.exp(logdet[:idx.size] - ref)
+        f_hi = sign[idx.size:] * np.exp(logdet[idx.size:] - ref)
+        secant = f_lo * f_hi < 0
+        a, b = pair[:idx.size][secant], pair[idx.size:][secant]
+        out[idx[secant]] = a - f_lo[secant] * (b - a) / (f_hi[secant] - f_lo[secant])
+        done[idx[secant]] = True
+    rest = np.nonzero(single & ~done)[0]
     if rest.size:
-        out[rest] = _polish_bracketed(arm, q, model, roots[rest])
+        straddle = np.zeros(rest.size, bool)
+        for lim in limits:
+            straddle |= (lo[rest] <= lim * (1 + 1e-9)) & (hi[rest] >= lim * (1 - 1e-9))
+        on_m, on_k = rest[~straddle], rest[straddle]
+        if on_m.size:
+            out[on_m] = _chandrupatla_on_m(arm, q, model, lo[on_m], hi[on_m])
+        if on_k.size:
+            out[on_k] = _chandrupatla_on_k(frame, lo[on_k], hi[on_k], POLISH_RTOL)
     return out
 
 
-def _polish_bracketed(arm, q, model, roots):
-    """Chandrupatla on det M(ω) (fixed equilibration per root) in ±POLISH_BRACKET brackets that
-    change sign; other roots are returned unchanged."""
-    lo, hi = roots * (1 - POLISH_BRACKET), roots * (1 + POLISH_BRACKET)
-    _, dr, dc = equilibrate(characteristic_matrix(arm, q, roots, model))
+def _chandrupatla_on_m(arm, q, model, lo, hi):
+    """Single roots of det M(ω) (equilibration fixed per bracket at its midpoint) in [lo, hi]."""
+    _, dr, dc = equilibrate(characteristic_matrix(arm, q, 0.5 * (lo + hi), model))
 
     def scaled(w, which):
-        return characteristic_matrix(arm, q, w, model) * dr[which][:, :, None] * dc[which][:, None, :]
+        return np.linalg.slogdet(characteristic_matrix(arm, q, w, model) * dr[which][:, :, None]
+                                 * dc[which][:, None, :])
 
-    every = np.arange(roots.size)
-    sign_hi, ref = np.linalg.slogdet(scaled(hi, every))
-    sign_lo, log_lo = np.linalg.slogdet(scaled(lo, every))
-    ok = np.nonzero(sign_lo != sign_hi)[0]
-    out = roots.copy()
-    if ok.size:
-        def scaled_det(w, which):
-            sign, logdet = np.linalg.slogdet(scaled(w, ok[which]))
-            return sign * np.exp(logdet - ref[ok[which]])
+    every = np.arange(lo.size)
+    sign_hi, ref = scaled(hi, every)
+    sign_lo, log_lo = scaled(lo, every)
 
-        out[ok] = chandrupatla(scaled_det, lo[ok], hi[ok], sign_lo[ok] * np.exp(log_lo[ok] - ref[ok]),
-                               sign_hi[ok], POLISH_RTOL)
-    return out
+    def scaled_det(w, which):
+        sign, logdet = scaled(w, which)
+        return sign * np.exp(logdet - ref[which])
+
+    return chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, POLISH_RTOL)
 
 
-def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100):
+def _chandrupatla_on_k(frame, lo, hi, rtol, guess=None):
+    """Single roots of det K(ω) in [lo, hi] (no poles below frame.omega_max), scaled per bracket
+    by |det K| at its upper end."""
+    sign_hi, ref = determinant(frame, hi)
+    sign_lo, log_lo = determinant(frame, lo)
+
+    def scaled_det(w, which):
+        sign, logdet = determinant(frame, w)
+        return sign * np.exp(logdet - ref[which])
+
+    return chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, rtol, start=guess)
+
+
+def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100, start=None):
     """Roots of ``fun(x, index)`` in brackets [a, b] (arrays, f(a)·f(b) < 0), all at once.
 
     Chandrupatla's (1997) method: each step evaluates f at x1 + t(x2 − x1), x1 the newest point
     and x2 the bracket end of opposite sign; t from inverse quadratic interpolation through the
     last three points when they satisfy Chandrupatla's criterion, else t = ½ (bisection; the
     first step is a regula falsi step kept within 5-95 % of the bracket); steps
-    are kept at least ``tol`` inside the bracket; stops when |x2 − x1| < 2·tol, tol = xrtol·|x|.
-    ``fun`` receives the abscissae of the active brackets and their indices.
+    are kept at least ``tol`` inside the bracket; stops when |x2 − x1| < 2·tol or when an
+    interpolation step moved less than tol (superlinear convergence), tol = xrtol·|x|.
+    ``fun`` receives the abscissae of all brackets (converged ones at their root) and their
+    indices; ``start`` (optional,
+    strictly inside the brackets) replaces the first trial points.
     """
     x1, x2 = np.array(a, float), np.array(b, float)
     f1, f2 = np.array(fa, float), np.array(fb, float)
@@ -293,35 +314,35 @@ def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100):
         raise RuntimeError("chandrupatla: a bracket does not change sign")
     x3, f3 = x2.copy(), f2.copy()
     t = np.clip(f1 / (f1 - f2), 0.05, 0.95)  # first step: regula falsi
+    if start is not None:
+        t = (np.asarray(start, float) - x1) / (x2 - x1)
     best = np.where(np.abs(f1) < np.abs(f2), x1, x2)
     active = np.ones(x1.shape, bool)
+    last = np.full(x1.shape, np.nan)  # previous trial point
+    interpolated = np.zeros(x1.shape, bool)
+    every = np.arange(x1.size)
     for _ in range(maxiter):
-        idx = np.nonzero(active)[0]
-        if idx.size == 0:
-            return best
-        xt = x1[idx] + t[idx] * (x2[idx] - x1[idx])
-        ft = fun(xt, idx)
-        same = np.sign(ft) == np.sign(f1[idx])
-        x3[idx] = np.where(same, x1[idx], x2[idx])
-        f3[idx] = np.where(same, f1[idx], f2[idx])
-        x2[idx] = np.where(same, x2[idx], x1[idx])
-        f2[idx] = np.where(same, f2[idx], f1[idx])
-        x1[idx], f1[idx] = xt, ft
-        smaller = np.abs(f1[idx]) < np.abs(f2[idx])
-        best[idx] = np.where(smaller, x1[idx], x2[idx])
-        width = np.abs(x2[idx] - x1[idx])
-        tol = xrtol * np.abs(best[idx])
+        xt = np.where(active, x1 + t * (x2 - x1), best)
+        small_step = interpolated & (np.abs(xt - last) <= xrtol * np.abs(xt))
+        last = xt
+        ft = fun(xt, every)
+        same = np.sign(ft) == np.sign(f1)
+        x3, f3 = np.where(same, x1, x2), np.where(same, f1, f2)
+        x2, f2 = np.where(same, x2, x1), np.where(same, f2, f1)
+        x1, f1 = xt, ft
+        best = np.where(active, np.where(np.abs(f1) < np.abs(f2), x1, x2), best)
+        width = np.abs(x2 - x1)
+        tol = xrtol * np.abs(best)
         tl = tol / np.where(width > 0, width, 1.0)
-        done = (width <= 2 * tol) | (ft == 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            xi = (x1[idx] - x2[idx]) / (x3[idx] - x2[idx])
-            phi = (f1[idx] - f2[idx]) / (f3[idx] - f2[idx])
-            iqi = (phi * phi < xi) & ((1 - phi) ** 2 < 1 - xi)
-            F1, F2, F3 = f1[idx], f2[idx], f3[idx]
-            t_iqi = (F1 / (F2 - F1) * F3 / (F2 - F3)
-                     + (x3[idx] - x1[idx]) / (x2[idx] - x1[idx]) * F1 / (F3 - F1) * F2 / (F3 - F2))
-        t[idx] = np.clip(np.where(iqi & np.isfinite(t_iqi), t_iqi, 0.5), tl, 1 - tl)
-        active[idx[done]] = False
+        active &= ~((width <= 2 * tol) | (ft == 0) | small_step)
+        if not active.any():
+            return best
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            xi = (x1 - x2) / (x3 - x2)
+            phi = (f1 - f2) / (f3 - f2)
+            t_iqi = f1 / (f2 - f1) * f3 / (f2 - f3) + (x3 - x1) / (x2 - x1) * f1 / (f3 - f1) * f2 / (f3 - f2)
+        interpolated = (phi * phi < xi) & ((1 - phi) ** 2 < 1 - xi) & np.isfinite(t_iqi)
+        t = np.clip(np.where(interpolated, t_iqi, 0.5), tl, 1 - tl)
     raise RuntimeError("chandrupatla: no convergence")
 
 

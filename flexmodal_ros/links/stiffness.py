@@ -106,6 +106,7 @@ def member_stiffness(consts, ell, omega) -> np.ndarray:
     ell = np.asarray(ell, float)
     s1, s2 = bending_roots(EI, kGS, rhoS, rhoI, np.sqrt(w2))
     shape = np.broadcast(s1, ell).shape
+    s1, s2 = np.broadcast_to(s1, shape), np.broadcast_to(s2, shape)
     A = np.zeros(shape + (4, 4))
     A[..., 0, 1] = 1.0
     A[..., 0, 2] = 1.0 / kGS
@@ -113,8 +114,8 @@ def member_stiffness(consts, ell, omega) -> np.ndarray:
     A[..., 2, 0] = -w2 * rhoS
     A[..., 3, 1] = -w2 * rhoI
     A[..., 3, 2] = -1.0
-    C2, S2, dC, dS = (np.broadcast_to(v, shape)[..., None, None] for v in _divided_differences(s1, s2, ell))
-    shifted = A @ A - np.broadcast_to(s2, shape)[..., None, None] * np.eye(4)
+    C2, S2, dC, dS = (v[..., None, None] for v in _divided_differences(s1, s2, ell))
+    shifted = A @ A - s2[..., None, None] * np.eye(4)
     phi = C2 * np.eye(4) + dC * shifted + A @ (S2 * np.eye(4) + dS * shifted)
     p11, p12, p21, p22 = phi[..., :2, :2], phi[..., :2, 2:], phi[..., 2:, :2], phi[..., 2:, 2:]
     inv12 = np.linalg.inv(p12)
