@@ -11,6 +11,8 @@ Prints, for the three-link arm (Table 8), Timoshenko links, first 10 frequencies
 Options: --quick (fewer configurations, a 31 x 31 map), --skip-map.
 """
 import argparse
+import os
+import resource
 import statistics
 import time
 
@@ -29,13 +31,19 @@ def configurations(m, seed=0):
     return np.column_stack([np.zeros(m), rng.uniform(-np.pi, np.pi, (m, 2))])
 
 
-def per_call(fn, items):
-    """Median wall time [s] of fn(item) over items, and the results."""
-    times, out = [], []
+CPU = {}  # median CPU time [s] of the last per_call, by label
+
+
+def per_call(fn, items, label=None):
+    """Median wall time [s] of fn(item) over items, and the results; the median CPU time of this
+    process goes to CPU[label] (wall time on a machine shared with other jobs overstates the cost)."""
+    times, cpu, out = [], [], []
     for item in items:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out.append(fn(item))
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    CPU[label] = statistics.median(cpu)
     return statistics.median(times), out
 
 
@@ -59,8 +67,9 @@ def scan_brent(arm, q, f_max_hz, points=5000, model="timoshenko"):
 
 def bench_single(arm, m):
     qs = configurations(m)
-    cold, results = per_call(lambda q: link_modes(arm, q, 10), qs)
-    print(f"one configuration, cold: {cold * 1e3:.2f} ms (median of {m}; target <= 10 ms on one core)")
+    cold, results = per_call(lambda q: link_modes(arm, q, 10), qs, "cold")
+    print(f"one configuration, cold: {cold * 1e3:.2f} ms wall, {CPU['cold'] * 1e3:.2f} ms CPU (median of {m}; "
+          f"target <= 10 ms on one core)")
     sweep = np.column_stack([np.zeros(91), np.radians(np.full(91, -45.0)), np.radians(np.linspace(-90, 90, 91))])
     guess = [None]
 
@@ -69,11 +78,14 @@ def bench_single(arm, m):
         guess[0] = res.omegas
         return res
 
-    warm_time, _ = per_call(warm, sweep)
-    print(f"one configuration, warm (2° steps, previous roots as the guess): {warm_time * 1e3:.2f} ms")
-    base, base_roots = per_call(lambda q: scan_brent(arm, q, 1.02 * results[0].frequencies_hz[-1]), qs[:max(3, m // 10)])
-    print(f"baseline scan (5000 points) + Brent on det M: {base * 1e3:.1f} ms per configuration -> "
-          f"cold {base / cold:.1f}x, warm {base / warm_time:.1f}x faster")
+    warm_time, _ = per_call(warm, sweep, "warm")
+    print(f"one configuration, warm (2° steps, previous roots as the guess): {warm_time * 1e3:.2f} ms wall, "
+          f"{CPU['warm'] * 1e3:.2f} ms CPU")
+    base, base_roots = per_call(lambda q: scan_brent(arm, q, 1.02 * results[0].frequencies_hz[-1]),
+                                qs[:max(3, m // 10)], "base")
+    print(f"baseline scan (5000 points) + Brent on det M: {base * 1e3:.1f} ms wall, {CPU['base'] * 1e3:.1f} ms CPU "
+          f"per configuration -> ours {CPU['base'] / CPU['cold']:.1f}x (cold), {CPU['base'] / CPU['warm']:.1f}x "
+          f"(warm) faster in CPU time")
     agree = max(np.abs(b[:10] / r.frequencies_hz - 1).max() for b, r in zip(base_roots, results))
     print(f"  baseline vs ours, max relative difference of the 10 frequencies: {agree:.1e}")
 
@@ -83,31 +95,34 @@ def bench_map(arm, num, workers):
     axis = np.radians(np.linspace(-90, 90, num))
     qs = config_grid(model, np.zeros(3), {"joint_2": axis, "joint_3": axis})
     t0 = time.perf_counter()
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     mmap = link_modal_map(arm, qs, 10, workers=workers)
     dt = time.perf_counter() - t0
-    print(f"{num} x {num} map ({len(qs)} configurations, tracked, {workers} worker processes): {dt:.1f} s "
-          f"({dt / len(qs) * 1e3:.2f} ms/configuration; target <= 60 s for 91 x 91 on 2 cores), "
-          f"{len(mmap.crossings)} crossings")
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+    print(f"{num} x {num} map ({len(qs)} configurations, tracked, {workers} worker processes): {dt:.1f} s wall "
+          f"({dt / len(qs) * 1e3:.2f} ms/configuration), {cpu:.1f} s CPU in the workers = {cpu / workers:.1f} s "
+          f"on {workers} dedicated cores (target <= 60 s for 91 x 91 on 2 cores); load average "
+          f"{os.getloadavg()[0]:.1f}; {len(mmap.crossings)} crossings")
 
 
 def bench_fe(arm):
     q = np.radians([0.0, -45.0, 90.0])
-    t_exact, runs = per_call(lambda _: link_modes(arm, q, 10).frequencies_hz, range(5))
+    t_exact, runs = per_call(lambda _: link_modes(arm, q, 10).frequencies_hz, range(7), "exact")
     exact = runs[0]
-    print(f"exact (this solver), Table 9 configuration: {t_exact * 1e3:.2f} ms")
+    t_exact = CPU["exact"]
+    print(f"exact (this solver), Table 9 configuration: {t_exact * 1e3:.2f} ms CPU")
     for target in (1e-3, 1e-4, 1e-5):
         for elements in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 50, 75, 100):
-            t0 = time.perf_counter()
-            fe = fe_frequencies(arm, q, 10, "timoshenko", elements)
-            dt = time.perf_counter() - t0
+            _, (fe,) = per_call(lambda n: fe_frequencies(arm, q, 10, "timoshenko", n), [elements], "fe")
             err = np.abs(fe / exact - 1).max()
             if err <= target:
-                print(f"FE within {target:.0e}: {elements} elements per link ({err:.1e}), {dt * 1e3:.1f} ms "
-                      f"= {dt / t_exact:.1f}x the exact solver")
+                _, _ = per_call(lambda n: fe_frequencies(arm, q, 10, "timoshenko", n), [elements] * 5, "fe")
+                print(f"FE within {target:.0e}: {elements} elements per link ({err:.1e}), {CPU['fe'] * 1e3:.1f} ms "
+                      f"CPU = {CPU['fe'] / t_exact:.1f}x the exact solver")
                 break
-    t0 = time.perf_counter()
-    fe = fe_frequencies(arm, q, 10, "timoshenko", 50)
-    print(f"FE cross-check as in the tests (50 elements per link): {(time.perf_counter() - t0) * 1e3:.1f} ms, "
+    _, (fe,) = per_call(lambda n: fe_frequencies(arm, q, 10, "timoshenko", n), [50], "fe50")
+    print(f"FE cross-check as in the tests (50 elements per link): {CPU['fe50'] * 1e3:.1f} ms CPU, "
           f"max relative difference {np.abs(fe / exact - 1).max():.1e}")
 
 

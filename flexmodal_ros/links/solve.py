@@ -9,9 +9,9 @@ Algorithm (:func:`link_modes`):
    ``DOUBLE_RTOL`` relative are a double root). With a ``guess`` (the roots of a neighbouring
    configuration, as in a sweep) J is evaluated at each guessed root ±``WARM_RTOL`` instead of on
    the grid; the count decides, so a poor guess costs time, never a root;
-3. refinement of all brackets at once by Chandrupatla's method (inverse quadratic interpolation
-   safeguarded by bisection; Chandrupatla, Adv. Eng. Softw. 28, 1997) on det K(ω), which has no
-   poles below the frame's limit and changes sign once in each bracket;
+3. refinement of all brackets at once on det K(ω), which has no poles below the frame's limit and
+   changes sign once in each bracket, with sign (−1)^J(ω): Newton steps on log|det K| from the
+   guessed root (or the bracket's middle), safeguarded by bisection;
 4. polishing and confirmation: K(ω) mixes stiff axial and soft bending terms in global axes,
    which limits its roots to ~1e-8 relative for very slender arms; each root is polished on det
    of the paper's equilibrated M(ω) (39): one secant step through ω(1 ± ``SECANT_STEP``), or,
@@ -51,6 +51,7 @@ ROOT_RTOL = 1e-7       # relative tolerance of the roots refined on det K(ω)
 POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
 POLISH_BRACKET = 1e-6  # half-width of the polishing brackets, relative
 SECANT_STEP = 3e-7     # half-width of the secant polishing step, relative (> the K roots error)
+NEWTON_STEP = 1e-7     # relative difference step of the Newton refinement on det K
 CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms a root
 GRID_PER_MODE = 3
 WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
@@ -201,24 +202,58 @@ def _isolate(frame, points, J, N):
 
 
 def _refine(frame, brackets, guess=None):
-    """ω (M,) [rad/s] with multiplicities: single-root brackets refined all at once (Chandrupatla)
-    on det K(ω) to ROOT_RTOL; multiple roots at the centre of their (DOUBLE_RTOL-narrow) bracket.
-    A guessed root inside a bracket is its first trial point."""
+    """ω (M,) [rad/s] with multiplicities: single-root brackets refined all at once on det K(ω)
+    to ROOT_RTOL (:func:`_newton_on_k`, from the guessed root when one lies in the bracket, else
+    the bracket's middle); multiple roots at the centre of their (DOUBLE_RTOL-narrow) bracket."""
     single = [i for i, b in enumerate(brackets) if b[3] == 1]
     roots = {i: 0.5 * (b[0] + b[1]) for i, b in enumerate(brackets) if b[3] > 1}
     if single:
         lo = np.array([brackets[i][0] for i in single])
         hi = np.array([brackets[i][1] for i in single])
-        start = None
+        start = 0.5 * (lo + hi)
         if guess is not None:
             g = np.sort(np.asarray(guess, float))
-            pick = np.clip(np.searchsorted(g, 0.5 * (lo + hi)), 0, g.size - 1)
-            start = np.where((g[pick] > lo) & (g[pick] < hi), g[pick], 0.5 * (lo + hi))
-        roots.update(zip(single, _chandrupatla_on_k(frame, lo, hi, ROOT_RTOL, start)))
+            pick = np.clip(np.searchsorted(g, start), 0, g.size - 1)
+            start = np.where((g[pick] > lo) & (g[pick] < hi), g[pick], start)
+        parity = np.array([brackets[i][2] for i in single])
+        roots.update(zip(single, _newton_on_k(frame, lo, hi, parity, start, ROOT_RTOL)))
     out = []
     for i, b in enumerate(brackets):
         out += [roots[i]] * b[3]
     return np.array(out)
+
+
+def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60):
+    """Single roots of det K(ω) in the brackets [lo, hi], all at once: safeguarded Newton steps on
+    det K with the derivative of log|det K| from a second point ω(1 + NEWTON_STEP) in the same
+    batched call; bisection when a step leaves the bracket. The sign of det K is (−1)^J(ω)
+    (det K(0) > 0), so ``parity_lo`` = J(lo) mod 2 gives the bracket's signs without evaluating
+    them. Stops when a step is below ``rtol`` relative or the root lies within the difference step."""
+    a, b = np.array(lo, float), np.array(hi, float)
+    sign_a = np.where(np.asarray(parity_lo) % 2 == 0, 1.0, -1.0)
+    x = np.where((start > a) & (start < b), start, 0.5 * (a + b))
+    active = np.ones(x.size, bool)
+    for _ in range(maxiter):
+        h = NEWTON_STEP * x
+        sign, logdet = determinant(frame, np.concatenate([x, x + h]))
+        s0, s1 = sign[:x.size], sign[x.size:]
+        l0, l1 = logdet[:x.size], logdet[x.size:]
+        left = s0 == sign_a  # the root lies above x
+        a, b = np.where(active & left, x, a), np.where(active & ~left, x, b)
+        straddle = s0 != s1  # root within [x, x + h]: linear interpolation of det K
+        ratio = np.exp(np.clip(l1 - l0, -700, 700))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = x - h / (l1 - l0)
+            interp = x + h / (1.0 + ratio)
+        step = np.where(straddle, interp, newton)
+        bad = ~np.isfinite(step) | (step <= a) | (step >= b)
+        step = np.where(straddle, interp, np.where(bad, 0.5 * (a + b), step))
+        done = straddle | (np.abs(step - x) <= rtol * x)
+        x = np.where(active, step, x)
+        active &= ~done
+        if not active.any():
+            return x
+    raise RuntimeError("Newton refinement on det K did not converge")
 
 
 def _polish(arm, q, model, frame, roots, lo, hi, single):
