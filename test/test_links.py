@@ -484,7 +484,8 @@ BEAM = ("{{length: {L}, E: 2.0e11, rho: 7800.0, nu: 0.3, shear_factor: 0.85, "
     ("links:\n  beams:\n    link_1: {length: 0.5}\n    link_2: " + BEAM.format(L=0.54) + "\n",
      "links.beams.link_1.shear_factor: missing"),
     ("links:\n  beams:\n    link_1: " + BEAM.format(L=0.5).replace("E: 2.0e11", "E: 2.0e11, bending_stiffness: 1.0")
-     + "\n    link_2: " + BEAM.format(L=0.54) + "\n", "links.beams.link_1: give exactly one of E and bending_stiffness"),
+     + "\n    link_2: " + BEAM.format(L=0.54) + "\n",
+     "links.beams.link_1: give exactly one of E and bending_stiffness"),
     ("links:\n  beams:\n    link_1: " + BEAM.format(L=0.5).replace("rectangle", "circle")
      + "\n    link_2: " + BEAM.format(L=0.54) + "\n", "links.beams.link_1.section.shape: expected rectangle"),
     ("links:\n  joint_model: springy\n  beams:\n    link_1: " + BEAM.format(L=0.5) + "\n    link_2: "

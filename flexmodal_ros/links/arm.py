@@ -267,11 +267,10 @@ def _beam(name, spec, field) -> Beam:
             raise ConfigError(f"{field}.{key}: missing")
     section = _section(spec["section"], f"{field}.section")
     length = float(positive(spec["length"], f"{field}.length", ConfigError))
-    E = _one_of(spec, "E", "bending_stiffness", field)
-    E = E[1] if E[0] == "E" else float(positive(E[1], f"{field}.bending_stiffness", ConfigError)) / section.second_moment
-    rho = _one_of(spec, "rho", "mass", field)
-    rho = rho[1] if rho[0] == "rho" else float(positive(rho[1], f"{field}.mass", ConfigError)) / (
-        section.area * length)
+    key, value = _one_of(spec, "E", "bending_stiffness", field)
+    E = value if key == "E" else float(positive(value, f"{field}.{key}", ConfigError)) / section.second_moment
+    key, value = _one_of(spec, "rho", "mass", field)
+    rho = value if key == "rho" else float(positive(value, f"{field}.{key}", ConfigError)) / (section.area * length)
     G = spec.get("G")
     nu = spec.get("nu")
     return make_beam(name, length, E, rho, section, spec["shear_factor"], spec.get("tip_mass", 0.0),

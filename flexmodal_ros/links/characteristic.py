@@ -70,9 +70,20 @@ def link_basis(beam, model: str, omega, x) -> np.ndarray:
     """State (V, Ψ, T, M, U, N) of one link at positions ``x`` (P,) [m] as (..., P, 6, 6) matrices
     acting on its coefficients (A_1..A_4, B_1, B_2), for frequencies ``omega`` (...) > 0 [rad/s]
     (module docstring). Units: V, U [m]; Ψ [rad]; T, N [N]; M [N m] per unit coefficient."""
-    EI, kGS, rhoS, rhoI, ES = section_constants(beam, model)
-    x = np.atleast_1d(np.asarray(x, float))
-    w = np.asarray(omega, float)[..., None]  # (..., 1) against x (P,)
+    x = np.atleast_1d(np.asarray(x, float))[None, :]
+    return _basis([section_constants(beam, model)], model, omega, x)[..., 0, :, :, :]
+
+
+def arm_basis(arm, model: str, omega, x_fraction) -> np.ndarray:
+    """:func:`link_basis` of every link at once: (..., n, P, 6, 6) at x = fraction·L_i."""
+    x = np.outer([b.length for b in arm.beams], np.atleast_1d(np.asarray(x_fraction, float)))
+    return _basis([section_constants(b, model) for b in arm.beams], model, omega, x)
+
+
+def _basis(consts, model, omega, x):
+    """Z (..., n, P, 6, 6) for section constants of n links and positions x (n, P) [m]."""
+    EI, kGS, rhoS, rhoI, ES = (np.array(c, float)[:, None] for c in zip(*consts))  # (n, 1) each
+    w = np.asarray(omega, float)[..., None, None]  # (..., 1, 1) against (n, P)
     if not np.all(w > 0):
         raise InputError(f"omega: must be > 0, got {np.asarray(omega).min()}")
     Z = np.zeros(np.broadcast(w, x).shape + (6, 6))
@@ -80,7 +91,7 @@ def link_basis(beam, model: str, omega, x) -> np.ndarray:
         _timoshenko_rows(Z, EI, kGS, rhoS, rhoI, w, x)
     else:
         _euler_bernoulli_rows(Z, EI, rhoS, w, x)
-    if np.isinf(ES):  # EB‡: the E_axial → ∞ limit of the rod
+    if np.all(np.isinf(ES)):  # EB‡: the E_axial → ∞ limit of the rod
         Z[..., U, 4] = 1.0
         Z[..., NORMAL, 4] = -w * w * rhoS * x
         Z[..., NORMAL, 5] = 1.0
@@ -186,7 +197,8 @@ def characteristic_matrix(arm, q, omega, model: str = "timoshenko") -> np.ndarra
     n = arm.n
     w = np.asarray(omega, float)
     out = np.zeros(w.shape + (6 * n, 6 * n))
-    ends = [link_basis(b, model, w, [0.0, b.length]) for b in arm.beams]  # (..., 2, 6, 6)
+    Z = arm_basis(arm, model, w, [0.0, 1.0])  # (..., n, 2, 6, 6)
+    ends = [Z[..., i, :, :, :] for i in range(n)]
     out[..., 0:3, 0:6] = block_base(ends[0][..., 0, :, :], joint_rotation_row(arm, 0, w))
     for i in range(1, n):
         prev = arm.beams[i - 1]

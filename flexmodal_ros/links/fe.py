@@ -67,8 +67,9 @@ def euler_bernoulli_element(beam, h):
     M[np.ix_(ax, ax)] = rhoS * h / 6.0 * np.array([[2.0, 1.0], [1.0, 2.0]])
     K[np.ix_(bd, bd)] = EI / h ** 3 * np.array([[12, 6 * h, -12, 6 * h], [6 * h, 4 * h * h, -6 * h, 2 * h * h],
                                                 [-12, -6 * h, 12, -6 * h], [6 * h, 2 * h * h, -6 * h, 4 * h * h]])
-    M[np.ix_(bd, bd)] = rhoS * h / 420.0 * np.array([[156, 22 * h, 54, -13 * h], [22 * h, 4 * h * h, 13 * h, -3 * h * h],
-                                                     [54, 13 * h, 156, -22 * h], [-13 * h, -3 * h * h, -22 * h, 4 * h * h]])
+    hh = h * h
+    M[np.ix_(bd, bd)] = rhoS * h / 420.0 * np.array([[156, 22 * h, 54, -13 * h], [22 * h, 4 * hh, 13 * h, -3 * hh],
+                                                     [54, 13 * h, 156, -22 * h], [-13 * h, -3 * hh, -22 * h, 4 * hh]])
     return K, M
 
 

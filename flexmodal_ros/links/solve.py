@@ -38,14 +38,14 @@ from ..errors import InputError
 from ..modes import TWO_PI, ModeSet, classify_stability, normalize_shapes
 from .arm import check_angles
 from .beam import BEAM_MODELS
-from .characteristic import (MOMENT, PSI, U, V, characteristic_matrix, equilibrate, link_basis,
+from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix, equilibrate,
                              section_constants, singular_check)
 from .stiffness import build_frame, count_below, determinant
 
 MAX_MODES = 200
 REGIMES = ("full", "below-cutoff")
 POINTS = 21            # stations per link of ModeSet.mode_shapes and of plots
-QUADRATURE = 48        # Gauss-Legendre points per link for the generalized mass
+QUADRATURE = 32        # Gauss-Legendre points per link for the generalized mass
 DOUBLE_RTOL = 1e-11    # brackets narrower than this (relative) with two roots = double root
 ROOT_RTOL = 1e-7       # relative tolerance of the roots refined on det K(ω)
 POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
@@ -414,12 +414,9 @@ def _null_vectors(arm, q, omegas, model):
 def link_fields(arm, model, omegas, coeffs, x_fraction):
     """Per link: (x [m] (P,), state (6, P, m) — V, Ψ, T, M, U, N — of mode columns ``coeffs``
     (6n, m) at their frequencies ``omegas`` (m,)) at stations x = fraction·L."""
-    out = []
-    for i, beam in enumerate(arm.beams):
-        x = np.asarray(x_fraction, float) * beam.length
-        Z = link_basis(beam, model, omegas, x)  # (m, P, 6, 6)
-        out.append((x, np.einsum("mpij,jm->ipm", Z, coeffs[6 * i:6 * i + 6])))
-    return out
+    Z = arm_basis(arm, model, omegas, x_fraction)  # (m, n, P, 6, 6)
+    states = np.einsum("mnpij,njm->nipm", Z, coeffs.reshape(arm.n, 6, -1))
+    return [(np.asarray(x_fraction, float) * beam.length, states[i]) for i, beam in enumerate(arm.beams)]
 
 
 def generalized_mass(arm, model, fields) -> tuple:
