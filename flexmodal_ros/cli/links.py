@@ -12,9 +12,10 @@ from ..errors import InputError
 from ..links import BEAM_MODELS, JOINT_MODELS, link_arm_from_model, link_modes, with_joints, with_thickness
 from ..links.maps import joint_stiffness_sweep, link_modal_map
 from ..links.solve import MAX_MODES, REGIMES
-from ..modes import plot_map, plot_tracked, write_csv, write_json
-from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
-from .modal import MAX_CROSSINGS_SHOWN, _configurations
+from ..modes import plot_tracked
+from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
+                     print_crossings, print_json, write_map_outputs)
+from .modal import _configurations
 
 
 def add_parser(sub):
@@ -46,11 +47,7 @@ def add_parser(sub):
                        help="frequencies vs joint stiffness k_T = 10^E for NUM exponents from E0 to E1, "
                             "all joints (with --joints elastic or servo; default elastic)")
     p.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
-    p.add_argument("--out-dir", default=".", help="directory for the sweep files and plots (default .)")
-    p.add_argument("--no-track", action="store_true", help="sweep: keep modes in frequency order")
-    p.add_argument("--no-plot", action="store_true", help="sweep: skip the PNG plot")
-    p.add_argument("--workers", type=int, default=None, help="sweep: worker processes (default: up to 2 CPUs)")
-    p.add_argument("--no-progress", action="store_true", help="sweep: hide the progress bar")
+    add_sweep_output_options(p, "link_modes", "sweep: worker processes")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -110,11 +107,8 @@ def _run_sweep(args, model, arm):
     qs = _angles(args, _configurations(args, model))
     mmap = link_modal_map(arm, qs, args.modes, args.model, args.regime, track=not args.no_track,
                           workers=args.workers, progress=not args.no_progress)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = [write_csv(mmap, out / "link_modes.csv"), write_json(mmap, out / "link_modes.json")]
-    if not args.no_plot:
-        files.append(plot_map(mmap, out / "link_modes.png", title=f"{arm.name}: {args.model} link modes"))
+    files = write_map_outputs(mmap, args.out_dir, "link_modes", f"{arm.name}: {args.model} link modes",
+                              not args.no_plot)
     f = mmap.tracked("frequencies_hz")
     summary = {"robot": arm.name, "model": args.model, "joint_model": arm.joint_model,
                "num_configurations": len(mmap.results), "num_modes": int(f.shape[1]),
@@ -125,10 +119,7 @@ def _run_sweep(args, model, arm):
         return 0
     print(f"{arm.name}: {summary['num_configurations']} configurations, {summary['num_modes']} {args.model} "
           f"link modes, f {summary['frequency_range_hz'][0]:.6g}..{summary['frequency_range_hz'][1]:.6g} Hz")
-    for c in summary["crossings"][:MAX_CROSSINGS_SHOWN]:
-        print(f"  {c}")
-    if len(summary["crossings"]) > MAX_CROSSINGS_SHOWN:
-        print(f"  ... {len(summary['crossings']) - MAX_CROSSINGS_SHOWN} more mode crossings (see link_modes.json)")
+    print_crossings(summary["crossings"], "link_modes")
     print("wrote " + ", ".join(summary["files"]))
     return 0
 
@@ -139,14 +130,12 @@ def _run_kt_sweep(args, arm, q):
         raise InputError(f"--kt-sweep: expected E0:E1:NUM with E1 > E0 and integer NUM >= 2, got {args.kt_sweep!r}")
     stiffness = 10.0 ** np.linspace(start, stop, int(num))
     mmap = joint_stiffness_sweep(arm, q, stiffness, args.modes, args.model, args.regime)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = [write_csv(mmap, out / "link_modes_vs_kt.csv"), write_json(mmap, out / "link_modes_vs_kt.json")]
+    files = write_map_outputs(mmap, args.out_dir, "link_modes_vs_kt", "", plot=False)
     rigid = link_modes(with_joints(arm, "rigid"), q, args.modes, args.model, args.regime).frequencies_hz
     f = mmap.tracked("frequencies_hz")
     if not args.no_plot:
         files.append(plot_tracked(np.log10(stiffness), f, mmap.tracked("damping_ratios"),
-                                  out / "link_modes_vs_kt.png", title=f"{arm.name}: {args.model} link modes vs "
+                                  Path(args.out_dir) / "link_modes_vs_kt.png", title=f"{arm.name}: {args.model} link modes vs "
                                   f"joint stiffness ({arm.joint_model})", xlabel="log10 k_T [N m/rad]"))
     relative = (rigid[None, :] - np.sort(f, axis=1)) / rigid[None, :]
     summary = {"robot": arm.name, "model": args.model, "joint_model": arm.joint_model,
