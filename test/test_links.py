@@ -425,6 +425,12 @@ def test_bad_beam_data(field, value, message):
 
 
 def test_bad_sections():
+    from flexmodal_ros.links import Section
+
+    for area, second_moment, message in ((0.0, 1e-8, "section area S: must be > 0"),
+                                         (1e-3, -1e-8, "section second moment I: must be > 0")):
+        with pytest.raises(ConfigError, match=f"links.beams.l1.{message}"):
+            make_beam("l1", 1.0, 1e9, 1000.0, Section(area, second_moment), 0.8, nu=0.3)
     with pytest.raises(ConfigError, match="section.depth: must be > 0"):
         rectangle(0.1, 0.0)
     with pytest.raises(ConfigError, match="section.width: must be > 0"):

@@ -234,13 +234,13 @@ def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60):
     x = np.where((start > a) & (start < b), start, 0.5 * (a + b))
     active = np.ones(x.size, bool)
     for _ in range(maxiter):
-        h = NEWTON_STEP * x
+        h = np.minimum(NEWTON_STEP * x, 0.5 * (b - x))  # x + h stays inside the one-root bracket
         sign, logdet = determinant(frame, np.concatenate([x, x + h]))
         s0, s1 = sign[:x.size], sign[x.size:]
         l0, l1 = logdet[:x.size], logdet[x.size:]
         left = s0 == sign_a  # the root lies above x
         a, b = np.where(active & left, x, a), np.where(active & ~left, x, b)
-        straddle = s0 != s1  # root within [x, x + h]: linear interpolation of det K
+        straddle = s0 != s1  # the root lies in [x, x + h]: linear interpolation of det K
         ratio = np.exp(np.clip(l1 - l0, -700, 700))
         with np.errstate(divide="ignore", invalid="ignore"):
             newton = x - h / (l1 - l0)
