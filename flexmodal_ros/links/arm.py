@@ -65,7 +65,8 @@ class LinkArm:
     (``thickness_factor`` applied). Joint arrays: ``joint_stiffness`` k_T [N m/rad] (inf =
     rigid), ``rotor_inertia`` B [kg m²], ``motor_stiffness`` k_m [N m/rad] (inf = locked motor),
     as set by ``joint_model``; ``yaml_stiffness``, ``yaml_rotor_inertia``, ``yaml_kp`` are the
-    robot YAML's k, B, k_p. ``axis_signs`` are the URDF joint axis signs (+1 for +z).
+    robot YAML's k, B, k_p (the data of the ``elastic`` and ``servo`` models). Joint angles are
+    the URDF joint positions (revolute about +z).
     """
 
     name: str
