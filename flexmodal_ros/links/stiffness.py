@@ -229,12 +229,14 @@ def build_frame(arm, q, model: str, omega_max: float) -> Frame:
             for k, v in row.items():
                 gather[m, r, k] += v
     stiffness, mass = _lumped(lumped_k, N), _lumped(lumped_m, N)
-    frame = Frame(gather, np.array(member_link), segs, np.array([b.length / m for b, m in zip(arm.beams, segs)]),
-                  stiffness, mass, consts, float(omega_max), np.ones(N))
-    diag = np.diagonal(dynamic_stiffness(frame, np.zeros(1))[0]).copy()
+    ell = np.array([b.length / m for b, m in zip(arm.beams, segs)])
+    member_link = np.array(member_link)
+    # congruence scaling (any positive diagonal keeps the inertia): ≈ diagonal of the static stiffness
+    EI, _, _, _, ES = (np.array(c) for c in zip(*consts))
+    local = np.stack([np.where(np.isfinite(ES), ES, 0.0) / ell, 12 * EI / ell ** 3, 4 * EI / ell], -1)[member_link]
+    diag = np.einsum("mrn,mr->n", gather ** 2, np.tile(local, 2)) + np.diagonal(stiffness)
     scale = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
-    return Frame(gather, frame.member_link, segs, frame.segment_length, stiffness, mass, consts,
-                 float(omega_max), scale)
+    return Frame(gather, member_link, segs, ell, stiffness, mass, consts, float(omega_max), scale)
 
 
 def _joint(arm, i, rot_prev, dofs, lumped_k, lumped_m):
