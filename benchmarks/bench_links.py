@@ -7,7 +7,7 @@ Prints, for the three-link arm (Table 8), Timoshenko links, first 10 frequencies
    det M(ω) plus Brent refinement (notes_002 §2), and its ratio;
 2. the 91 x 91 (θ2, θ3) map over [-90°, 90°]² with mode tracking, 2 worker processes, target <= 60 s;
 3. the independent FE model (quadratic Timoshenko elements): elements per link and time to reach
-   the exact frequencies within 1e-3, 1e-4 and 1e-5 (max relative error, first 10 modes).
+   the exact frequencies within 1e-3, 1e-4, 1e-5 and 1e-7 (max relative error, first 10 modes).
 Options: --quick (fewer configurations, a 31 x 31 map), --skip-map.
 """
 import argparse
@@ -112,15 +112,20 @@ def bench_fe(arm):
     exact = runs[0]
     t_exact = CPU["exact"]
     print(f"exact (this solver), Table 9 configuration: {t_exact * 1e3:.2f} ms CPU")
-    for target in (1e-3, 1e-4, 1e-5):
-        for elements in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 50, 75, 100):
+    for target in (1e-3, 1e-4, 1e-5, 1e-7):
+        best = (np.inf, None)
+        for elements in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 50, 75, 100, 150):
             _, (fe,) = per_call(lambda n: fe_frequencies(arm, q, 10, "timoshenko", n), [elements], "fe")
             err = np.abs(fe / exact - 1).max()
+            best = min(best, (err, elements))
             if err <= target:
                 _, _ = per_call(lambda n: fe_frequencies(arm, q, 10, "timoshenko", n), [elements] * 5, "fe")
                 print(f"FE within {target:.0e}: {elements} elements per link ({err:.1e}), {CPU['fe'] * 1e3:.1f} ms "
                       f"CPU = {CPU['fe'] / t_exact:.1f}x the exact solver")
                 break
+        else:
+            print(f"FE within {target:.0e}: not reached with up to 150 elements per link (best {best[0]:.1e} "
+                  f"with {best[1]}); the exact roots agree with a dense scan of det M to ~1e-12")
     _, (fe,) = per_call(lambda n: fe_frequencies(arm, q, 10, "timoshenko", n), [50], "fe50")
     print(f"FE cross-check as in the tests (50 elements per link): {CPU['fe50'] * 1e3:.1f} ms CPU, "
           f"max relative difference {np.abs(fe / exact - 1).max():.1e}")
