@@ -30,6 +30,7 @@ MAC tracking) are the global displacements (ΔX, ΔY) at ``POINTS`` stations per
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,22 @@ CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms
 GRID_PER_MODE = 3
 WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
 _GAUSS = np.polynomial.legendre.leggauss(QUADRATURE)
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
+
+
+def single_thread_blas(fn):
+    """Run ``fn`` with BLAS limited to one thread (threadpoolctl): the solver works on many small
+    matrices, where BLAS threads only add overhead (10-20× slower measured on 2 shared cores)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +134,7 @@ def cutoff(arm, model: str) -> float:
     return min(TWO_PI * b.cutoff_hz for b in arm.beams)
 
 
+@single_thread_blas
 def natural_frequencies(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
                         guess=None) -> np.ndarray:
     """ω (N,) [rad/s], ascending with multiplicities: the first ``num_modes`` roots of (40), steps
@@ -381,6 +399,7 @@ def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100, start=None):
     raise RuntimeError("chandrupatla: no convergence")
 
 
+@single_thread_blas
 def link_modes(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
                guess=None) -> LinkModes:
     """First ``num_modes`` natural frequencies [Hz] and mode shapes of ``arm`` at joint angles ``q``
