@@ -34,7 +34,8 @@ from .errors import ConfigError
 from .validation import (finite_array, finite_vector, load_yaml_mapping, nonnegative, positive,
                          reject_unknown_keys)
 
-TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "tool", "wrench", "joints"}
+TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "tool", "wrench", "joints",
+            "links"}  # links: beam-link data, read by flexmodal_ros.links.arm
 JOINT_KEYS = {"k", "d_f", "d_fm", "N", "I_r", "B", "r", "kp", "kd", "d_c", "d_cm"}
 TOOL_KEYS = {"mass", "com", "inertia"}
 

@@ -1,5 +1,6 @@
 """Options and helpers shared by the ``flexmodal`` subcommands."""
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +19,38 @@ def add_model_options(parser):
 def model_from_args(args):
     """The model selected by :func:`add_model_options`."""
     return resolve_model(args.robot, args.urdf, args.params)
+
+
+def add_sweep_output_options(parser, stem, workers="worker threads"):
+    """--out-dir, --no-track, --no-plot, --workers, --no-progress of the sweep commands."""
+    parser.add_argument("--out-dir", default=".", help=f"directory for {stem}.{{csv,json,png}} (default .)")
+    parser.add_argument("--no-track", action="store_true", help="keep modes in frequency order (no MAC tracking)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    parser.add_argument("--workers", type=int, default=None, help=f"{workers} (default: up to 2 CPUs)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+MAX_CROSSINGS_SHOWN = 10
+
+
+def write_map_outputs(mmap, out_dir, stem, title, plot=True):
+    """``stem``.csv / .json (and .png unless ``plot`` is false) of a ModalMap in ``out_dir``."""
+    from ..modes import plot_map, write_csv, write_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [write_csv(mmap, out / f"{stem}.csv"), write_json(mmap, out / f"{stem}.json")]
+    if plot:
+        files.append(plot_map(mmap, out / f"{stem}.png", title=title))
+    return files
+
+
+def print_crossings(crossings, stem):
+    """The first MAX_CROSSINGS_SHOWN crossing descriptions, then how many more are in the JSON."""
+    for c in crossings[:MAX_CROSSINGS_SHOWN]:
+        print(f"  {c}")
+    if len(crossings) > MAX_CROSSINGS_SHOWN:
+        print(f"  ... {len(crossings) - MAX_CROSSINGS_SHOWN} more mode crossings (see {stem}.json)")
 
 
 def add_json_option(parser):

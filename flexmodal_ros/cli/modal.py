@@ -7,11 +7,9 @@ from ..config import Tool
 from ..errors import InputError
 from ..modal import modal_analysis
 from ..model import with_overrides
-from ..modes import plot_map, write_csv, write_json
 from ..sweep import config_grid, config_line, modal_map
-from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
-
-MAX_CROSSINGS_SHOWN = 10
+from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
+                     print_crossings, print_json, write_map_outputs)
 
 
 def add_parser(sub):
@@ -34,11 +32,7 @@ def add_parser(sub):
     s.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
     _add_override_options(s)
-    s.add_argument("--out-dir", default=".", help="directory for modal_map.{csv,json,png} (default .)")
-    s.add_argument("--no-track", action="store_true", help="keep modes in frequency order (no MAC tracking)")
-    s.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
-    s.add_argument("--workers", type=int, default=None, help="worker threads (default: up to 2 CPUs)")
-    s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_sweep_output_options(s, "modal_map")
     add_json_option(s)
     s.set_defaults(func=run_sweep)
 
@@ -115,11 +109,7 @@ def run_sweep(args):
     model = _model(args)
     mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
                      workers=args.workers, progress=not args.no_progress)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = [write_csv(mmap, out / "modal_map.csv"), write_json(mmap, out / "modal_map.json")]
-    if not args.no_plot:
-        files.append(plot_map(mmap, out / "modal_map.png", title=f"{model.name}: modal map"))
+    files = write_map_outputs(mmap, args.out_dir, "modal_map", f"{model.name}: modal map", not args.no_plot)
     f = mmap.tracked("frequencies_hz")
     z = mmap.tracked("damping_ratios")
     summary = {"robot": model.name, "num_configurations": len(mmap.results),
@@ -134,9 +124,6 @@ def run_sweep(args):
           f"f {summary['frequency_range_hz'][0]:.4f}..{summary['frequency_range_hz'][1]:.4f} Hz, "
           f"zeta {100 * summary['damping_range'][0]:.4f}..{100 * summary['damping_range'][1]:.4f} %, "
           f"{'all stable' if summary['all_stable'] else 'SOME UNSTABLE'}")
-    for c in summary["crossings"][:MAX_CROSSINGS_SHOWN]:
-        print(f"  {c}")
-    if len(summary["crossings"]) > MAX_CROSSINGS_SHOWN:
-        print(f"  ... {len(summary['crossings']) - MAX_CROSSINGS_SHOWN} more mode crossings (see modal_map.json)")
+    print_crossings(summary["crossings"], "modal_map")
     print("wrote " + ", ".join(summary["files"]))
     return 0

@@ -10,8 +10,10 @@ reports the link position, flexmodal_ros/export/convention.py); polynomial fast 
 re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters),
-``~/compute_modal_map`` (ComputeModalMap) and ``~/expand_modal_parameters``
-(ExpandModalParameters: polynomial eigenpairs about a configuration); subscription ``/joint_states`` (sensor_msgs/JointState,
+``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
+(ExpandModalParameters: polynomial eigenpairs about a configuration) and ``~/compute_link_modes``
+(ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section); subscription
+``/joint_states`` (sensor_msgs/JointState,
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
 Bad requests are answered with ``success=false`` and a message naming the field.
@@ -24,9 +26,11 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
-from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters, ExpandModalParameters
+from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, ComputeModalParameters,
+                                      ExpandModalParameters)
 
-from ..errors import FlexmodalError
+from ..errors import FlexmodalError, InputError
+from ..links import has_links, link_arm_from_model, link_modes
 from ..modal import modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
@@ -34,6 +38,7 @@ from ..export.convention import check_link_state
 from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
 from .polled import PolledSubscription
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
+                          link_modes_request_to_core, link_modes_to_response,
                           modal_map_request_to_core, modal_map_to_response, modal_request_to_core,
                           modal_result_to_msg)
 
@@ -59,6 +64,8 @@ class ModalAnalysisServer(Node):
         self.create_service(ComputeModalParameters, "~/compute_modal_parameters", self.on_parameters)
         self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
         self._init_polynomial_fast_path()
+        self.link_arm = link_arm_from_model(self.model) if has_links(self.model) else None
+        self.create_service(ComputeLinkModes, "~/compute_link_modes", self.on_link_modes)
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
         self.joint_states = PolledSubscription(self, JointState, "/joint_states", 1, raw=True)
@@ -84,6 +91,18 @@ class ModalAnalysisServer(Node):
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
         modal_map_to_response(mmap, response, self.get_clock().now().to_msg())
+        response.success, response.message = True, ""
+        return response
+
+    def on_link_modes(self, request, response):
+        try:
+            if self.link_arm is None:
+                raise InputError(f"robot {self.model.name} has no flexible links (no links: section in its YAML)")
+            arm, q, model, num_modes, regime = link_modes_request_to_core(self.link_arm, request)
+            result = link_modes(arm, q, num_modes, model, regime)
+            link_modes_to_response(arm, result, regime, response)
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
         response.success, response.message = True, ""
         return response
 

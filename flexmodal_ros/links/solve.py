@@ -1,0 +1,511 @@
+"""First N natural frequencies and mode shapes of a beam-link arm (roots of (40), shapes (41)-(44)).
+
+Algorithm (:func:`link_modes`):
+
+1. an upper frequency with at least N roots below it, by doubling, using the Wittrick–Williams
+   count J(ω) of :mod:`.stiffness` (exact: no root can hide from it);
+2. isolation: J on a grid uniform in √ω (bending roots crowd at low ω), then bisection of every
+   interval holding more than one root until each holds exactly one (two roots closer than
+   ``DOUBLE_RTOL`` relative are a double root). With a ``guess`` (the roots of a neighbouring
+   configuration, as in a sweep) J is evaluated at each guessed root ±``WARM_RTOL`` instead of on
+   the grid; the count decides, so a poor guess costs time, never a root;
+3. refinement of all brackets at once on det K(ω), which has no poles below the frame's limit and
+   changes sign once in each bracket, with sign (−1)^J(ω): Newton steps on log|det K| from the
+   guessed root (or the bracket's middle), safeguarded by bisection;
+4. polishing and confirmation: K(ω) mixes stiff axial and soft bending terms in global axes,
+   which limits its roots to ~1e-8 relative for very slender arms; each root is polished on det
+   of the paper's equilibrated M(ω) (39): one secant step through ω(1 ± ``SECANT_STEP``), or,
+   for roots with a close neighbour or when det M does not change sign over the step,
+   Chandrupatla in the root's own Wittrick–Williams bracket (on det K if that bracket contains
+   a cut-off, where the paper's basis degenerates); the smallest singular value of M(ω_j) must
+   then be ≤ ``CONFIRM_RTOL``·σ_max (two for a double root); its singular vector is the mode (37);
+5. shapes: U, V, Ψ of every link from the null vector, in frame 0 through (41)-(44).
+
+Mode-shape normalization (the paper gives none): coefficient vectors are scaled to unit generalized
+mass, Σ_i ∫ ρS(U² + V²) + ρIΨ² dx + Σ_i (M_i|d_i|² + J_iΨ_i(L)²) + Σ B q_m² = 1 [kg, with
+rotations in rad], sign such that the largest global displacement component is positive. The
+:class:`LinkModes` ``mode_shapes`` (the shared :class:`~flexmodal_ros.modes.ModeSet` field used for
+MAC tracking) are the global displacements (ΔX, ΔY) at ``POINTS`` stations per link, rows ordered
+(link, station, X/Y), scaled to unit Euclidean norm as in every ModeSet.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..modes import TWO_PI, ModeSet, classify_stability, normalize_shapes
+from .arm import check_angles
+from .beam import BEAM_MODELS
+from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix, equilibrate,
+                             section_constants, singular_check)
+from .stiffness import build_frame, count_below, determinant
+
+MAX_MODES = 200
+REGIMES = ("full", "below-cutoff")
+POINTS = 21            # stations per link of ModeSet.mode_shapes and of plots
+QUADRATURE = 32        # Gauss-Legendre points per link for the generalized mass
+DOUBLE_RTOL = 1e-11    # brackets narrower than this (relative) with two roots = double root
+ROOT_RTOL = 1e-7       # relative tolerance of the roots refined on det K(ω)
+POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
+POLISH_BRACKET = 1e-6  # half-width of the polishing brackets, relative
+SECANT_STEP = 3e-7     # half-width of the secant polishing step, relative (> the K roots error)
+NEWTON_STEP = 1e-7     # relative difference step of the Newton refinement on det K
+CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms a root
+GRID_PER_MODE = 3
+WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
+_GAUSS = np.polynomial.legendre.leggauss(QUADRATURE)
+
+
+@functools.cache
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+    return ThreadpoolController()
+
+
+def single_thread_blas(fn):
+    """Run ``fn`` with BLAS limited to one thread (threadpoolctl): the solver works on many small
+    matrices, where BLAS threads only add overhead (10-20× slower measured on 2 shared cores)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkModes(ModeSet):
+    """Natural modes of a beam-link arm in one configuration: the undamped
+    :class:`~flexmodal_ros.modes.ModeSet` fields (ζ = 0, eigenvalues jω, stability "marginally
+    stable", shapes as in the module docstring) plus
+
+    ``q`` joint angles [rad]; ``model`` beam model; ``joint_model``; ``thickness_factor``;
+    ``coefficients`` (6n, m) mass-normalized null vectors c_(j) of M(ω_j) (38);
+    ``axial_fractions`` (m,) share of the kinetic energy in axial motion (U, and tip bodies along
+    their link); ``above_cutoff`` (m,) True where ω_j > ω_lim of some link (T model);
+    ``singular_ratios`` (m,) σ_min/σ_max of the equilibrated M(ω_j) (root confirmation);
+    ``station_x`` (POINTS,) station positions as fractions of each link length.
+    """
+
+    q: np.ndarray
+    model: str
+    joint_model: str
+    thickness_factor: float
+    coefficients: np.ndarray
+    axial_fractions: np.ndarray
+    above_cutoff: np.ndarray
+    singular_ratios: np.ndarray
+    station_x: np.ndarray
+
+    @property
+    def omegas(self) -> np.ndarray:
+        """Natural circular frequencies ω_j [rad/s]."""
+        return TWO_PI * self.frequencies_hz
+
+    def to_dict(self, joint_names=None) -> dict:
+        out = {} if joint_names is None else {"joint_names": list(joint_names)}
+        out.update({"positions": self.q.tolist(), "model": self.model, "joint_model": self.joint_model,
+                    "thickness_factor": self.thickness_factor,
+                    "axial_fractions": self.axial_fractions.tolist(),
+                    "above_cutoff": self.above_cutoff.tolist(),
+                    "singular_ratios": self.singular_ratios.tolist(),
+                    "coefficients": self.coefficients.tolist(), "station_x": self.station_x.tolist()})
+        out.update(super().to_dict())
+        return out
+
+
+def check_request(num_modes, model, regime):
+    """InputError naming the field for a bad mode count, beam model or regime."""
+    if model not in BEAM_MODELS:
+        raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {model!r}")
+    if regime not in REGIMES:
+        raise InputError(f"regime: expected one of {', '.join(REGIMES)}, got {regime!r}")
+    if isinstance(num_modes, bool) or not isinstance(num_modes, (int, np.integer)) \
+            or not 1 <= num_modes <= MAX_MODES:
+        raise InputError(f"modes: expected an integer from 1 to {MAX_MODES}, got {num_modes!r}")
+
+
+def cutoff(arm, model: str) -> float:
+    """Lowest Timoshenko cut-off ω_lim over the links [rad/s] (inf for the EB models)."""
+    if model != "timoshenko":
+        return np.inf
+    return min(TWO_PI * b.cutoff_hz for b in arm.beams)
+
+
+@single_thread_blas
+def natural_frequencies(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
+                        guess=None) -> np.ndarray:
+    """ω (N,) [rad/s], ascending with multiplicities: the first ``num_modes`` roots of (40), steps
+    1-3 of the module docstring. ``guess`` (N,) [rad/s] warm-starts the isolation;
+    ``regime="below-cutoff"`` refuses (InputError) when fewer than N roots lie below ω_lim."""
+    q = check_angles(arm, q)
+    check_request(num_modes, model, regime)
+    limit = cutoff(arm, model) if regime == "below-cutoff" else np.inf
+    points = _warm_points(guess, num_modes, limit)
+    if points is not None:
+        frame = build_frame(arm, q, model, points[-1])
+        J = count_below(frame, points)
+        if J[-1] < num_modes:
+            points = None
+    if points is None:
+        w_hi, frame = _upper_bound(arm, q, num_modes, model, limit)
+        points = w_hi * (np.arange(1, GRID_PER_MODE * num_modes + 1) / (GRID_PER_MODE * num_modes)) ** 2
+        J = count_below(frame, points)
+    brackets = _isolate(frame, points, J, num_modes)
+    roots = _refine(frame, brackets, guess)
+    lo = np.concatenate([[b[0]] * b[3] for b in brackets])
+    hi = np.concatenate([[b[1]] * b[3] for b in brackets])
+    single = np.concatenate([[b[3] == 1] * b[3] for b in brackets])
+    return _polish(arm, q, model, frame, roots, lo, hi, single)[:num_modes]
+
+
+def _upper_bound(arm, q, N, model, limit):
+    top = limit * (1 - 1e-9)
+    w = min(_first_guess(arm, model) * N, top)
+    while True:
+        frame = build_frame(arm, q, model, w)
+        J = int(count_below(frame, [w])[0])
+        if J >= N:
+            return w, frame
+        if w >= top:
+            raise InputError(f"modes: only {J} natural frequencies lie below the Timoshenko cut-off "
+                             f"f_lim = {limit / TWO_PI:.6g} Hz (regime below-cutoff); ask for at most "
+                             f"{J} modes, or use the full spectrum")
+        w = min(2.0 * w, top)
+
+
+def _first_guess(arm, model):
+    """A frequency of the order of the arm's first mode [rad/s] (cantilever of the shortest link)."""
+    return min(3.5 / b.length ** 2 * np.sqrt(section_constants(b, model)[0] / (b.rho * b.S)) for b in arm.beams)
+
+
+def _warm_points(guess, N, limit):
+    """Count points for a warm start: each guessed root ±WARM_RTOL and a top point (sorted), or
+    None when the guess is unusable (roots that moved further are still caught by the counts)."""
+    if guess is None:
+        return None
+    g = np.sort(np.asarray(guess, float))
+    if g.shape != (N,) or not np.all(np.isfinite(g)) or g[0] <= 0:
+        return None
+    top = g[-1] * (1 + 2 * WARM_RTOL)
+    if top >= limit:
+        return None
+    pts = np.unique(np.concatenate([g * (1 - WARM_RTOL), g * (1 + WARM_RTOL), [top]]))
+    return pts[pts > 0]
+
+
+def _isolate(frame, points, J, N):
+    """[(lo, hi, J(lo), multiplicity)] for roots 1..N from counts ``J`` at sorted ``points``
+    (J(points[-1]) ≥ N): intervals with more than one root are bisected until they hold one, or
+    are narrower than DOUBLE_RTOL (a multiple root)."""
+    lo = np.concatenate([[0.0], points[:-1]])
+    Jlo = np.concatenate([[0], J[:-1]])
+    pending = [(a, b, ja, jb) for a, b, ja, jb in zip(lo, points, Jlo, J) if jb > ja and ja < N]
+    done = []
+    while pending:
+        split = [p for p in pending if p[3] - p[2] > 1 and p[1] - p[0] > DOUBLE_RTOL * p[1]]
+        done += [(a, b, ja, jb - ja) for a, b, ja, jb in pending
+                 if jb - ja == 1 or b - a <= DOUBLE_RTOL * b]
+        if not split:
+            break
+        mids = np.array([0.5 * (a + b) for a, b, _, _ in split])
+        Jm = count_below(frame, mids)
+        pending = []
+        for (a, b, ja, jb), m, jm in zip(split, mids, Jm):
+            pending += [p for p in ((a, m, ja, jm), (m, b, jm, jb)) if p[3] > p[2] and p[2] < N]
+    done.sort()
+    return done
+
+
+def _refine(frame, brackets, guess=None):
+    """ω (M,) [rad/s] with multiplicities: single-root brackets refined all at once on det K(ω)
+    to ROOT_RTOL (:func:`_newton_on_k`, from the guessed root when one lies in the bracket, else
+    the bracket's middle); multiple roots at the centre of their (DOUBLE_RTOL-narrow) bracket."""
+    single = [i for i, b in enumerate(brackets) if b[3] == 1]
+    roots = {i: 0.5 * (b[0] + b[1]) for i, b in enumerate(brackets) if b[3] > 1}
+    if single:
+        lo = np.array([brackets[i][0] for i in single])
+        hi = np.array([brackets[i][1] for i in single])
+        start = 0.5 * (lo + hi)
+        if guess is not None:
+            g = np.sort(np.asarray(guess, float))
+            pick = np.clip(np.searchsorted(g, start), 0, g.size - 1)
+            start = np.where((g[pick] > lo) & (g[pick] < hi), g[pick], start)
+        parity = np.array([brackets[i][2] for i in single])
+        roots.update(zip(single, _newton_on_k(frame, lo, hi, parity, start, ROOT_RTOL)))
+    out = []
+    for i, b in enumerate(brackets):
+        out += [roots[i]] * b[3]
+    return np.array(out)
+
+
+def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60):
+    """Single roots of det K(ω) in the brackets [lo, hi], all at once: safeguarded Newton steps on
+    det K with the derivative of log|det K| from a second point ω(1 + NEWTON_STEP) in the same
+    batched call; bisection when a step leaves the bracket. The sign of det K is (−1)^J(ω)
+    (det K(0) > 0), so ``parity_lo`` = J(lo) mod 2 gives the bracket's signs without evaluating
+    them. Stops when a step is below ``rtol`` relative or the root lies within the difference step."""
+    a, b = np.array(lo, float), np.array(hi, float)
+    sign_a = np.where(np.asarray(parity_lo) % 2 == 0, 1.0, -1.0)
+    x = np.where((start > a) & (start < b), start, 0.5 * (a + b))
+    active = np.ones(x.size, bool)
+    for _ in range(maxiter):
+        h = np.minimum(NEWTON_STEP * x, 0.5 * (b - x))  # x + h stays inside the one-root bracket
+        sign, logdet = determinant(frame, np.concatenate([x, x + h]))
+        s0, s1 = sign[:x.size], sign[x.size:]
+        l0, l1 = logdet[:x.size], logdet[x.size:]
+        left = s0 == sign_a  # the root lies above x
+        a, b = np.where(active & left, x, a), np.where(active & ~left, x, b)
+        straddle = s0 != s1  # the root lies in [x, x + h]: linear interpolation of det K
+        ratio = np.exp(np.clip(l1 - l0, -700, 700))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = x - h / (l1 - l0)
+            interp = x + h / (1.0 + ratio)
+        step = np.where(straddle, interp, newton)
+        bad = ~np.isfinite(step) | (step <= a) | (step >= b)
+        step = np.where(straddle, interp, np.where(bad, 0.5 * (a + b), step))
+        done = straddle | (np.abs(step - x) <= rtol * x)
+        x = np.where(active, step, x)
+        active &= ~done
+        if not active.any():
+            return x
+    raise RuntimeError("Newton refinement on det K did not converge")
+
+
+def _polish(arm, q, model, frame, roots, lo, hi, single):
+    """Roots refined on det M(ω): one secant step through ω(1 ± SECANT_STEP) where det M changes
+    sign there and no neighbour or cut-off is within POLISH_BRACKET; otherwise Chandrupatla in
+    the root's own Wittrick–Williams bracket [lo, hi] (on det M, or on det K if a cut-off lies
+    inside, where the paper's basis degenerates). Multiple roots are left as they are."""
+    out = roots.copy()
+    limits = [TWO_PI * b.cutoff_hz for b in arm.beams] if model == "timoshenko" else []
+    alone = single.copy()
+    gaps = np.diff(roots)
+    alone[:-1] &= gaps > 3 * POLISH_BRACKET * roots[1:]
+    alone[1:] &= gaps > 3 * POLISH_BRACKET * roots[1:]
+    for lim in limits:
+        alone &= np.abs(roots / lim - 1) > 10 * POLISH_BRACKET
+    idx = np.nonzero(alone)[0]
+    done = np.zeros(roots.size, bool)
+    if idx.size:
+        w = roots[idx]
+        pair = np.concatenate([w * (1 - SECANT_STEP), w * (1 + SECANT_STEP)])
+        mats = characteristic_matrix(arm, q, pair, model)
+        _, dr, dc = equilibrate(mats[:idx.size])
+        scale = np.concatenate([dr, dr])[:, :, None] * np.concatenate([dc, dc])[:, None, :]
+        sign, logdet = np.linalg.slogdet(mats * scale)
+        ref = np.maximum(logdet[:idx.size], logdet[idx.size:])
+        f_lo = sign[:idx.size] * np.exp(logdet[:idx.size] - ref)
+        f_hi = sign[idx.size:] * np.exp(logdet[idx.size:] - ref)
+        secant = f_lo * f_hi < 0
+        a, b = pair[:idx.size][secant], pair[idx.size:][secant]
+        out[idx[secant]] = a - f_lo[secant] * (b - a) / (f_hi[secant] - f_lo[secant])
+        done[idx[secant]] = True
+    rest = np.nonzero(single & ~done)[0]
+    if rest.size:
+        straddle = np.zeros(rest.size, bool)
+        for lim in limits:
+            straddle |= (lo[rest] <= lim * (1 + 1e-9)) & (hi[rest] >= lim * (1 - 1e-9))
+        on_m, on_k = rest[~straddle], rest[straddle]
+        if on_m.size:
+            out[on_m] = _chandrupatla_on_m(arm, q, model, lo[on_m], hi[on_m])
+        if on_k.size:
+            out[on_k] = _chandrupatla_on_k(frame, lo[on_k], hi[on_k], POLISH_RTOL)
+    return out
+
+
+def _chandrupatla_on_m(arm, q, model, lo, hi):
+    """Single roots of det M(ω) (equilibration fixed per bracket at its midpoint) in [lo, hi]."""
+    _, dr, dc = equilibrate(characteristic_matrix(arm, q, 0.5 * (lo + hi), model))
+
+    def scaled(w, which):
+        return np.linalg.slogdet(characteristic_matrix(arm, q, w, model) * dr[which][:, :, None]
+                                 * dc[which][:, None, :])
+
+    every = np.arange(lo.size)
+    sign_hi, ref = scaled(hi, every)
+    sign_lo, log_lo = scaled(lo, every)
+
+    def scaled_det(w, which):
+        sign, logdet = scaled(w, which)
+        return sign * np.exp(logdet - ref[which])
+
+    return chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, POLISH_RTOL)
+
+
+def _chandrupatla_on_k(frame, lo, hi, rtol, guess=None):
+    """Single roots of det K(ω) in [lo, hi] (no poles below frame.omega_max), scaled per bracket
+    by |det K| at its upper end."""
+    sign_hi, ref = determinant(frame, hi)
+    sign_lo, log_lo = determinant(frame, lo)
+
+    def scaled_det(w, which):
+        sign, logdet = determinant(frame, w)
+        return sign * np.exp(logdet - ref[which])
+
+    return chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, rtol, start=guess)
+
+
+def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100, start=None):
+    """Roots of ``fun(x, index)`` in brackets [a, b] (arrays, f(a)·f(b) < 0), all at once.
+
+    Chandrupatla's (1997) method: each step evaluates f at x1 + t(x2 − x1), x1 the newest point
+    and x2 the bracket end of opposite sign; t from inverse quadratic interpolation through the
+    last three points when they satisfy Chandrupatla's criterion, else t = ½ (bisection; the
+    first step is a regula falsi step kept within 5-95 % of the bracket); steps
+    are kept at least ``tol`` inside the bracket; stops when |x2 − x1| < 2·tol or when an
+    interpolation step moved less than tol (superlinear convergence), tol = xrtol·|x|.
+    ``fun`` receives the abscissae of all brackets (converged ones at their root) and their
+    indices; ``start`` (optional,
+    strictly inside the brackets) replaces the first trial points.
+    """
+    x1, x2 = np.array(a, float), np.array(b, float)
+    f1, f2 = np.array(fa, float), np.array(fb, float)
+    if np.any(np.sign(f1) == np.sign(f2)):
+        raise RuntimeError("chandrupatla: a bracket does not change sign")
+    x3, f3 = x2.copy(), f2.copy()
+    t = np.clip(f1 / (f1 - f2), 0.05, 0.95)  # first step: regula falsi
+    if start is not None:
+        t = (np.asarray(start, float) - x1) / (x2 - x1)
+    best = np.where(np.abs(f1) < np.abs(f2), x1, x2)
+    active = np.ones(x1.shape, bool)
+    last = np.full(x1.shape, np.nan)  # previous trial point
+    interpolated = np.zeros(x1.shape, bool)
+    every = np.arange(x1.size)
+    for _ in range(maxiter):
+        xt = np.where(active, x1 + t * (x2 - x1), best)
+        small_step = interpolated & (np.abs(xt - last) <= xrtol * np.abs(xt))
+        last = xt
+        ft = fun(xt, every)
+        same = np.sign(ft) == np.sign(f1)
+        x3, f3 = np.where(same, x1, x2), np.where(same, f1, f2)
+        x2, f2 = np.where(same, x2, x1), np.where(same, f2, f1)
+        x1, f1 = xt, ft
+        best = np.where(active, np.where(np.abs(f1) < np.abs(f2), x1, x2), best)
+        width = np.abs(x2 - x1)
+        tol = xrtol * np.abs(best)
+        tl = tol / np.where(width > 0, width, 1.0)
+        active &= ~((width <= 2 * tol) | (ft == 0) | small_step)
+        if not active.any():
+            return best
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            xi = (x1 - x2) / (x3 - x2)
+            phi = (f1 - f2) / (f3 - f2)
+            t_iqi = f1 / (f2 - f1) * f3 / (f2 - f3) + (x3 - x1) / (x2 - x1) * f1 / (f3 - f1) * f2 / (f3 - f2)
+        interpolated = (phi * phi < xi) & ((1 - phi) ** 2 < 1 - xi) & np.isfinite(t_iqi)
+        t = np.clip(np.where(interpolated, t_iqi, 0.5), tl, 1 - tl)
+    raise RuntimeError("chandrupatla: no convergence")
+
+
+@single_thread_blas
+def link_modes(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
+               guess=None) -> LinkModes:
+    """First ``num_modes`` natural frequencies [Hz] and mode shapes of ``arm`` at joint angles ``q``
+    (n,) [rad] for beam ``model`` (timoshenko | euler-bernoulli | eb-inextensible): steps 1-5 of
+    the module docstring. ``guess``: natural frequencies [rad/s] of a nearby configuration (warm
+    start; ignored when J does not confirm it). Raises InputError on bad input and RuntimeError if
+    a root fails its singular-value confirmation (a numerical failure, never expected)."""
+    q = check_angles(arm, q)
+    omegas = natural_frequencies(arm, q, num_modes, model, regime, guess)
+    coeffs, ratios = _null_vectors(arm, q, omegas, model)
+    return _assemble(arm, q, model, omegas, coeffs, ratios)
+
+
+def _null_vectors(arm, q, omegas, model):
+    """Coefficient columns (6n, N) and σ_min/σ_max (N,) of M(ω_j); a root of multiplicity k takes
+    the k smallest singular vectors."""
+    ratios_all, vecs = singular_check(arm, q, omegas, model)
+    coeffs, ratios = np.zeros((6 * arm.n, omegas.size)), np.zeros(omegas.size)
+    j = 0
+    while j < omegas.size:
+        mult = int(np.sum(np.abs(omegas - omegas[j]) <= DOUBLE_RTOL * omegas[j]))
+        if ratios_all[j, mult - 1] > CONFIRM_RTOL:
+            raise RuntimeError(f"root {omegas[j] / TWO_PI:.9g} Hz not confirmed by M(ω): "
+                               f"σ_min/σ_max = {ratios_all[j, :mult]}")
+        coeffs[:, j:j + mult] = vecs[j, :, :mult]
+        ratios[j:j + mult] = ratios_all[j, :mult]
+        j += mult
+    return coeffs, ratios
+
+
+def link_fields(arm, model, omegas, coeffs, x_fraction):
+    """Per link: (x [m] (P,), state (6, P, m) — V, Ψ, T, M, U, N — of mode columns ``coeffs``
+    (6n, m) at their frequencies ``omegas`` (m,)) at stations x = fraction·L."""
+    Z = arm_basis(arm, model, omegas, x_fraction)  # (m, n, P, 6, 6)
+    states = np.einsum("mnpij,njm->nipm", Z, coeffs.reshape(arm.n, 6, -1))
+    return [(np.asarray(x_fraction, float) * beam.length, states[i]) for i, beam in enumerate(arm.beams)]
+
+
+def generalized_mass(arm, model, fields) -> tuple:
+    """(total (m,), axial (m,)) generalized mass (module docstring) from the link ``fields`` of
+    :func:`link_fields` at stations ``[0, 1, Gauss points...]``."""
+    _, wg = _GAUSS
+    total, axial = 0.0, 0.0
+    for (_, s), beam in zip(fields, arm.beams):
+        _, _, rhoS, rhoI, _ = section_constants(beam, model)
+        w = 0.5 * beam.length * wg
+        inner, tip = s[:, 2:], s[:, 1]
+        ax = rhoS * (w @ inner[U] ** 2) + beam.tip_mass * tip[U] ** 2
+        total = total + ax + rhoS * (w @ inner[V] ** 2) + rhoI * (w @ inner[PSI] ** 2) \
+            + beam.tip_mass * tip[V] ** 2 + beam.tip_inertia * tip[PSI] ** 2
+        axial = axial + ax
+    for i in range(arm.n):
+        if np.isfinite(arm.motor_stiffness[i]):
+            total = total + arm.rotor_inertia[i] * motor_angles(arm, i, fields) ** 2
+    return total, axial
+
+
+def motor_angles(arm, i, fields):
+    """q_m (m,) of servo joint i: root rotation − tip rotation of link i−1 − spring stretch
+    (``fields`` with stations 0 and 1 first)."""
+    root = fields[i][1][:, 0]
+    before = fields[i - 1][1][PSI, 1] if i > 0 else 0.0
+    stretch = 0.0 if np.isinf(arm.joint_stiffness[i]) else root[MOMENT] / arm.joint_stiffness[i]
+    return root[PSI] - before - stretch
+
+
+def global_displacements(arm, q, fields) -> tuple:
+    """(points (n, P, 2), displacements (n, P, 2, m)) in frame 0 by (41)-(44) from the link
+    ``fields`` of :func:`link_fields`: undeformed station positions and R_0i [U; V] per mode
+    (θ_1 = q[0] included)."""
+    alpha = np.cumsum(q)
+    origin = np.zeros(2)
+    pts, disp = [], []
+    for i, (x, s) in enumerate(fields):
+        c, sn = np.cos(alpha[i]), np.sin(alpha[i])
+        R = np.array([[c, -sn], [sn, c]])
+        pts.append(origin + np.outer(x, R[:, 0]))
+        disp.append(np.einsum("ab,bpm->pam", R, np.stack([s[U], s[V]])))
+        origin = origin + arm.beams[i].length * R[:, 0]
+    return np.array(pts), np.array(disp)
+
+
+def mode_stations(arm, q, modes: "LinkModes", x_fraction) -> tuple:
+    """(points (n, P, 2), displacements (n, P, 2, m)) of the mass-normalized modes of ``modes``
+    at stations x = fraction·L, frame 0 [m]."""
+    fields = link_fields(arm, modes.model, modes.omegas, modes.coefficients, x_fraction)
+    return global_displacements(arm, q, fields)
+
+
+def _assemble(arm, q, model, omegas, coeffs, ratios) -> LinkModes:
+    m = omegas.size
+    stations = np.linspace(0.0, 1.0, POINTS)
+    gauss = 0.5 * (_GAUSS[0] + 1.0)
+    fields = link_fields(arm, model, omegas, coeffs, np.concatenate([[0.0, 1.0], gauss, stations]))
+    total, axial = generalized_mass(arm, model, [(x, s[:, :2 + QUADRATURE]) for x, s in fields])
+    scale = 1.0 / np.sqrt(total)
+    _, d = global_displacements(arm, q, [(x[-POINTS:], s[:, -POINTS:]) for x, s in fields])
+    flat = d.reshape(-1, m) * scale
+    sign = np.sign(flat[np.argmax(np.abs(flat), axis=0), np.arange(m)])
+    sign[sign == 0] = 1.0
+    lam = 1j * omegas
+    label, bad = classify_stability(np.concatenate([lam, lam.conj()]))
+    return LinkModes(frequencies_hz=omegas / TWO_PI, damping_ratios=np.zeros(m), eigenvalues=lam,
+                     mode_shapes=normalize_shapes((flat * sign).astype(complex)),
+                     real_eigenvalues=np.zeros(0), stability=label, unstable_eigenvalues=bad,
+                     q=np.array(q, float), model=model, joint_model=arm.joint_model,
+                     thickness_factor=arm.thickness_factor, coefficients=coeffs * scale * sign,
+                     axial_fractions=axial / total, above_cutoff=omegas > cutoff(arm, model),
+                     singular_ratios=ratios, station_x=stations)
