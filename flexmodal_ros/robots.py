@@ -59,3 +59,37 @@ def resolve_model(robot=None, urdf=None, params=None):
     if urdf:
         raise ConfigError("params: a flexibility YAML is required with a URDF")
     raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")
+
+
+def resolve_any_model(robot=None, urdf=None, params=None):
+    """Like :func:`resolve_model`, but a robot whose YAML declares passive joints or loop
+    closures comes back as a :class:`flexmodal_ros.constrained.robot.ClosedChainRobot`."""
+    if is_closed_chain(robot, urdf, params):
+        return resolve_closed_chain(robot, urdf, params)
+    return resolve_model(robot, urdf, params)
+
+
+def is_closed_chain(robot=None, urdf=None, params=None) -> bool:
+    """True if the selected robot's YAML declares passive joints or loop closures."""
+    from .config import load_config
+
+    if robot and (urdf or params):
+        raise ConfigError("give either a robot name or urdf/params files, not both")
+    path = robot_paths(robot)[1] if robot else params
+    if not path:
+        return False
+    return load_config(path).closed_chain
+
+
+def resolve_closed_chain(robot=None, urdf=None, params=None):
+    """The selected robot as a :class:`~flexmodal_ros.constrained.robot.ClosedChainRobot` (a serial
+    robot is accepted too: a constrained system without closures)."""
+    from .constrained.robot import load_closed_chain
+
+    if robot and (urdf or params):
+        raise ConfigError("give either a robot name or urdf/params files, not both")
+    if robot:
+        return load_closed_chain(*robot_paths(robot))
+    if params:
+        return load_closed_chain(urdf or None, params)
+    raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")

@@ -5,7 +5,8 @@
         urdf_path:=/path/robot.urdf params_path:=/path/robot.yaml
 
 Arguments: ``robot`` (bundled name: scompi, planar_2r, kuka_lwr4; empty to use the files),
-``urdf_path``, ``params_path`` (flexibility YAML), ``publish_rate_hz``, ``joint_state_timeout_s``.
+``urdf_path``, ``params_path`` (flexibility YAML), ``publish_rate_hz``, ``joint_state_timeout_s``,
+``method`` (mcs | rcs | ucs, closed-chain robots such as parallelogram_arm).
 """
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
@@ -19,6 +20,8 @@ ARGUMENTS = {
     "params_path": ("", "flexibility parameter YAML (used when robot is empty)", str),
     "publish_rate_hz": ("10.0", "rate of ~/modal_parameters while joint states are fresh [Hz]", float),
     "joint_state_timeout_s": ("0.5", "joint states older than this are stale [s]", float),
+    "method": ("", "constrained linearization mcs|rcs|ucs (closed-chain robots; empty: mcs for "
+               "them, the flexible-joint AMA otherwise)", str),
 }
 
 

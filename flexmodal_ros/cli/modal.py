@@ -10,6 +10,7 @@ from ..model import with_overrides
 from ..modes import plot_map, write_csv, write_json
 from ..sweep import config_grid, config_line, modal_map
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 
 MAX_CROSSINGS_SHOWN = 10
 
@@ -19,6 +20,7 @@ def add_parser(sub):
     add_model_options(p)
     p.add_argument("--q", required=True, help="configuration, comma-separated, URDF joint order [rad or m]")
     _add_override_options(p)
+    add_method_option(p)
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -39,6 +41,7 @@ def add_parser(sub):
     s.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     s.add_argument("--workers", type=int, default=None, help="worker threads (default: up to 2 CPUs)")
     s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_method_option(s)
     add_json_option(s)
     s.set_defaults(func=run_sweep)
 
@@ -62,6 +65,8 @@ def _model(args):
 
 
 def run(args):
+    if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
+        return run_robot_modal(args)
     model = _model(args)
     result = modal_analysis(model, parse_floats(args.q, "--q"))
     if args.json:
@@ -112,9 +117,12 @@ def _read_configs(path):
 
 
 def run_sweep(args):
-    model = _model(args)
-    mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                     workers=args.workers, progress=not args.no_progress)
+    if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
+        model, mmap = robot_sweep(args)
+    else:
+        model = _model(args)
+        mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
+                         workers=args.workers, progress=not args.no_progress)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = [write_csv(mmap, out / "modal_map.csv"), write_json(mmap, out / "modal_map.json")]

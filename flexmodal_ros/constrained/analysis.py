@@ -25,6 +25,7 @@ sparse coordinate-partitioning basis there, UCS filters the penalty modes as abo
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,8 @@ from .linearize import (METHODS, DescriptorSystem, Penalty, SecondOrderSystem, _
 UCS_SPURIOUS_THRESHOLD = 1e-3   # η = ‖Φ̂_q v‖/‖v‖ above this: a penalty (spurious) mode
 INFINITE_TOL = 1e-8             # |β|/‖(α, β)‖ at or below this: an infinite eigenvalue (RCS)
 REAL_RTOL = 1e-12               # |Im s| ≤ REAL_RTOL·|s| from ARPACK: a real eigenvalue
+SHIFT_OFFSET = 1e-10            # relative offset of the inverse-iteration shift from the eigenvalue
+SMALL_ORDER = 40                # pencils up to this order take the dense QZ on the sparse path
 SOLVERS = ("auto", "general", "symmetric")
 
 
@@ -206,7 +209,7 @@ def _second_order_modes(lin: SecondOrderSystem, solver, num_modes, sigma, refine
         E = sp.block_diag([sp.identity(k), sp.csc_matrix(lin.M)], format="csc")
         A = sp.bmat([[None, sp.identity(k)], [-sp.csc_matrix(lin.K), -sp.csc_matrix(lin.C)]],
                      format="csc")
-        w, y = _shift_invert(A, E, min(2 * num_modes + 2, 2 * k - 2), sigma)
+        w, y = _shift_invert(A, E, 2 * num_modes + 2, sigma)
         x, diag = y[:k], {"solver": "arpack"}
         if refine:
             w, x = _refine_quadratic(lin, w, x, refine)
@@ -251,12 +254,17 @@ def _lowest_oscillatory(w, count):
 
 
 def _factor(matrix):
-    """Solver for a complex square matrix: sparse LU when sparse enough, dense LU otherwise."""
+    """Solver for a complex square matrix (sparse LU when sparse enough, dense LU otherwise), or
+    None if it is exactly singular (the eigenvalue is then already exact to round-off)."""
     nnz = matrix.nnz if sp.issparse(matrix) else np.count_nonzero(matrix)
-    if nnz < 0.1 * matrix.shape[0] ** 2:
-        lu = spla.splu(sp.csc_matrix(matrix, dtype=complex))
-        return lu.solve
-    lu = sla.lu_factor(_dense(matrix).astype(complex), check_finite=False)
+    try:
+        if nnz < 0.1 * matrix.shape[0] ** 2:
+            return spla.splu(sp.csc_matrix(matrix, dtype=complex)).solve
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sla.LinAlgWarning)
+            lu = sla.lu_factor(_dense(matrix).astype(complex), check_finite=False)
+    except (RuntimeError, sla.LinAlgWarning, np.linalg.LinAlgError):
+        return None
     return lambda b: sla.lu_solve(lu, b, check_finite=False)
 
 
@@ -275,7 +283,10 @@ def _refine_quadratic(lin: SecondOrderSystem, w, x, count):
     w, x = w.copy(), x.astype(complex).copy()
     for i in _lowest_oscillatory(w, count):
         s = w[i]
-        solve = _factor(K + s * C + s * s * M)
+        shifted = s * (1 + SHIFT_OFFSET)  # never exactly singular; inverse iteration is unaffected
+        solve = _factor(K + shifted * C + shifted ** 2 * M)
+        if solve is None:
+            continue
         v = x[:, i]
         for _ in range(2):
             v = solve(np.asarray((2 * s * M + C) @ v).ravel())
@@ -298,8 +309,12 @@ def _refine_pencil(lin: DescriptorSystem, w, y, count):
     w, y = w.copy(), y.astype(complex).copy()
     for i in _lowest_oscillatory(w, count):
         s = w[i] * tau
-        bordered = sp.bmat([[sp.csc_matrix(K + s * C + s * s * M), phi.T], [phi, None]], format="csc")
+        shifted = s * (1 + SHIFT_OFFSET)
+        bordered = sp.bmat([[sp.csc_matrix(K + shifted * C + shifted ** 2 * M), phi.T], [phi, None]],
+                           format="csc")
         solve = _factor(bordered)
+        if solve is None:
+            continue
         v = y[:n, i]
         for _ in range(2):
             rhs = np.concatenate([np.asarray((2 * s * M + C) @ v).ravel(), np.zeros(m)])
@@ -342,8 +357,13 @@ def _rayleigh_root(M, C, K, v, s):
 def _shift_invert(A, E, k, sigma):
     """k eigenpairs of the pencil (A, E) nearest to ``sigma``: ARPACK on (A − σE)⁻¹E."""
     size = A.shape[0]
-    if not 1 <= k < size - 1:
-        raise InputError(f"num_modes: too many modes requested for a model of order {size}")
+    if k < 1:
+        raise InputError(f"num_modes: must be >= 1, got {k}")
+    if k >= size - 1 or size <= SMALL_ORDER:  # ARPACK needs k < order − 1: small models by QZ
+        w, y, infinite, _ = _qz(_dense(A), _dense(E), INFINITE_TOL)
+        keep = np.flatnonzero(~infinite)
+        keep = keep[np.argsort(np.abs(w[keep] - sigma), kind="stable")[:k]]
+        return w[keep], y[:, keep]
     try:
         lu = spla.splu(sp.csc_matrix(A - sigma * E))
     except RuntimeError as exc:
@@ -363,7 +383,7 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
     n, m, tau = lin.n, lin.m, lin.time_scale
     diag = dict(lin.info)
     if num_modes is not None:
-        w, y = _shift_invert(lin.A, lin.E, min(2 * num_modes + 2, 2 * (n - m) - 1), sigma / tau)
+        w, y = _shift_invert(lin.A, lin.E, 2 * num_modes + 2, sigma / tau)
         diag.update({"solver": "arpack", "infinite_eigenvalues": "not computed (ν = 0 under "
                      "shift-invert)"})
         if refine:

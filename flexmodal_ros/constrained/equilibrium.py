@@ -36,6 +36,7 @@ RANK_RTOL = 1e-8          # σ_i ≤ RANK_RTOL·σ_max counts as a lost rank of 
 NEWTON_TOL = 1e-12        # relative tolerance on the scaled KKT residual
 MAX_ITERATIONS = 60
 STEP_RTOL = 1e-13         # a Newton step this small (relative to ‖q‖) ends the iteration
+ACCEPT_TOL = 1e-8         # ... and the point is accepted if the scaled residual is below this
 
 
 class ConstraintError(InputError):
@@ -138,14 +139,19 @@ def static_equilibrium(system, q_guess, u=None, t=0.0, data=None, check_redundan
     lam = sla.lstsq(_dense(terms.phi_q).T, terms.f, lapack_driver="gelsd")[0] if m else np.zeros(0)
     force_scale = 1.0 + np.linalg.norm(terms.f)
     length_scale = 1.0 + np.linalg.norm(q)
-    iterations = 0
+    iterations, converged = 0, False
+
+    def small(r_force, phi, tol):
+        return (np.linalg.norm(r_force) <= tol * force_scale
+                and np.linalg.norm(phi) <= tol * length_scale)
+
     for iterations in range(1, max_iterations + 1):
         terms = system.terms(q, u, lam, t, data=data)
         phi_q = _dense(terms.phi_q)
         r_force = terms.f - phi_q.T @ lam
         _check_finite(r_force, "the force balance f − Φ_qᵀλ", system)
-        if (np.linalg.norm(r_force) <= NEWTON_TOL * force_scale
-                and np.linalg.norm(terms.phi) <= NEWTON_TOL * length_scale):
+        if small(r_force, terms.phi, NEWTON_TOL):
+            converged = True
             break
         K_q = _dense(terms.hessian) - _dense(terms.f_q)
         kkt = np.block([[K_q, phi_q.T], [phi_q, np.zeros((m, m))]])
@@ -155,8 +161,10 @@ def static_equilibrium(system, q_guess, u=None, t=0.0, data=None, check_redundan
         if np.linalg.norm(step[:n]) <= STEP_RTOL * length_scale and iterations > 1:
             terms = system.terms(q, u, lam, t, data=data)
             phi_q, r_force = _dense(terms.phi_q), terms.f - _dense(terms.phi_q).T @ lam
-            break  # converged to the round-off floor of the residual
-    else:
+            # stalled: converged to the round-off floor of the residual, or no equilibrium
+            converged = small(r_force, terms.phi, ACCEPT_TOL)
+            break
+    if not converged:
         raise ConstraintError(
             f"{system.name}: no static equilibrium found from the guess in {max_iterations} "
             f"Newton iterations (‖f − Φ_qᵀλ‖ = {np.linalg.norm(r_force):.3g}, "

@@ -24,7 +24,7 @@ import casadi as ca
 import numpy as np
 
 from ..errors import InputError
-from ..validation import finite_vector, nonnegative, positive
+from ..validation import finite_scalar, finite_vector, nonnegative, positive
 from .system import lagrangian_system
 
 
@@ -42,14 +42,16 @@ class FourBarParameters:
     gravity: tuple = (0.0, -9.81)
 
     def __post_init__(self):
-        if int(self.loops) != self.loops or self.loops < 1:
+        loops = finite_scalar(self.loops, "loops")
+        if int(loops) != loops or loops < 1:
             raise InputError(f"loops: must be an integer >= 1, got {self.loops}")
-        positive(self.rod_length, "rod_length")
-        positive(self.rod_mass, "rod_mass")
-        nonnegative(self.spring_stiffness, "spring_stiffness")
-        positive(self.spring_length, "spring_length")
-        nonnegative(self.damping, "damping")
-        finite_vector(self.gravity, 2, "gravity")
+        checked = {"loops": int(loops), "gravity": tuple(map(float, finite_vector(self.gravity, 2, "gravity")))}
+        for name, check in (("rod_length", positive), ("rod_mass", positive),
+                            ("spring_stiffness", nonnegative), ("spring_length", positive),
+                            ("damping", nonnegative)):
+            checked[name] = float(check(getattr(self, name), name))
+        for name, value in checked.items():  # numbers as floats (YAML may give strings like 1.0e8)
+            object.__setattr__(self, name, value)
 
 
 def fourbar_system(params: FourBarParameters = FourBarParameters()):

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..validation import finite_vector, positive
+from ..validation import finite_scalar, finite_vector, positive
 from .system import lagrangian_system
 
 _GAUSS_S, _GAUSS_W = np.polynomial.legendre.leggauss(4)   # exact for the degree-6 integrands
@@ -51,11 +51,15 @@ class PendulumParameters:
     gravity: tuple = (0.0, -9.81)
 
     def __post_init__(self):
-        if int(self.elements) != self.elements or self.elements < 1:
+        elements = finite_scalar(self.elements, "elements")
+        if int(elements) != elements or elements < 1:
             raise InputError(f"elements: must be an integer >= 1, got {self.elements}")
+        checked = {"elements": int(elements),
+                   "gravity": tuple(map(float, finite_vector(self.gravity, 2, "gravity")))}
         for name in ("length", "density", "youngs_modulus", "radius"):
-            positive(getattr(self, name), name)
-        finite_vector(self.gravity, 2, "gravity")
+            checked[name] = float(positive(getattr(self, name), name))
+        for name, value in checked.items():  # numbers as floats (YAML may give strings like 1.0e8)
+            object.__setattr__(self, name, value)
 
     @property
     def area(self) -> float:

@@ -485,3 +485,25 @@ def robot_result_dict(robot, modes, point) -> dict:
            "closure_multipliers": point.multipliers.tolist(), "notes": list(point.notes)}
     out.update(modes.to_dict())
     return out
+
+
+def robot_modal_map(robot, configurations, method="mcs", track=True, progress=None, **options):
+    """Modes over ``configurations`` (rows of actuated-joint or all-joint values), each closure
+    solve starting from the previous configuration (continuation along the sweep), MAC-tracked.
+    Returns (:class:`~flexmodal_ros.modes.ModalMap` over the rows as given, list of
+    :class:`SetPoint`); ``progress(k)`` is called after each configuration."""
+    from ..modes import map_modes
+
+    rows = [finite_vector(row, None, f"configurations[{i}]") for i, row in enumerate(configurations)]
+    if not rows:
+        raise InputError("configurations: none given")
+    results, points, guess = [], [], None
+    for row in rows:
+        modes, point = robot_modes(robot, row, method, guess=guess, **options)
+        results.append(modes)
+        points.append(point)
+        guess = point.q
+        if progress:
+            progress(1)
+    names = robot.actuated_names if rows[0].size == robot.actuated.size else robot.joint_names
+    return map_modes(names, np.array(rows), results, track), points

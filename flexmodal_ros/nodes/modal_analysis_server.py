@@ -2,7 +2,9 @@
 
 Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (flexibility YAML;
 an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
-default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
+default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5);
+``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
+default mcs; set for a serial robot it selects the constrained path too).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
 ``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
@@ -25,6 +27,7 @@ from ..modal import modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
 from .common import Throttle, declare_robot_model, run_node
+from .constrained_modal import ClosedChainModal
 from .polled import PolledSubscription
 from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
                           modal_map_to_response, modal_request_to_core, modal_result_to_msg)
@@ -37,7 +40,12 @@ class ModalAnalysisServer(Node):
 
     def __init__(self, **kwargs):
         super().__init__("modal_analysis", **kwargs)
-        self.model = declare_robot_model(self)
+        # Closed-chain robots (YAML loop closures), or any robot with `method` set, go through
+        # flexmodal_ros.constrained (method: mcs | rcs | ucs; nodes/constrained_modal.py).
+        method = self.declare_parameter("method", "").value
+        self.model = declare_robot_model(self, closed_chain=True, constrained=bool(method))
+        self.closed_chain = (ClosedChainModal(self.model, method)
+                             if getattr(self.model, "closed_chain", False) else None)
         rate = self.declare_parameter("publish_rate_hz", 10.0).value
         self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
         if not rate > 0 or not self.timeout > 0:
@@ -55,6 +63,8 @@ class ModalAnalysisServer(Node):
         self.get_logger().info(f"modal analysis of '{self.model.name}' ({self.model.n} joints) ready")
 
     def on_parameters(self, request, response):
+        if self.closed_chain:
+            return self.on_closed_chain_parameters(request, response)
         try:
             model, q = modal_request_to_core(self.model, request)
             result = modal_analysis(model, q, self.data)
@@ -65,13 +75,31 @@ class ModalAnalysisServer(Node):
         response.success, response.message = True, ""
         return response
 
+    def on_closed_chain_parameters(self, request, response):
+        try:
+            response.result = self.closed_chain.parameters(request, self.get_clock().now().to_msg())
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        response.success, response.message = True, ""
+        return response
+
     def on_map(self, request, response):
+        if self.closed_chain:
+            return self.on_closed_chain_map(request, response)
         try:
             model, qs = modal_map_request_to_core(self.model, request)
             mmap = modal_map(model, qs, track=request.track_modes)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
         modal_map_to_response(mmap, response, self.get_clock().now().to_msg())
+        response.success, response.message = True, ""
+        return response
+
+    def on_closed_chain_map(self, request, response):
+        try:
+            self.closed_chain.modal_map(request, response, self.get_clock().now().to_msg())
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
         response.success, response.message = True, ""
         return response
 
@@ -82,6 +110,8 @@ class ModalAnalysisServer(Node):
         if self.latest is None or time.monotonic() - self.latest[1] > self.timeout:
             return
         msg = deserialize_message(self.latest[0], JointState)
+        if self.closed_chain:
+            return self.publish_closed_chain(msg)
         try:
             q = joint_state_to_configuration(self.model, msg)
         except FlexmodalError as exc:
@@ -91,6 +121,13 @@ class ModalAnalysisServer(Node):
         stamp = msg.header.stamp
         result = modal_analysis(self.model, q, self.data)
         self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp))
+
+    def publish_closed_chain(self, msg):
+        try:
+            self.publisher.publish(self.closed_chain.live(msg, msg.header.stamp))
+        except REQUEST_ERRORS as exc:
+            if self._throttle():
+                self.get_logger().warn(f"ignoring joint state: {exc}")
 
     def destroy_node(self):
         if hasattr(self, "joint_states"):
