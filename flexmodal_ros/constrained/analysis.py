@@ -1,20 +1,24 @@
 """Eigenanalysis of the MCS / RCS / UCS linearizations → one result type, :class:`ConstrainedModes`.
 
-Dense paths (whole spectrum):
+Dense paths (whole spectrum). MCS and UCS solve a second-order model M ẍ + C ẋ + K x = 0 through
+its first-order pencil (E, A) = (blkdiag(I, M), [[0, I], [−K, −C]]) scaled like the RCS pencil
+(time by ω_ref = √(‖K‖/‖M‖), rows by ‖K‖; a plain state-matrix eig loses ~1e-5 on the lowest
+modes of the stiff pendulum model), by QZ:
 
-* MCS: the 2(n − r) state matrix of (6) by ``numpy.linalg.eig`` (LAPACK geev, balanced), or —
-  for an undamped, symmetric reduced model (C_r = 0, K_r = K_rᵀ) — the symmetric-definite problem
-  K_r x = ω² M_r x by ``scipy.linalg.eigh`` (``solver="auto"`` chooses). No spurious eigenvalues.
-* RCS: the scaled descriptor pair (A, E) by QZ (``scipy.linalg.eig`` with homogeneous
-  eigenvalues (α, β), s = ω_ref α/β). A spurious eigenvalue is *infinite*: |β| ≤
+* MCS: the 2(n − r) pencil of (6), or — for an undamped, symmetric reduced model (C_r = 0,
+  K_r = K_rᵀ) — the symmetric-definite problem K_r x = ω² M_r x by ``scipy.linalg.eigh``
+  (``solver="auto"`` chooses). No spurious eigenvalues.
+* RCS: the scaled descriptor pair (A, E) by QZ (LAPACK dggev: homogeneous eigenvalues (α, β),
+  s = ω_ref α/β). A spurious eigenvalue is *infinite*: |β| ≤
   ``infinite_tol``·‖(α, β)‖ (classified by β, not by the size of α/β: QZ can return infinite
   eigenvalues as large finite numbers, notes_001 §4). 3r of them (r = rank Φ_q).
-* UCS: the 2n state matrix of (14). Spurious eigenvalues belong to the penalty springs: their
+* UCS: the 2n pencil of (14). Spurious eigenvalues belong to the penalty springs: their
   eigenvectors violate the velocity constraints. With Φ̂_q the row-normalized constraint Jacobian
   and v the position part of the eigenvector, the violation η = ‖Φ̂_q v‖/‖v‖ (dimensionless; the
   constraint velocity Φ_q(s v) relative to ‖s v‖) is O(1) for the 2r penalty modes and of order
-  λ/(αω²·length) for physical ones (≈1e-7 for the four-bar, notes_001 §4). Threshold
-  ``UCS_SPURIOUS_THRESHOLD = 1e-3`` (configurable ``spurious_threshold``): η above it is spurious.
+  λ/(αω²·length) for physical ones (≈1e-7 for the four-bar, notes_001 §4; ≤ 5e-5 for the
+  pendulum, whose penalty modes have η ≥ 0.04). Threshold ``UCS_SPURIOUS_THRESHOLD = 1e-3``
+  (configurable ``spurious_threshold``): η above it is spurious.
 
 Sparse path (``num_modes=k``): shift-invert Arnoldi (ARPACK via ``scipy.sparse.linalg.eigs``) on
 the first-order pencil with a sparse LU of (A − σE): the operator (A − σE)⁻¹E has eigenvalues
@@ -101,14 +105,15 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
                    penalty: Penalty = Penalty(), basis="auto", independent=None, reselect=True,
                    solver="auto", scale=True, refine=None,
                    spurious_threshold=UCS_SPURIOUS_THRESHOLD, infinite_tol=INFINITE_TOL,
-                   data=None) -> ConstrainedModes:
+                   q_penalty=None, data=None) -> ConstrainedModes:
     """Modes of ``system`` linearized about ``equilibrium`` by ``method`` ("mcs", "rcs", "ucs").
 
     ``num_modes=None`` computes the whole spectrum densely; an integer k the k lowest modes
     (nearest to the real shift ``sigma`` [1/s]) by sparse shift-invert ARPACK. MCS options:
     ``basis``, ``independent``, ``reselect`` (:func:`~.linearize.mcs_linearization`), ``solver``
     ("auto" | "general" | "symmetric"); RCS: ``scale``, ``infinite_tol``; UCS: ``penalty``,
-    ``spurious_threshold``. ``refine=k`` refines the k lowest modes by shifted inverse iteration
+    ``spurious_threshold``, ``q_penalty`` (the penalty equilibrium if already solved, e.g. by
+    :func:`~.equilibrium.penalty_equilibrium`). ``refine=k`` refines the k lowest modes by shifted inverse iteration
     (:func:`_refine_quadratic`, :func:`_refine_pencil`); None: all requested modes of the sparse
     path, none of the dense path. See the module docstring for the
     classification rules.
@@ -126,6 +131,7 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
     threshold = float(spurious_threshold)
     refine = (num_modes if sparse else 0) if refine is None else int(refine)
     start = time.perf_counter()
+    data = system.create_data() if data is None else data
     if method == "mcs":
         lin = mcs_linearization(system, equilibrium, basis, independent, reselect, sparse, data)
         result = _second_order_modes(lin, solver, num_modes, sigma, refine)
@@ -135,7 +141,7 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
         result, spurious = _descriptor_modes(lin, num_modes, sigma, infinite_tol, refine)
         lam = equilibrium.multipliers
     else:
-        lin = ucs_linearization(system, equilibrium, penalty, sparse, data)
+        lin = ucs_linearization(system, equilibrium, penalty, sparse, data, q_penalty)
         extra = 2 * equilibrium.constraint_rank + 4 if sparse else None
         result = _second_order_modes(lin, "general", num_modes and num_modes + extra, sigma)
         result, spurious = _penalty_filter(result, lin, threshold)
@@ -191,7 +197,14 @@ def _second_order_pencil(M, C, K):
 def _qz(A, E, infinite_tol):
     """QZ with homogeneous eigenvalues: (α/β for the finite ones, right vectors, infinite mask,
     |β|/‖(α, β)‖)."""
-    (alpha, beta), y = sla.eig(A, E, homogeneous_eigvals=True)
+    alphar, alphai, beta, _, vr, _, info = sla.lapack.dggev(A, E, compute_vl=0, compute_vr=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev) failed, info = {info}")
+    alpha = alphar + 1j * alphai
+    y = vr.astype(complex)
+    first = np.flatnonzero(alphai > 0)  # complex pair j, j + 1: v = vr[:, j] ± i vr[:, j + 1]
+    y[:, first] = vr[:, first] + 1j * vr[:, first + 1]
+    y[:, first + 1] = np.conj(y[:, first])
     size = np.hypot(np.abs(alpha), np.abs(beta))
     beta_rel = np.abs(beta) / np.where(size > 0, size, 1.0)
     infinite = beta_rel <= infinite_tol
@@ -216,7 +229,7 @@ def _second_order_modes(lin: SecondOrderSystem, solver, num_modes, sigma, refine
             diag["refined_modes"] = int(refine)
     else:
         M, C, K = (_dense(a) for a in (lin.M, lin.C, lin.K))
-        symmetric = not np.any(C) and np.allclose(K, K.T, rtol=0, atol=1e-12 * np.abs(K).max())
+        symmetric = not np.any(C) and np.abs(K - K.T).max() <= 1e-12 * np.abs(K).max()
         if solver == "symmetric" and not symmetric:
             raise InputError("solver: 'symmetric' needs an undamped model with symmetric "
                              "stiffness (C = 0, K = Kᵀ); use 'general'")
@@ -393,7 +406,7 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
     w, y, infinite, beta_rel = _qz(_dense(lin.A), _dense(lin.E), infinite_tol)
     reasons = [f"infinite (|β|/‖(α,β)‖ = {b:.1e} ≤ {infinite_tol:g})" for b in beta_rel[infinite]]
     finite_beta = beta_rel[~infinite]
-    diag.update({"solver": "QZ (scipy.linalg.eig, homogeneous)", "infinite_tol": infinite_tol,
+    diag.update({"solver": "QZ (LAPACK dggev, homogeneous)", "infinite_tol": infinite_tol,
                  "num_infinite": int(infinite.sum()), "expected_infinite": 3 * m,
                  "max_infinite_beta": float(beta_rel[infinite].max()) if infinite.any() else None,
                  "min_finite_beta": float(finite_beta.min()) if finite_beta.size else None})

@@ -132,6 +132,7 @@ def static_equilibrium(system, q_guess, u=None, t=0.0, data=None, check_redundan
     constraints, no convergence; NaN/inf inputs raise :class:`~flexmodal_ros.errors.InputError`.
     """
     q0, _, u, t = system.check_point(q_guess, None, u, t)
+    data = system.create_data() if data is None else data
     q = project_onto_constraints(system, q0, t, data, max_iterations)
     n, m = system.n, system.m
     terms = system.terms(q, u, np.zeros(m), t, data=data)
@@ -219,6 +220,7 @@ def penalty_equilibrium(system, equilibrium: Equilibrium, alpha, omega, data=Non
     ``omega`` [rad/s] as in Ξ = αI, Ω = ω²I. Returns q_p (n,).
     """
     eq = equilibrium
+    data = system.create_data() if data is None else data
     k = alpha * omega ** 2
     phi_q = system.constraint_jacobian(eq.q, eq.t, data)
     q = eq.q + (np.linalg.pinv(phi_q, rcond=RANK_RTOL) @ (eq.multipliers / k) if system.m else 0.0)

@@ -199,7 +199,7 @@ def _partition_basis(system, phi_q, eq, preferred, reselect, sparse):
     dense_phi = _dense(phi)
     names = system.coordinate_names
     pref_idx = [system.index(p) for p in preferred]
-    candidates = np.array([i for i in range(n) if i not in pref_idx], dtype=int)
+    candidates = np.setdiff1d(np.arange(n), pref_idx)
     dep, ok = _pivoted_columns(dense_phi[:, candidates], rank)
     dep = candidates[dep]
     info = {"basis": "partition"}
@@ -220,7 +220,7 @@ def _partition_basis(system, phi_q, eq, preferred, reselect, sparse):
     if not ok:
         raise SingularConfigurationError(f"{system.name}: no set of {rank} dependent coordinates "
                                          f"with a regular Φ_d at the equilibrium")
-    indep = np.array([i for i in range(n) if i not in set(dep)], dtype=int)
+    indep = np.setdiff1d(np.arange(n), dep)
     info["independent"] = [names[i] for i in indep]
     info["nominal_dof"] = nominal
     if sparse:

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import casadi as ca
 import numpy as np
+import scipy.sparse
 
 from ..errors import InputError
 from ..validation import finite_scalar, finite_vector
@@ -113,13 +114,44 @@ class ConstrainedSystem:
                              f"{', '.join(self.coordinate_names)})") from None
 
 
-def _dm(value, sparse):
-    """CasADi DM → ndarray (dense) or scipy.sparse.csc_matrix."""
-    return value.sparse() if sparse else value.full()
-
-
 def _vec(value):
     return value.full().ravel()
+
+
+class _TermsBuffers:
+    """Zero-copy evaluation of a CasADi function (``Function.buffer``): inputs are copied into
+    preallocated arrays, outputs come back as their nonzeros and are scattered into dense arrays
+    (precomputed flat indices) or wrapped as CSC matrices — no per-entry Python conversion."""
+
+    def __init__(self, function, vectors=()):
+        self.buffer, self.run = function.buffer()
+        self.args = [np.zeros(function.nnz_in(i)) for i in range(function.n_in())]
+        for i, arg in enumerate(self.args):
+            self.buffer.set_arg(i, memoryview(arg))
+        self.res, self.layout = [], []
+        for i in range(function.n_out()):
+            sparsity = function.sparsity_out(i)
+            nz = np.zeros(sparsity.nnz())
+            self.buffer.set_res(i, memoryview(nz))
+            rows, colind = np.array(sparsity.row(), int), np.array(sparsity.colind(), int)
+            cols = np.repeat(np.arange(sparsity.size2()), np.diff(colind))
+            self.res.append(nz)
+            self.layout.append((sparsity.shape, rows, colind, rows * sparsity.size2() + cols,
+                                i in vectors))
+
+    def evaluate(self, args, sparse):
+        for buf, value in zip(self.args, args):
+            buf[:] = np.ravel(value)
+        self.run()
+        out = []
+        for nz, (shape, rows, colind, flat, vector) in zip(self.res, self.layout):
+            if vector or not sparse:
+                dense = np.zeros(shape[0] * shape[1])
+                dense[flat] = nz
+                out.append(dense if vector else dense.reshape(shape))
+            else:
+                out.append(scipy.sparse.csc_matrix((nz.copy(), rows, colind), shape=shape))
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,11 +177,13 @@ class SymbolicSystem(ConstrainedSystem):
     _phi_q: ca.Function
     _bias: ca.Function
 
+    def create_data(self):
+        """Evaluation buffers of the :meth:`terms` function (one per thread)."""
+        return _TermsBuffers(self._terms, vectors=(1, 5, 7))  # f, Φ, Φ_t of :class:`Terms`
+
     def terms(self, q, u, lam, t=0.0, sparse=False, data=None) -> Terms:
-        out = self._terms(q, u, lam, t)
-        M, f, f_q, f_qd, f_u, phi, phi_q, phi_t, hess = out
-        return Terms(_dm(M, sparse), _vec(f), _dm(f_q, sparse), _dm(f_qd, sparse), _dm(f_u, sparse),
-                     _vec(phi), _dm(phi_q, sparse), _vec(phi_t), _dm(hess, sparse))
+        data = data if isinstance(data, _TermsBuffers) else self.create_data()
+        return Terms(*data.evaluate((q, u, lam, t), sparse))
 
     def mass(self, q, data=None):
         return self._mass(q).full()
