@@ -242,3 +242,19 @@ def test_node_rejects_unknown_method(ros_process):
                         "-p", "method:=lagrange"])
     proc.popen.wait(30)
     assert proc.popen.returncode != 0 and "method must be one of mcs, rcs, ucs" in proc.log()
+
+
+def test_modes_equal_pinocchio_constraint_dynamics(arm):
+    """Independent engine: FD of Pinocchio's constrained forward dynamics (RigidConstraintModel,
+    constraintDynamics) about the set-point has the same physical eigenvalues."""
+    from flexmodal_ros.constrained.checks import robot_state_matrix_fd
+
+    system, eq, point = robot_equilibrium(arm, Q)
+    A, rest = robot_state_matrix_fd(system, point)
+    assert rest < 1e-10                                  # the set-point is an equilibrium there too
+    w = np.linalg.eigvals(A)
+    physical = w[(np.abs(w) > 1e-3) & (w.imag > 0)]
+    physical = physical[np.argsort(np.abs(physical))]
+    mcs, _ = robot_modes(arm, Q, "mcs")
+    assert physical.size == 4 and np.sum(np.abs(w) <= 1e-3) == 2 * system.m    # drift directions
+    np.testing.assert_allclose(physical, mcs.eigenvalues, rtol=1e-6)

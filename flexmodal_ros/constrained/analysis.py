@@ -48,6 +48,7 @@ UCS_SPURIOUS_THRESHOLD = 1e-3   # η = ‖Φ̂_q v‖/‖v‖ above this: a pena
 INFINITE_TOL = 1e-8             # |β|/‖(α, β)‖ at or below this: an infinite eigenvalue (RCS)
 REAL_RTOL = 1e-12               # |Im s| ≤ REAL_RTOL·|s| from ARPACK: a real eigenvalue
 SHIFT_OFFSET = 1e-10            # relative offset of the inverse-iteration shift from the eigenvalue
+ARPACK_TOL = 1e-10              # Ritz-value tolerance; the requested modes are refined afterwards
 SMALL_ORDER = 40                # pencils up to this order take the dense QZ on the sparse path
 SOLVERS = ("auto", "general", "symmetric")
 
@@ -142,7 +143,7 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
         lam = equilibrium.multipliers
     else:
         lin = ucs_linearization(system, equilibrium, penalty, sparse, data, q_penalty)
-        extra = 2 * equilibrium.constraint_rank + 4 if sparse else None
+        extra = equilibrium.constraint_rank + 2 if sparse else None  # room for 2r penalty eigenvalues
         result = _second_order_modes(lin, "general", num_modes and num_modes + extra, sigma)
         result, spurious = _penalty_filter(result, lin, threshold)
         if refine:
@@ -384,7 +385,14 @@ def _shift_invert(A, E, k, sigma):
                          f"shift") from None
     op = spla.LinearOperator((size, size), matvec=lambda x: lu.solve(np.asarray(E @ x)),
                              dtype=float)
-    nu, y = spla.eigs(op, k=k, which="LM", ncv=min(size - 1, max(2 * k + 1, 24)), tol=1e-13)
+    try:
+        nu, y = spla.eigs(op, k=k, which="LM", ncv=min(size - 1, max(2 * k + 1, 24)),
+                          tol=ARPACK_TOL)
+    except spla.ArpackNoConvergence as exc:
+        if exc.eigenvalues.size < k // 2:
+            raise InputError(f"num_modes: ARPACK did not converge for {k} eigenvalues near "
+                             f"σ = {sigma:g}; ask for fewer modes or another shift") from None
+        nu, y = exc.eigenvalues, exc.eigenvectors
     s = sigma + 1.0 / nu
     s = np.where(np.abs(s.imag) <= REAL_RTOL * np.abs(s), s.real + 0j, s)
     return s, y

@@ -124,3 +124,43 @@ def relative_error(a, b) -> float:
     a, b = np.asarray(a, float), np.asarray(b, float)
     scale = np.abs(b).max() if b.size else 0.0
     return float(np.abs(a - b).max() / scale) if scale > 0 else float(np.abs(a - b).max() if a.size else 0.0)
+
+
+def robot_state_matrix_fd(system, point, h=1e-7):
+    """State matrix of a closed-chain robot about its set-point by finite differences of an
+    *independent* nonlinear model: Pinocchio's constrained forward dynamics
+    (``pinocchio.constraintDynamics`` with a ``RigidConstraintModel`` per loop closure, CONTACT_3D
+    between the two frames, proximal solver) for the links, the motor equations of
+    :mod:`~flexmodal_ros.constrained.robot` for the rotors. State [q; q_m; q̇; q̇_m]; the
+    linearization has zero eigenvalues for the constraint-drift directions (index-1 form) besides
+    the 2(n − m) physical ones. Closures must be point or planar closures of planar motion."""
+    import pinocchio as pin
+
+    robot = system.robot
+    model, data = robot.pin, robot.pin.createData()
+    models, datas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for _, a, b, _ in robot.closures:
+        fa, fb = model.frames[a], model.frames[b]
+        cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, model, fa.parentJoint,
+                                      fa.placement, fb.parentJoint, fb.placement,
+                                      pin.ReferenceFrame.LOCAL)
+        models.append(cm)
+        datas.append(cm.createData())
+    pin.initConstraintDynamics(model, data, models, datas)
+    settings = pin.ProximalSettings(1e-14, 1e-10, 200)
+    nq, na = robot.n, robot.actuated.size
+    damping = np.array(robot.passive_damping, float)
+    damping[robot.actuated] = robot.d_f
+    W = robot.W
+
+    def rhs(x):
+        q, q_m, v, v_m = x[:nq], x[nq:nq + na], x[nq + na:2 * nq + na], x[2 * nq + na:]
+        spring = robot.k * (W * q[robot.actuated] - q_m)
+        tau = -damping * v
+        tau[robot.actuated] -= W * spring
+        acc = pin.constraintDynamics(model, data, q, v, tau, models, datas, settings)
+        tau_m = system.reference - robot.kp * q_m - robot.kd * v_m
+        return np.concatenate([v, v_m, acc, (-robot.d_fm * v_m + spring + tau_m) / robot.B])
+
+    x0 = np.concatenate([point.q, point.motor, np.zeros(nq + na)])
+    return jacobian_fd(rhs, x0, h), float(np.abs(rhs(x0)).max())

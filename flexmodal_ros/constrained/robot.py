@@ -17,7 +17,10 @@ q_m^d = W q_a − τ_s/(K W) (the closed-chain form of (2.3)) and r = −τ_s/W 
 
 Derivatives are analytic (Pinocchio): M by CRBA, ∂g/∂q and the RNEA derivatives, the closure
 Jacobians J_a − J_b of the frame origins (LOCAL_WORLD_ALIGNED) and the Hessian of λᵀΦ from the
-exact Jacobian time variation with q̇ = e_j (column j = (∂(J_a − J_b)/∂q_j)ᵀ Pᵀλ). With
+exact Jacobian time variation with q̇ = e_j (column j = (∂(J_a − J_b)/∂q_j)ᵀ Pᵀλ). Pinocchio's
+constraint models (``RigidConstraintModel`` + ``constraintDynamics``) give constrained forward
+dynamics but not the multiplier Hessian the linearizations need, so they serve as the independent
+nonlinear reference instead (:func:`flexmodal_ros.constrained.checks.robot_state_matrix_fd`). With
 ``rigid_joints=True`` the joints are infinitely stiff (q_m = W q_a): the rigid mechanism, whose
 modes the flexible model approaches as k → ∞.
 """
