@@ -13,11 +13,11 @@ MATLAB times (i7-4790K, 4 GHz) are printed alongside.
 3. scaling plot n_p = 10…400 (sparse, three methods; dense up to --dense-max) → PNG.
 """
 import argparse
-import statistics
 import time
 
 import numpy as np
 
+from bench_modal import median_time
 from flexmodal_ros.constrained import modal_analysis, static_equilibrium
 from flexmodal_ros.constrained.equilibrium import penalty_equilibrium
 from flexmodal_ros.constrained.models import load_paper_model
@@ -27,15 +27,6 @@ PAPER_TABLE_1_MS = {1: (0.115, 0.108, 0.185), 5: (0.188, 0.356, 0.548), 10: (0.3
                     15: (0.556, 1.872, 3.612), 20: (0.752, 4.517, 6.152)}
 PAPER_TABLE_4_S = {10: (0.015, 0.020, 0.019), 25: (0.185, 0.176, 0.170), 50: (1.338, 1.229, 1.219),
                    75: (6.411, 5.800, 5.388), 100: (17.940, 16.072, 14.228)}
-
-
-def median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _prepared(model):

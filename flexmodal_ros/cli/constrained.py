@@ -124,16 +124,12 @@ def wants_constrained(args) -> bool:
 
 
 def _robot(args):
-    from ..config import Tool
     from ..constrained.robot import with_robot_overrides
     from ..robots import resolve_closed_chain
+    from .modal import _overrides
 
     robot = resolve_closed_chain(args.robot, args.urdf, args.params)
-    kp = None if args.kp is None else parse_floats(args.kp, "--kp")
-    kd = None if args.kd is None else parse_floats(args.kd, "--kd")
-    tool = None if args.tool_mass is None else Tool.point_mass(args.tool_mass)
-    wrench = None if args.wrench is None else parse_floats(args.wrench, "--wrench")
-    return with_robot_overrides(robot, kp=kp, kd=kd, tool=tool, wrench=wrench)
+    return with_robot_overrides(robot, **_overrides(args))
 
 
 def run_robot_modal(args):

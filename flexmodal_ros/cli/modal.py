@@ -54,14 +54,17 @@ def _add_override_options(p):
     p.add_argument("--wrench", help="constant external wrench fx,fy,fz,mx,my,mz in frame 0 [N, N m]")
 
 
+def _overrides(args):
+    """Keyword overrides (kp, kd, tool, wrench) given on the command line (None = not given)."""
+    return {"kp": None if args.kp is None else parse_floats(args.kp, "--kp"),
+            "kd": None if args.kd is None else parse_floats(args.kd, "--kd"),
+            "tool": None if args.tool_mass is None else Tool.point_mass(args.tool_mass),
+            "wrench": None if args.wrench is None else parse_floats(args.wrench, "--wrench")}
+
+
 def _model(args):
     """Robot model with the command-line overrides applied."""
-    model = model_from_args(args)
-    kp = None if args.kp is None else parse_floats(args.kp, "--kp")
-    kd = None if args.kd is None else parse_floats(args.kd, "--kd")
-    tool = None if args.tool_mass is None else Tool.point_mass(args.tool_mass)
-    wrench = None if args.wrench is None else parse_floats(args.wrench, "--wrench")
-    return with_overrides(model, kp=kp, kd=kd, tool=tool, wrench=wrench)
+    return with_overrides(model_from_args(args), **_overrides(args))
 
 
 def run(args):

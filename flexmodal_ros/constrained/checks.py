@@ -164,3 +164,23 @@ def robot_state_matrix_fd(system, point, h=1e-7):
 
     x0 = np.concatenate([point.q, point.motor, np.zeros(nq + na)])
     return jacobian_fd(rhs, x0, h), float(np.abs(rhs(x0)).max())
+
+
+def linearization_fd_errors(system, eq: Equilibrium, independent, penalty: Penalty, h=1e-6) -> dict:
+    """Relative errors of the three exact linearizations against the finite-difference ones
+    (:func:`rcs_fd`, :func:`mcs_fd` with the coordinates ``independent``, :func:`ucs_fd`):
+    ``{"rcs": {"K": …, "C": …, "M": …, "phi_q": …, "F": …}, "mcs": {…}, "ucs": {…}}``."""
+    from .linearize import mcs_linearization, ucs_linearization
+
+    terms = system.terms(eq.q, eq.u, eq.multipliers, eq.t)
+    fd = rcs_fd(system, eq, h)
+    exact = {"K": terms.hessian - terms.f_q, "C": -terms.f_qd, "M": terms.M, "phi_q": terms.phi_q,
+             "F": terms.f_u}
+    out = {"rcs": {k: relative_error(v, fd[k]) for k, v in exact.items()}}
+    lin = mcs_linearization(system, eq, "partition", independent=independent)
+    fd = mcs_fd(system, eq, independent, h)
+    out["mcs"] = {k: relative_error(getattr(lin, k), fd[k]) for k in "KCMF"}
+    lin = ucs_linearization(system, eq, penalty)
+    fd = ucs_fd(system, lin.q, eq.u, penalty, eq.t, h)
+    out["ucs"] = {k: relative_error(getattr(lin, k), fd[k]) for k in "KCMF"}
+    return out

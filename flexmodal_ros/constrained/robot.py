@@ -36,7 +36,7 @@ import scipy.linalg as sla
 
 from ..config import Tool, load_config, make_tool
 from ..errors import ConfigError, InputError
-from ..model import _parse_urdf, _with_tool, gravity_stiffness, gravity_torque, mass_matrix, \
+from ..model import FlexibleJointModel, _parse_urdf, _with_tool, gravity_stiffness, gravity_torque, mass_matrix, \
     wrench_stiffness, wrench_torque
 from ..validation import finite_vector, frozen, nonnegative, per_joint, positive
 from .analysis import modal_analysis
@@ -95,12 +95,7 @@ class ClosedChainRobot:
     def closed_chain(self) -> bool:
         return True
 
-    def joint_index(self, name: str) -> int:
-        try:
-            return self.joint_names.index(name)
-        except ValueError:
-            raise InputError(f"unknown joint '{name}' (robot {self.name} has: "
-                             f"{', '.join(self.joint_names)})") from None
+    joint_index = FlexibleJointModel.joint_index
 
 
 def load_closed_chain(urdf_path, params_path) -> ClosedChainRobot:

@@ -533,29 +533,13 @@ def closed_chain_map_request_to_core(robot, request):
 
 
 def closed_chain_result_to_msg(robot, modes, point, stamp=None):
-    """ConstrainedModes + SetPoint → ModalParameters: ``joint_names``/``positions`` every tree
-    joint, ``motor_equilibrium`` the actuated joints' q_m^d, mode-shape rows [q; q_m]."""
-    from flexmodal_interfaces.msg import ModalParameters
+    """ConstrainedModes + SetPoint → ModalParameters (:func:`modal_result_to_msg`):
+    ``joint_names``/``positions`` every tree joint, ``motor_equilibrium`` the actuated joints'
+    q_m^d, mode-shape rows [q; q_m]."""
+    from ..modal import ModalResult
 
-    msg = ModalParameters()
-    if stamp is not None:
-        msg.stamp = stamp
-    msg.joint_names = list(robot.joint_names)
-    msg.positions = point.q.tolist()
-    msg.motor_equilibrium = point.motor.tolist()
-    msg.num_modes = modes.num_modes
-    msg.frequencies_hz = modes.frequencies_hz.tolist()
-    msg.damping_ratios = modes.damping_ratios.tolist()
-    msg.eigenvalues_real = modes.eigenvalues.real.tolist()
-    msg.eigenvalues_imag = modes.eigenvalues.imag.tolist()
-    msg.mode_shape_rows, msg.mode_shape_cols = modes.mode_shapes.shape
-    msg.mode_shapes_real = modes.mode_shapes.real.ravel().tolist()
-    msg.mode_shapes_imag = modes.mode_shapes.imag.ravel().tolist()
-    msg.real_eigenvalues = modes.real_eigenvalues.tolist()
-    msg.stable = bool(modes.stable)
-    msg.unstable_eigenvalues_real = modes.unstable_eigenvalues.real.tolist()
-    msg.unstable_eigenvalues_imag = modes.unstable_eigenvalues.imag.tolist()
-    return msg
+    result = ModalResult(**modes.mode_fields(), q=point.q, motor_equilibrium=point.motor)
+    return modal_result_to_msg(result, robot.joint_names, stamp)
 
 
 def closed_chain_map_to_response(robot, mmap, points, response, stamp=None):
