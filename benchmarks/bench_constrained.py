@@ -11,9 +11,15 @@ MATLAB times (i7-4790K, 4 GHz) are printed alongside.
    QZ) and sparse (first four modes, shift-invert ARPACK + refinement); targets n_p = 100:
    ≤ 0.5 s dense, ≤ 0.1 s sparse; Table 5 differences from MCS;
 3. scaling plot n_p = 10…400 (sparse, three methods; dense up to --dense-max) → PNG.
+Runs with one BLAS thread unless OPENBLAS_NUM_THREADS is set.
 """
 import argparse
+import os
 import time
+
+# One BLAS thread: on the shared 2-core machine a multi-threaded OpenBLAS makes dense eigh/QZ
+# several times slower under load (measured: eigh of 602x602 7.4 s vs 0.38 s).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 

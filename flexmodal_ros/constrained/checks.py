@@ -121,7 +121,7 @@ def ucs_fd(system, q_penalty, u, penalty: Penalty, t=0.0, h=1e-6, data=None) -> 
 
 def relative_error(a, b) -> float:
     """max |a − b| / max(|b|) (0 when both vanish)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    a, b = (np.asarray(x.toarray() if hasattr(x, "toarray") else x, float) for x in (a, b))
     scale = np.abs(b).max() if b.size else 0.0
     return float(np.abs(a - b).max() / scale) if scale > 0 else float(np.abs(a - b).max() if a.size else 0.0)
 

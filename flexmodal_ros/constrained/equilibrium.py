@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from ..errors import InputError
 from ..validation import finite_vector, frozen
@@ -72,13 +74,29 @@ def _dense(a):
 
 
 def _solve(matrix, rhs):
-    """LU solve; least squares (minimum norm) when the matrix is singular or ill-conditioned."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", sla.LinAlgWarning)
-        try:
-            return sla.solve(matrix, rhs, check_finite=False)
-        except (sla.LinAlgWarning, np.linalg.LinAlgError, ValueError):
-            return sla.lstsq(matrix, rhs, lapack_driver="gelsd")[0]
+    """LU solve (sparse LU for sparse matrices); least squares (minimum norm) when the matrix is
+    singular, i.e. LU fails or its solution does not solve the system (singular configurations).
+    An ill-conditioned but regular matrix (stiff FE models) keeps the LU solution."""
+    try:
+        if sp.issparse(matrix):
+            x = spla.splu(sp.csc_matrix(matrix)).solve(rhs)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", sla.LinAlgWarning)
+                x = sla.solve(matrix, rhs, check_finite=False)
+        if np.all(np.isfinite(x)) and (np.linalg.norm(matrix @ x - rhs)
+                                       <= 1e-8 * (np.linalg.norm(rhs) + 1e-300)):
+            return x
+    except (RuntimeError, np.linalg.LinAlgError, ValueError):
+        pass
+    return sla.lstsq(_dense(matrix), rhs, lapack_driver="gelsd")[0]
+
+
+def _kkt(K, phi_q):
+    """[[K, Φ_qᵀ], [Φ_q, 0]] (sparse if K is)."""
+    if sp.issparse(K):
+        return sp.bmat([[K, sp.csc_matrix(phi_q).T], [sp.csc_matrix(phi_q), None]], format="csc")
+    return np.block([[K, phi_q.T], [phi_q, np.zeros((phi_q.shape[0], phi_q.shape[0]))]])
 
 
 def _rank(phi_q):
@@ -147,16 +165,15 @@ def static_equilibrium(system, q_guess, u=None, t=0.0, data=None, check_redundan
                 and np.linalg.norm(phi) <= tol * length_scale)
 
     for iterations in range(1, max_iterations + 1):
-        terms = system.terms(q, u, lam, t, data=data)
+        terms = system.terms(q, u, lam, t, sparse=system.sparse_native, data=data)
         phi_q = _dense(terms.phi_q)
         r_force = terms.f - phi_q.T @ lam
         _check_finite(r_force, "the force balance f − Φ_qᵀλ", system)
         if small(r_force, terms.phi, NEWTON_TOL):
             converged = True
             break
-        K_q = _dense(terms.hessian) - _dense(terms.f_q)
-        kkt = np.block([[K_q, phi_q.T], [phi_q, np.zeros((m, m))]])
-        step = _solve(kkt, np.concatenate([r_force, -terms.phi]))
+        step = _solve(_kkt(terms.hessian - terms.f_q, phi_q),
+                      np.concatenate([r_force, -terms.phi]))
         _check_finite(step, "the Newton step", system)
         q, lam = q + step[:n], lam + step[n:]
         if np.linalg.norm(step[:n]) <= STEP_RTOL * length_scale and iterations > 1:
@@ -226,15 +243,16 @@ def penalty_equilibrium(system, equilibrium: Equilibrium, alpha, omega, data=Non
     q = eq.q + (np.linalg.pinv(phi_q, rcond=RANK_RTOL) @ (eq.multipliers / k) if system.m else 0.0)
     scale = None
     for _ in range(max_iterations):
-        terms = system.terms(q, eq.u, k * system.constraints(q, eq.t, data), eq.t, data=data)
+        terms = system.terms(q, eq.u, k * system.constraints(q, eq.t, data), eq.t,
+                             sparse=system.sparse_native, data=data)
         phi_q = _dense(terms.phi_q)
         residual = terms.f - k * phi_q.T @ terms.phi
         _check_finite(residual, "the penalty force balance", system)
         scale = scale or 1.0 + np.linalg.norm(terms.f)
         if np.linalg.norm(residual) <= NEWTON_TOL * scale:
             return q
-        K_p = _dense(terms.hessian) + k * phi_q.T @ phi_q - _dense(terms.f_q)
-        step = _solve(K_p, residual)
+        gram = terms.phi_q.T @ terms.phi_q  # sparse for sparse models
+        step = _solve(terms.hessian + k * gram - terms.f_q, residual)
         q = q + step
         if np.linalg.norm(step) <= STEP_RTOL * (1.0 + np.linalg.norm(q)):
             return q  # the residual is at its round-off floor (≈ ε·αω²·‖Φ_q‖·‖q‖)

@@ -124,9 +124,11 @@ def _norm(a) -> float:
 
 
 def _terms_at(system, eq: Equilibrium, sparse, data, q=None, lam=None):
+    """Terms at the equilibrium (or at ``q`` with ``lam``); sparse for sparse models even on the
+    dense path, so that products such as RᵀKR stay cheap (the dense solvers densify at the end)."""
     q = eq.q if q is None else q
     lam = eq.multipliers if lam is None else lam
-    return system.terms(q, eq.u, lam, eq.t, sparse=sparse, data=data)
+    return system.terms(q, eq.u, lam, eq.t, sparse=sparse or system.sparse_native, data=data)
 
 
 def _stiffness(terms):
@@ -155,7 +157,8 @@ def mcs_linearization(system, eq: Equilibrium, basis="auto", independent=None, r
     if basis == "orthonormal":
         R, info = _orthonormal_basis(_dense(terms.phi_q)), {"basis": "orthonormal"}
     else:
-        R, info = _partition_basis(system, terms.phi_q, eq, preferred, reselect, sparse)
+        R, info = _partition_basis(system, terms.phi_q, eq, preferred, reselect,
+                                   sparse or system.sparse_native)
     Rt = R.T
     full = (terms.M, -terms.f_qd, _stiffness(terms))
     out = [Rt @ X @ R for X in full]
