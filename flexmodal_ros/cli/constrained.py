@@ -98,8 +98,9 @@ def run(args):
         print(f"{method.upper()}: {result.num_modes} modes, {result.spurious_eigenvalues.size} "
               f"spurious eigenvalues discarded, {1e3 * seconds:.2f} ms")
         for i, lam in enumerate(shown.eigenvalues):
-            print(f"  s{i + 1} = {lam.real:.6g} ± {lam.imag:.8g}i   f = {shown.frequencies_hz[i]:.6g} Hz"
-                  f"   zeta = {100 * shown.damping_ratios[i]:.4g} %")
+            re = 0.0 if abs(lam.real) <= 1e-13 * abs(lam) else lam.real   # round-off of Re s
+            print(f"  s{i + 1} = {re:.6g} ± {lam.imag:.8g}i   f = {shown.frequencies_hz[i]:.6g} Hz"
+                  f"   zeta = {0.0 - 100 * re / abs(lam):.4g} %")
         if result.real_eigenvalues.size:
             print(f"  real eigenvalues: {np.array2string(result.real_eigenvalues, precision=6)}")
         for key in ("reselected", "compressed"):

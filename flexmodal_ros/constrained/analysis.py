@@ -114,9 +114,9 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
     ``basis``, ``independent``, ``reselect`` (:func:`~.linearize.mcs_linearization`), ``solver``
     ("auto" | "general" | "symmetric"); RCS: ``scale``, ``infinite_tol``; UCS: ``penalty``,
     ``spurious_threshold``, ``q_penalty`` (the penalty equilibrium if already solved, e.g. by
-    :func:`~.equilibrium.penalty_equilibrium`). ``refine=k`` refines the k lowest modes by shifted inverse iteration
-    (:func:`_refine_quadratic`, :func:`_refine_pencil`); None: all requested modes of the sparse
-    path, none of the dense path. See the module docstring for the
+    :func:`~.equilibrium.penalty_equilibrium`). ``refine=k`` refines the k lowest modes by
+    shifted inverse iteration (:func:`_refine_quadratic`, :func:`_refine_pencil`); None: all
+    requested modes of the sparse path, none of the dense path. See the module docstring for the
     classification rules.
     """
     if method not in METHODS:

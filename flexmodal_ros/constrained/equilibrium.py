@@ -32,7 +32,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..errors import InputError
-from ..validation import finite_vector, frozen
+from ..validation import frozen
 
 RANK_RTOL = 1e-8          # σ_i ≤ RANK_RTOL·σ_max counts as a lost rank of Φ_q
 NEWTON_TOL = 1e-12        # relative tolerance on the scaled KKT residual

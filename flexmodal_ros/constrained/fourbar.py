@@ -45,7 +45,8 @@ class FourBarParameters:
         loops = finite_scalar(self.loops, "loops")
         if int(loops) != loops or loops < 1:
             raise InputError(f"loops: must be an integer >= 1, got {self.loops}")
-        checked = {"loops": int(loops), "gravity": tuple(map(float, finite_vector(self.gravity, 2, "gravity")))}
+        checked = {"loops": int(loops),
+                   "gravity": tuple(map(float, finite_vector(self.gravity, 2, "gravity")))}
         for name, check in (("rod_length", positive), ("rod_mass", positive),
                             ("spring_stiffness", nonnegative), ("spring_length", positive),
                             ("damping", nonnegative)):
@@ -100,7 +101,8 @@ def fourbar_system(params: FourBarParameters = FourBarParameters()):
 
 
 def fourbar_guess(params: FourBarParameters, phi: float) -> np.ndarray:
-    """Coordinates of the parallelogram configuration with crank angle φ [rad]: B_i = A_i + l(cos φ, sin φ)."""
+    """Coordinates of the parallelogram configuration with crank angle φ [rad]:
+    B_i = A_i + l(cos φ, sin φ)."""
     N, l = int(params.loops), float(params.rod_length)
     tip = l * np.array([np.cos(phi), np.sin(phi)])
     pts = [np.array([i * l, 0.0]) + tip for i in range(N + 1)]

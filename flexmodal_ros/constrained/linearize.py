@@ -144,8 +144,9 @@ def mcs_linearization(system, eq: Equilibrium, basis="auto", independent=None, r
     partitioning, independent coordinates ``independent`` or the system's preferred ones, else
     chosen by column-pivoted QR) or "auto" (partition when independent coordinates are preferred
     or for sparse models — it keeps K_r = RᵀK_qR sparse and its entries free of the cancellation
-    an orthonormal basis brings into stiff FE models —, orthonormal otherwise). Raises :class:`SingularConfigurationError` at a
-    singular configuration when ``reselect`` is False and the given coordinates are invalid."""
+    an orthonormal basis brings into stiff FE models —, orthonormal otherwise). Raises
+    :class:`SingularConfigurationError` at a singular configuration when ``reselect`` is False
+    and the given coordinates are invalid."""
     if basis not in ("auto", "orthonormal", "partition"):
         raise InputError(f"basis: expected auto, orthonormal or partition, got {basis!r}")
     preferred = tuple(system.independent if independent is None else independent)

@@ -89,8 +89,10 @@ def beam_matrices(p: PendulumParameters):
     Sbar, c, d = np.zeros((2, nf)), np.zeros(nf), np.zeros(nf)
     rows, cols, mvals, tvals, kvals = [], [], [], [], []
     k_axial = EA / le * np.array([[1, -1], [-1, 1]])
-    k_bend = EI / le ** 3 * np.array([[12, 6 * le, -12, 6 * le], [6 * le, 4 * le ** 2, -6 * le, 2 * le ** 2],
-                                      [-12, -6 * le, 12, -6 * le], [6 * le, 2 * le ** 2, -6 * le, 4 * le ** 2]])
+    k_bend = EI / le ** 3 * np.array([[12, 6 * le, -12, 6 * le],
+                                      [6 * le, 4 * le ** 2, -6 * le, 2 * le ** 2],
+                                      [-12, -6 * le, 12, -6 * le],
+                                      [6 * le, 2 * le ** 2, -6 * le, 4 * le ** 2]])
     k_e = np.zeros((6, 6))
     k_e[np.ix_([0, 3], [0, 3])] = k_axial
     k_e[np.ix_([1, 2, 4, 5], [1, 2, 4, 5])] = k_bend

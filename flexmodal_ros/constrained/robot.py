@@ -36,11 +36,11 @@ import scipy.linalg as sla
 
 from ..config import Tool, load_config, make_tool
 from ..errors import ConfigError, InputError
-from ..model import FlexibleJointModel, _parse_urdf, _with_tool, gravity_stiffness, gravity_torque, mass_matrix, \
-    wrench_stiffness, wrench_torque
+from ..model import (FlexibleJointModel, _parse_urdf, _with_tool, gravity_stiffness, gravity_torque,
+                     mass_matrix, wrench_stiffness, wrench_torque)
 from ..validation import finite_vector, frozen, nonnegative, per_joint, positive
 from .analysis import modal_analysis
-from .equilibrium import RANK_RTOL, Equilibrium, project_onto_constraints, static_equilibrium
+from .equilibrium import RANK_RTOL, project_onto_constraints, static_equilibrium
 from .linearize import Penalty
 from .system import ConstrainedSystem, Terms
 

@@ -35,8 +35,8 @@ from ..validation import finite_scalar, finite_vector
 
 
 class Terms(NamedTuple):
-    """Linearization ingredients at a rest point (q, q̇ = 0, u, λ, t): ``M`` (n, n); ``f`` (n,); ``f_q``, ``f_qd``
-    (n, n); ``f_u`` (n, p); ``phi`` (m,); ``phi_q`` (m, n); ``phi_t`` (m,); ``hessian``
+    """Linearization ingredients at a rest point (q, q̇ = 0, u, λ, t): ``M`` (n, n); ``f`` (n,);
+    ``f_q``, ``f_qd`` (n, n); ``f_u`` (n, p); ``phi`` (m,); ``phi_q`` (m, n); ``phi_t`` (m,); ``hessian``
     Σ_k λ_k ∂²Φ_k/∂q² (n, n). Matrices are ndarrays or scipy.sparse (``sparse=True``)."""
 
     M: object
