@@ -24,17 +24,35 @@ def share_dir():
                           f"installed {PACKAGE} share directory)") from None
 
 
-def list_robots():
-    """Names of the bundled robots (those with both a URDF and a config YAML)."""
+def _bundled():
+    """{name: closed_chain} of the bundled robots (those with both a URDF and a config YAML)."""
+    from .config import load_config
+
     root = share_dir()
-    return sorted(p.stem for p in (root / "config").glob("*.yaml") if (root / "urdf" / f"{p.stem}.urdf").is_file())
+    return {p.stem: load_config(p).closed_chain for p in sorted((root / "config").glob("*.yaml"))
+            if (root / "urdf" / f"{p.stem}.urdf").is_file()}
+
+
+def list_robots():
+    """Names of the bundled flexible-joint (serial) robots — those :func:`load_robot` loads."""
+    return [name for name, closed in _bundled().items() if not closed]
+
+
+def list_closed_chain_robots():
+    """Names of the bundled closed-chain robots (loop closures in their YAML), analysed by
+    :mod:`flexmodal_ros.constrained` (:func:`resolve_closed_chain`)."""
+    return [name for name, closed in _bundled().items() if closed]
 
 
 def robot_paths(name):
-    """(urdf_path, params_path) of a bundled robot; ConfigError naming the choices if unknown."""
-    names = list_robots()
-    if name not in names:
-        raise ConfigError(f"unknown robot '{name}' (bundled robots: {', '.join(names)})")
+    """(urdf_path, params_path) of a bundled robot (serial or closed-chain); ConfigError naming
+    the choices if unknown."""
+    bundled = _bundled()
+    if name not in bundled:
+        closed = [n for n, c in bundled.items() if c]
+        raise ConfigError(f"unknown robot '{name}' (bundled robots: "
+                          f"{', '.join(n for n, c in bundled.items() if not c)}"
+                          + (f"; closed-chain robots: {', '.join(closed)})" if closed else ")"))
     root = share_dir()
     return root / "urdf" / f"{name}.urdf", root / "config" / f"{name}.yaml"
 

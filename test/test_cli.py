@@ -33,8 +33,8 @@ def test_bad_input_gives_one_line_and_exit_code_2(tmp_path):
     out = flexmodal("model", "--robot", "ur5")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
-        "flexmodal model: error: unknown robot 'ur5' (bundled robots: kuka_lwr4, parallelogram_arm, "
-        "planar_2r, scompi)"]
+        "flexmodal model: error: unknown robot 'ur5' (bundled robots: kuka_lwr4, planar_2r, scompi; "
+        "closed-chain robots: parallelogram_arm)"]
     bad = tmp_path / "bad.dh.yaml"
     bad.write_text("links: [{joint: j1}]\n")
     out = flexmodal("dh2urdf", str(bad))

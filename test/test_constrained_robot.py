@@ -22,7 +22,8 @@ from flexmodal_ros.constrained.robot import (load_closed_chain, robot_equilibriu
 from flexmodal_ros.errors import ConfigError, InputError
 from flexmodal_ros.modal import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
-from flexmodal_ros.robots import list_robots, load_robot, resolve_model, robot_paths, share_dir
+from flexmodal_ros.robots import (list_closed_chain_robots, list_robots, load_robot, resolve_model,
+                                  robot_paths, share_dir)
 
 Q = [0.3, -0.2]          # actuated joints joint_1 (upper arm), joint_2 (parallelogram crank)
 SRV = "/modal_analysis/compute_modal_parameters"
@@ -39,7 +40,7 @@ def test_existing_robots_load_unchanged_and_closed_chain_is_separate(arm):
         cfg = load_config(robot_paths(name)[1])
         assert not cfg.closed_chain and cfg.passive_joints == {} and cfg.loop_closures == ()
         assert load_robot(name).n == len(cfg.joints)
-    assert "parallelogram_arm" in list_robots()
+    assert "parallelogram_arm" in list_closed_chain_robots() and "parallelogram_arm" not in list_robots()
     with pytest.raises(ConfigError, match="closed chain"):
         resolve_model("parallelogram_arm")
     assert arm.joint_names == ("joint_1", "joint_3", "joint_2", "joint_4")

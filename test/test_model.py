@@ -246,7 +246,7 @@ def test_bad_urdf_is_rejected(tmp_path, urdf_text, message):
 def test_missing_files_and_unknown_robot():
     with pytest.raises(ConfigError, match="params file .*cannot read"):
         load_model(None, "/nonexistent/params.yaml")
-    with pytest.raises(ConfigError, match="unknown robot 'ur5' \\(bundled robots: kuka_lwr4, parallelogram_arm, planar_2r, scompi"):
+    with pytest.raises(ConfigError, match="unknown robot 'ur5' \\(bundled robots: kuka_lwr4, planar_2r, scompi"):
         load_robot("ur5")
     with pytest.raises(InputError, match="unknown joint 'elbow'"):
         load_robot("planar_2r").joint_index("elbow")
