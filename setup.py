@@ -22,6 +22,7 @@ setup(
         (os.path.join("share", PACKAGE), ["package.xml"]),
         share_files("urdf"),
         share_files("config"),
+        share_files("config/constrained"),
         share_files("launch"),
     ],
     # Runtime dependencies (ROS 2 wheels, Pinocchio, CasADi, ...) are pinned in requirements.txt

@@ -25,8 +25,22 @@ joints:                         # keyed by URDF joint name; every movable joint 
     d_c: 0.0        # optional link-side Coulomb friction [N m] (absent = no Coulomb friction)
     d_cm: 0.0       # optional motor-side Coulomb friction [N m] (absent = no Coulomb friction)
 ```
+
+Closed-chain robots (optional, both keys absent for serial robots): the URDF holds a spanning tree
+of the mechanism; unactuated joints and loop closures are declared here and the robot is analysed
+by :mod:`flexmodal_ros.constrained` (``flexmodal modal --method mcs|rcs|ucs``):
+
+```yaml
+passive_joints:                 # unactuated, rigid joints of the tree (no motor, no flexibility)
+  joint_3: {d_f: 0.05}          # viscous damping [N m s/rad] or [N s/m]
+loop_closures:                  # pairs of URDF frames whose origins coincide
+  - name: parallelogram
+    frames: [coupler_tip, forearm_rear]
+    type: planar                # planar: 2 equations in the plane normal to `normal`; point: 3
+    normal: [0, 0, 1]           # planar only, in frame 0
+```
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +49,11 @@ from .validation import (finite_array, finite_vector, load_yaml_mapping, nonnega
                          reject_unknown_keys)
 
 TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "tool", "wrench", "joints",
-            "links"}  # links: beam-link data, read by flexmodal_ros.links.arm
+            "links",  # links: beam-link data, read by flexmodal_ros.links.arm
+            "passive_joints", "loop_closures"}
+PASSIVE_KEYS = {"d_f"}
+CLOSURE_KEYS = {"name", "frames", "type", "normal"}
+CLOSURE_TYPES = ("planar", "point")
 JOINT_KEYS = {"k", "d_f", "d_fm", "N", "I_r", "B", "r", "kp", "kd", "d_c", "d_cm"}
 TOOL_KEYS = {"mass", "com", "inertia"}
 
@@ -76,8 +94,21 @@ class JointParameters:
 
 
 @dataclass(frozen=True)
+class LoopClosure:
+    """Two URDF frames whose origins coincide: ``type`` "planar" (2 equations, components in the
+    plane normal to ``normal``, frame 0) or "point" (3 equations)."""
+    name: str
+    frames: tuple
+    type: str
+    normal: np.ndarray
+
+
+@dataclass(frozen=True)
 class FlexibilityConfig:
-    """Parsed, validated flexibility YAML (joint names not yet matched to the URDF)."""
+    """Parsed, validated flexibility YAML (joint names not yet matched to the URDF).
+
+    ``passive_joints`` maps unactuated joint names to their damping d_f and ``loop_closures``
+    lists :class:`LoopClosure` (both empty for serial robots)."""
     robot: str
     urdf_path: Path
     gravity: np.ndarray
@@ -86,6 +117,12 @@ class FlexibilityConfig:
     wrench: np.ndarray
     joints: dict
     path: Path | None
+    passive_joints: dict = field(default_factory=dict)
+    loop_closures: tuple = ()
+
+    @property
+    def closed_chain(self) -> bool:
+        return bool(self.loop_closures or self.passive_joints)
 
 
 def inertia_matrix(values, field, error=ConfigError):
@@ -142,7 +179,62 @@ def load_config(path):
         wrench=finite_vector(raw.get("wrench", [0.0] * 6), 6, "wrench", ConfigError),
         joints={str(name): _joint(spec, f"joints.{name}") for name, spec in joints.items()},
         path=path,
+        passive_joints=_passive_joints(raw.get("passive_joints", {}), set(map(str, joints))),
+        loop_closures=_loop_closures(raw.get("loop_closures", [])),
     )
+
+
+def _passive_joints(spec, actuated):
+    if not isinstance(spec, dict):
+        raise ConfigError("passive_joints: expected a mapping joint name -> {d_f: value}")
+    out = {}
+    for name, params in spec.items():
+        field_name = f"passive_joints.{name}"
+        if str(name) in actuated:
+            raise ConfigError(f"{field_name}: joint is also listed under joints (actuated)")
+        if not isinstance(params, dict):
+            raise ConfigError(f"{field_name}: expected a mapping with d_f")
+        reject_unknown_keys(params, PASSIVE_KEYS, field_name, ConfigError)
+        if "d_f" not in params:
+            raise ConfigError(f"{field_name}.d_f: missing")
+        out[str(name)] = float(nonnegative(params["d_f"], f"{field_name}.d_f", ConfigError))
+    return out
+
+
+def _loop_closures(spec):
+    if not isinstance(spec, list):
+        raise ConfigError("loop_closures: expected a list of {name, frames, type, normal}")
+    out, names = [], set()
+    for i, item in enumerate(spec):
+        field_name = f"loop_closures[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{field_name}: expected a mapping with name, frames, type")
+        reject_unknown_keys(item, CLOSURE_KEYS, field_name, ConfigError)
+        for key in ("name", "frames", "type"):
+            if key not in item:
+                raise ConfigError(f"{field_name}.{key}: missing")
+        name = str(item["name"])
+        if name in names:
+            raise ConfigError(f"{field_name}.name: duplicate loop closure name '{name}'")
+        names.add(name)
+        frames = item["frames"]
+        if (not isinstance(frames, list) or len(frames) != 2 or not all(isinstance(f, str) for f in frames)
+                or frames[0] == frames[1]):
+            raise ConfigError(f"{field_name}.frames: expected two different URDF frame names")
+        kind = str(item["type"])
+        if kind not in CLOSURE_TYPES:
+            raise ConfigError(f"{field_name}.type: expected one of {', '.join(CLOSURE_TYPES)}, got {kind!r}")
+        normal = np.zeros(3)
+        if kind == "planar":
+            normal = finite_vector(item.get("normal", [0.0, 0.0, 1.0]), 3, f"{field_name}.normal",
+                                   ConfigError)
+            if np.linalg.norm(normal) == 0:
+                raise ConfigError(f"{field_name}.normal: must be a non-zero vector")
+            normal = normal / np.linalg.norm(normal)
+        elif "normal" in item:
+            raise ConfigError(f"{field_name}.normal: only planar closures have a normal")
+        out.append(LoopClosure(name, tuple(frames), kind, normal))
+    return tuple(out)
 
 
 def _joint(spec, field):

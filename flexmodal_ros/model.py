@@ -97,6 +97,10 @@ def load_model(urdf_path, params_path):
 
 def build_model(rigid, cfg, urdf_path=None):
     """Combine a Pinocchio model of the rigid links with a parsed :class:`FlexibilityConfig`."""
+    if cfg.closed_chain:
+        raise ConfigError(f"robot {cfg.robot}: declares passive joints / loop closures (a closed "
+                          "chain); load it with flexmodal_ros.constrained.robot.load_closed_chain "
+                          "(CLI/node: --method mcs|rcs|ucs)")
     names = _movable_joints(rigid)
     missing = [j for j in names if j not in cfg.joints]
     unknown = [j for j in cfg.joints if j not in names]

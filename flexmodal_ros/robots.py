@@ -24,17 +24,35 @@ def share_dir():
                           f"installed {PACKAGE} share directory)") from None
 
 
-def list_robots():
-    """Names of the bundled robots (those with both a URDF and a config YAML)."""
+def _bundled():
+    """{name: closed_chain} of the bundled robots (those with both a URDF and a config YAML)."""
+    from .config import load_config
+
     root = share_dir()
-    return sorted(p.stem for p in (root / "config").glob("*.yaml") if (root / "urdf" / f"{p.stem}.urdf").is_file())
+    return {p.stem: load_config(p).closed_chain for p in sorted((root / "config").glob("*.yaml"))
+            if (root / "urdf" / f"{p.stem}.urdf").is_file()}
+
+
+def list_robots():
+    """Names of the bundled flexible-joint (serial) robots — those :func:`load_robot` loads."""
+    return [name for name, closed in _bundled().items() if not closed]
+
+
+def list_closed_chain_robots():
+    """Names of the bundled closed-chain robots (loop closures in their YAML), analysed by
+    :mod:`flexmodal_ros.constrained` (:func:`resolve_closed_chain`)."""
+    return [name for name, closed in _bundled().items() if closed]
 
 
 def robot_paths(name):
-    """(urdf_path, params_path) of a bundled robot; ConfigError naming the choices if unknown."""
-    names = list_robots()
-    if name not in names:
-        raise ConfigError(f"unknown robot '{name}' (bundled robots: {', '.join(names)})")
+    """(urdf_path, params_path) of a bundled robot (serial or closed-chain); ConfigError naming
+    the choices if unknown."""
+    bundled = _bundled()
+    if name not in bundled:
+        closed = [n for n, c in bundled.items() if c]
+        raise ConfigError(f"unknown robot '{name}' (bundled robots: "
+                          f"{', '.join(n for n, c in bundled.items() if not c)}"
+                          + (f"; closed-chain robots: {', '.join(closed)})" if closed else ")"))
     root = share_dir()
     return root / "urdf" / f"{name}.urdf", root / "config" / f"{name}.yaml"
 
@@ -58,4 +76,38 @@ def resolve_model(robot=None, urdf=None, params=None):
         return load_model(urdf or None, params)
     if urdf:
         raise ConfigError("params: a flexibility YAML is required with a URDF")
+    raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")
+
+
+def resolve_any_model(robot=None, urdf=None, params=None):
+    """Like :func:`resolve_model`, but a robot whose YAML declares passive joints or loop
+    closures comes back as a :class:`flexmodal_ros.constrained.robot.ClosedChainRobot`."""
+    if is_closed_chain(robot, urdf, params):
+        return resolve_closed_chain(robot, urdf, params)
+    return resolve_model(robot, urdf, params)
+
+
+def is_closed_chain(robot=None, urdf=None, params=None) -> bool:
+    """True if the selected robot's YAML declares passive joints or loop closures."""
+    from .config import load_config
+
+    if robot and (urdf or params):
+        raise ConfigError("give either a robot name or urdf/params files, not both")
+    path = robot_paths(robot)[1] if robot else params
+    if not path:
+        return False
+    return load_config(path).closed_chain
+
+
+def resolve_closed_chain(robot=None, urdf=None, params=None):
+    """The selected robot as a :class:`~flexmodal_ros.constrained.robot.ClosedChainRobot` (a serial
+    robot is accepted too: a constrained system without closures)."""
+    from .constrained.robot import load_closed_chain
+
+    if robot and (urdf or params):
+        raise ConfigError("give either a robot name or urdf/params files, not both")
+    if robot:
+        return load_closed_chain(*robot_paths(robot))
+    if params:
+        return load_closed_chain(urdf or None, params)
     raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")

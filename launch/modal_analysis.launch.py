@@ -8,7 +8,8 @@
 Arguments: ``robot`` / ``urdf_path`` / ``params_path`` (empty default = not given; see
 ``flexmodal_ros.nodes.bringup.launch_robot_parameters``), ``publish_rate_hz``,
 ``joint_state_timeout_s``, ``modal_method`` (exact | polynomial), ``expansion_order``,
-``expansion_tolerance``, ``trust_radius``.
+``expansion_tolerance``, ``trust_radius``, ``method`` (mcs | rcs | ucs, closed-chain robots such as
+parallelogram_arm).
 """
 import os
 
@@ -28,6 +29,8 @@ ARGUMENTS = {
     "expansion_order": ("3", "Taylor order of the polynomial fast path", int),
     "expansion_tolerance": ("0.002", "relative eigenvalue error estimate that triggers a re-expansion", float),
     "trust_radius": ("0.0", "max |q - q0| of an expansion [rad or m]; 0 = automatic", float),
+    "method": ("", "constrained linearization mcs|rcs|ucs (closed-chain robots; empty: mcs for "
+               "them, the flexible-joint AMA otherwise)", str),
 }
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from flexmodal_ros.cli import attach_negative_values
-from flexmodal_ros.robots import list_robots, share_dir
+from flexmodal_ros.robots import list_closed_chain_robots, list_robots, share_dir
 
 
 def flexmodal(*args):
@@ -33,7 +33,8 @@ def test_bad_input_gives_one_line_and_exit_code_2(tmp_path):
     out = flexmodal("model", "--robot", "ur5")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
-        f"flexmodal model: error: unknown robot 'ur5' (bundled robots: {', '.join(list_robots())})"]
+        f"flexmodal model: error: unknown robot 'ur5' (bundled robots: {', '.join(list_robots())}; "
+        f"closed-chain robots: {', '.join(list_closed_chain_robots())})"]
     bad = tmp_path / "bad.dh.yaml"
     bad.write_text("links: [{joint: j1}]\n")
     out = flexmodal("dh2urdf", str(bad))

@@ -12,7 +12,8 @@ import sys
 
 from ..errors import FlexmodalError
 
-SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links")
+SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
+                      "constrained")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")

@@ -10,6 +10,7 @@ from ..model import with_overrides
 from ..sweep import config_grid, config_line, modal_map
 from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
+from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 
 
 def add_parser(sub):
@@ -17,6 +18,7 @@ def add_parser(sub):
     add_model_options(p)
     p.add_argument("--q", required=True, help="configuration, comma-separated, URDF joint order [rad or m]")
     _add_override_options(p)
+    add_method_option(p)
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -33,6 +35,7 @@ def add_parser(sub):
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
     _add_override_options(s)
     add_sweep_output_options(s, "modal_map")
+    add_method_option(s)
     add_json_option(s)
     s.set_defaults(func=run_sweep)
 
@@ -45,17 +48,22 @@ def _add_override_options(p):
     p.add_argument("--wrench", help="constant external wrench fx,fy,fz,mx,my,mz in frame 0 [N, N m]")
 
 
+def _overrides(args):
+    """Keyword overrides (kp, kd, tool, wrench) given on the command line (None = not given)."""
+    return {"kp": None if args.kp is None else parse_floats(args.kp, "--kp"),
+            "kd": None if args.kd is None else parse_floats(args.kd, "--kd"),
+            "tool": None if args.tool_mass is None else Tool.point_mass(args.tool_mass),
+            "wrench": None if args.wrench is None else parse_floats(args.wrench, "--wrench")}
+
+
 def _model(args):
     """Robot model with the command-line overrides applied."""
-    model = model_from_args(args)
-    kp = None if args.kp is None else parse_floats(args.kp, "--kp")
-    kd = None if args.kd is None else parse_floats(args.kd, "--kd")
-    tool = None if args.tool_mass is None else Tool.point_mass(args.tool_mass)
-    wrench = None if args.wrench is None else parse_floats(args.wrench, "--wrench")
-    return with_overrides(model, kp=kp, kd=kd, tool=tool, wrench=wrench)
+    return with_overrides(model_from_args(args), **_overrides(args))
 
 
 def run(args):
+    if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
+        return run_robot_modal(args)
     model = _model(args)
     result = modal_analysis(model, parse_floats(args.q, "--q"))
     if args.json:
@@ -106,9 +114,12 @@ def _read_configs(path):
 
 
 def run_sweep(args):
-    model = _model(args)
-    mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                     workers=args.workers, progress=not args.no_progress)
+    if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
+        model, mmap = robot_sweep(args)
+    else:
+        model = _model(args)
+        mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
+                         workers=args.workers, progress=not args.no_progress)
     files = write_map_outputs(mmap, args.out_dir, "modal_map", f"{model.name}: modal map", not args.no_plot)
     f = mmap.tracked("frequencies_hz")
     z = mmap.tracked("damping_ratios")

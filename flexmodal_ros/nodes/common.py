@@ -7,15 +7,23 @@ from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
 from ..errors import FlexmodalError
-from ..robots import resolve_model
+from ..robots import resolve_any_model, resolve_closed_chain, resolve_model
 
 
-def declare_robot_model(node):
-    """Declare ``robot`` / ``urdf_path`` / ``params_path`` and return the robot model they name."""
+def declare_robot_model(node, closed_chain=False, constrained=False):
+    """Declare ``robot`` / ``urdf_path`` / ``params_path`` and return the robot model they name.
+
+    ``closed_chain=True`` also accepts robots with loop closures (returned as
+    :class:`~flexmodal_ros.constrained.robot.ClosedChainRobot`); ``constrained=True`` returns
+    every robot that way."""
     robot, urdf, params = (node.declare_parameter(name, "").value
                            for name in ("robot", "urdf_path", "params_path"))
     if not robot and not params:
         raise FlexmodalError("parameters: set 'robot' or 'params_path' (and optionally 'urdf_path')")
+    if constrained:
+        return resolve_closed_chain(robot or None, urdf or None, params or None)
+    if closed_chain:
+        return resolve_any_model(robot or None, urdf or None, params or None)
     return resolve_model(robot or None, urdf or None, params or None)
 
 

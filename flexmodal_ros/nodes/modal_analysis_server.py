@@ -7,7 +7,9 @@ simulation time with ``use_sim_time``); ``link_state`` (absolute | deflection: h
 reports the link position, flexmodal_ros/export/convention.py); polynomial fast path
 (:mod:`flexmodal_ros.parametric.live`): ``modal_method`` ("exact", default, or "polynomial"),
 ``expansion_order`` (3), ``expansion_tolerance`` (relative eigenvalue error estimate that triggers a
-re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic).
+re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic);
+``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
+default mcs; set for a serial robot it selects the constrained path too).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters),
 ``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
@@ -36,6 +38,7 @@ from ..model import create_data
 from ..sweep import modal_map
 from ..export.convention import check_link_state
 from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
+from .constrained_modal import ClosedChainModal
 from .polled import PolledSubscription
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
                           link_modes_request_to_core, link_modes_to_response,
@@ -50,7 +53,12 @@ class ModalAnalysisServer(Node):
 
     def __init__(self, **kwargs):
         super().__init__("modal_analysis", **kwargs)
-        self.model = declare_robot_model(self)
+        # Closed-chain robots (YAML loop closures), or any robot with `method` set, go through
+        # flexmodal_ros.constrained (method: mcs | rcs | ucs; nodes/constrained_modal.py).
+        method = self.declare_parameter("method", "").value
+        self.model = declare_robot_model(self, closed_chain=True, constrained=bool(method))
+        self.closed_chain = (ClosedChainModal(self.model, method)
+                             if getattr(self.model, "closed_chain", False) else None)
         rate = self.declare_parameter("publish_rate_hz", 10.0).value
         self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
         self.link_state = check_link_state(self.declare_parameter("link_state", "absolute").value,
@@ -74,6 +82,8 @@ class ModalAnalysisServer(Node):
         self.get_logger().info(f"modal analysis of '{self.model.name}' ({self.model.n} joints) ready")
 
     def on_parameters(self, request, response):
+        if self.closed_chain:
+            return self.on_closed_chain_parameters(request, response)
         try:
             model, q = modal_request_to_core(self.model, request)
             result = modal_analysis(model, q, self.data)
@@ -84,7 +94,17 @@ class ModalAnalysisServer(Node):
         response.success, response.message = True, ""
         return response
 
+    def on_closed_chain_parameters(self, request, response):
+        try:
+            response.result = self.closed_chain.parameters(request, self.get_clock().now().to_msg())
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        response.success, response.message = True, ""
+        return response
+
     def on_map(self, request, response):
+        if self.closed_chain:
+            return self.on_closed_chain_map(request, response)
         try:
             model, qs = modal_map_request_to_core(self.model, request)
             mmap = modal_map(model, qs, track=request.track_modes)
@@ -106,6 +126,14 @@ class ModalAnalysisServer(Node):
         response.success, response.message = True, ""
         return response
 
+    def on_closed_chain_map(self, request, response):
+        try:
+            self.closed_chain.modal_map(request, response, self.get_clock().now().to_msg())
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        response.success, response.message = True, ""
+        return response
+
     def on_timer(self):
         raw = self.joint_states.take_latest()
         if raw is not None:
@@ -113,6 +141,8 @@ class ModalAnalysisServer(Node):
         if self.latest is None or seconds(self._clock) - self.latest[1] > self.timeout:
             return
         msg = deserialize_message(self.latest[0], JointState)
+        if self.closed_chain:
+            return self.publish_closed_chain(msg)
         try:
             q = joint_state_to_configuration(self.model, msg, self.link_state)
         except FlexmodalError as exc:
@@ -175,6 +205,13 @@ class ModalAnalysisServer(Node):
                               self.get_clock().now().to_msg())
         response.success, response.message = True, ""
         return response
+
+    def publish_closed_chain(self, msg):
+        try:
+            self.publisher.publish(self.closed_chain.live(msg, msg.header.stamp))
+        except REQUEST_ERRORS as exc:
+            if self._throttle():
+                self.get_logger().warn(f"ignoring joint state: {exc}")
 
     def destroy_node(self):
         if hasattr(self, "joint_states"):
