@@ -26,8 +26,8 @@ SNR_MIN = 5.0
 REFINE_SNR = 2.0
 SETTLE_SAMPLES = 4
 MAX_ROUNDS = 6
-DEFLATION_PASSES = 2
-DEFLATION_RTOL = 0.02
+NOISE_RATIO = 1e-4         # residual / signal (RMS) above which the record counts as noisy
+IQR_TO_STD = 1.0 / 1.349     # interquartile range of a normal distribution = 1.349 σ
 UNCERTAINTY_F = 0.005     # reported modes: std(f) ≤ 0.5 % of f ...
 UNCERTAINTY_Z = 0.005     # ... and std(ζ) ≤ 0.5 pp (one standard deviation)
 DEFAULT_ORDERS = {"era": range(2, 101, 2), "ssi-cov": range(2, 101, 2), "var": range(2, 31)}
@@ -204,18 +204,7 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
         raise InputError(f"record: only {y.shape[0]} samples after the excitation (at least 64 needed)")
     options = {} if block_rows is None or method == "var" else {"block_rows": block_rows}
     candidates, diagram = _candidates(y, fs, method, orders, criteria, options)
-    # Deflation: poles the first realization missed (a strong neighbour, noise) are looked for
-    # again in what the significant poles leave unexplained.
-    for sweep in range(DEFLATION_PASSES + 1):
-        lam = np.array([m.eigenvalue for m in candidates], complex)
-        lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors, resid = _significant(y, fs, lam, snr_min, refine)
-        if not refine or sweep == DEFLATION_PASSES or not keep:
-            break
-        new, _ = _candidates(resid, fs, method, orders, criteria, options)
-        new = [c for c in new if np.all(np.abs(lam - c.eigenvalue) > DEFLATION_RTOL * abs(c.eigenvalue))]
-        if not new:
-            break
-        candidates = [replace(c, eigenvalue=v) for c, v in zip(candidates, lam)] + new
+    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(y, fs, candidates, snr_min, refine)
     below, combos = [], []
     for j, mode in enumerate(candidates):
         entry = {"frequency_hz": float(abs(lam[j]) / TWO_PI), "damping_ratio": float(-lam[j].real / abs(lam[j])),
@@ -251,31 +240,41 @@ def _candidates(y, fs, method, orders, criteria, options):
     return select_modes(diagram, criteria)
 
 
-def _significant(y, fs, lam, snr_min, refine):
-    """Which selected poles are modes (module docstring): poles plainly in the noise (SNR < 2 in
-    a first fit) and combination terms are set aside (combination terms stay in the fitted basis
-    as the signal components they are); the rest are refined jointly (:func:`refine_poles`), then
-    every pole with SNR < ``snr_min`` or that duplicates a stronger one is dropped and the rest
-    refitted — until nothing changes (at most ``MAX_ROUNDS``). Of the poles left, those whose
-    frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z`` (one standard
-    deviation) stay in the basis but are not modes.
+def _significant(y, fs, candidates, snr_min, refine):
+    """Which selected clusters are modes (module docstring). Poles plainly in the noise (SNR < 2
+    in a first fit) and combination terms are set aside (combination terms stay in the fitted
+    basis as the signal components they are); the rest are refined jointly (:func:`refine_poles`),
+    then every pole with SNR < ``snr_min`` or that duplicates a stronger one is dropped and the
+    rest refitted — until nothing changes (at most ``MAX_ROUNDS``).
+
+    The refinement is used when the record is noisy: when the residual of the first fit exceeds
+    ``NOISE_RATIO`` of the signal (RMS). Below that the record is deterministic, the realization is
+    exact up to that remainder (nonlinear terms, which an output-error fit would only chase), and
+    each pole's standard deviation is taken as its spread over the model orders (interquartile
+    range / 1.349); above it, from the fit's Jacobian. Of the poles
+    left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
+    (one standard deviation) stay in the basis but are not modes.
 
     Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
     combination parents or None per pole, indices of the modes, amplitude vectors a_j (m, c) (the
-    mode shapes at the channels, in channel units), residual of the final fit (N, c))."""
-    lam = lam.copy()
+    mode shapes at the channels, in channel units))."""
+    lam0 = np.array([c.eigenvalue for c in candidates], complex)
+    spread_f = IQR_TO_STD * np.array([c.frequency_spread for c in candidates])
+    spread_z = IQR_TO_STD * np.array([c.damping_spread for c in candidates])
+    lam = lam0.copy()
     amps, stderr, sigma = fit_amplitudes(y, fs, lam)
     norm = np.linalg.norm(amps, axis=1)
     snr = norm / np.maximum(stderr, 1e-300)
-    std_f, std_z = np.full(lam.size, np.nan), np.full(lam.size, np.nan)
+    std_f, std_z = spread_f.copy(), spread_z.copy()
     combo = _combination_terms(lam, norm)
     nuisance = [j for j in range(lam.size) if combo[j] is not None]
     active = [j for j in range(lam.size) if combo[j] is None and snr[j] >= REFINE_SNR]
+    noisy = np.sqrt(np.mean(sigma ** 2)) > NOISE_RATIO * np.sqrt(np.mean(y ** 2))
     for _ in range(MAX_ROUNDS):
         if not active:
             break
-        if refine:
-            lam[active], std_f[active], std_z[active] = refine_poles(y, fs, lam[active], fixed=lam[nuisance])
+        if refine and noisy:
+            lam[active], std_f[active], std_z[active] = refine_poles(y, fs, lam0[active], fixed=lam[nuisance])
         basis = active + nuisance
         amps, stderr, sigma = fit_amplitudes(y, fs, lam[basis])
         norm[basis] = np.linalg.norm(amps, axis=1)
@@ -285,14 +284,13 @@ def _significant(y, fs, lam, snr_min, refine):
         if not weak and not twins:
             break
         active = [j for j in active if j not in weak and j not in twins]
-    # Significant but uncertain poles stay in the fitted basis (they are signal) but are not modes.
     f = np.abs(lam) / TWO_PI
-    certain = [j for j in active if not refine or (std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z)]
+    certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
     basis = active + nuisance
-    amps, _, _, resid = fit_amplitudes(y, fs, lam[basis], residual=True)
     vectors = np.zeros((lam.size, y.shape[1]), complex)
-    vectors[basis] = amps
-    return lam, norm, snr, std_f, std_z, sigma, combo, sorted(certain), vectors, resid
+    if basis:
+        vectors[basis] = fit_amplitudes(y, fs, lam[basis])[0]
+    return lam, norm, snr, std_f, std_z, sigma, combo, sorted(certain), vectors
 
 
 def _duplicates(lam, snr, active):
