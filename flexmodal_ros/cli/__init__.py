@@ -12,7 +12,7 @@ import sys
 
 from ..errors import FlexmodalError
 
-SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate")
+SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "oma")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")

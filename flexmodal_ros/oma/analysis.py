@@ -218,6 +218,9 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
     eig = lam[keep]
     f, z = frequencies_and_damping(eig)
     label, bad = classify_stability(eig)
+    if vectors is None:         # realization shapes (computed on peak-scaled channels)
+        scale = np.maximum(np.abs(y).max(axis=0), 1e-300)
+        vectors = np.array([c.shape for c in candidates]) * scale[None, :] if candidates else np.empty((0, y.shape[1]))
     shapes = normalize_shapes(vectors[keep].T) if keep.size else np.empty((y.shape[1], 0), complex)
     pick = lambda attr: np.array([getattr(candidates[j], attr) for j in keep], float)
     return IdentifiedModes(
@@ -256,8 +259,9 @@ def _significant(y, fs, candidates, snr_min, refine):
     (one standard deviation) stay in the basis but are not modes.
 
     Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
-    combination parents or None per pole, indices of the modes, amplitude vectors a_j (m, c) (the
-    mode shapes at the channels, in channel units))."""
+    combination parents or None per pole, indices of the modes, amplitude vectors a_j (m, c) of the
+    output-error fit (mode shapes at the channels, in channel units) for noisy records, else None:
+    then the realization's shapes are the better ones)."""
     lam0 = np.array([c.eigenvalue for c in candidates], complex)
     spread_f = IQR_TO_STD * np.array([c.frequency_spread for c in candidates])
     spread_z = IQR_TO_STD * np.array([c.damping_spread for c in candidates])
@@ -290,7 +294,7 @@ def _significant(y, fs, candidates, snr_min, refine):
     vectors = np.zeros((lam.size, y.shape[1]), complex)
     if basis:
         vectors[basis] = fit_amplitudes(y, fs, lam[basis])[0]
-    return lam, norm, snr, std_f, std_z, sigma, combo, sorted(certain), vectors
+    return lam, norm, snr, std_f, std_z, sigma, combo, sorted(certain), vectors if noisy else None
 
 
 def _duplicates(lam, snr, active):

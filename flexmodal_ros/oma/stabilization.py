@@ -193,8 +193,9 @@ def _with_clusters(diagram, cluster):
 
 
 def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", reference_hz=None):
-    """PNG: pole frequency vs model order (grey: unstable, blue: stable, coloured: selected
-    modes), damping vs frequency below; dashed lines at ``reference_hz`` (e.g. AMA frequencies)."""
+    """PNG: pole frequency vs model order (light grey: unstable, dark grey: stable, coloured: the
+    clusters — modes, combination terms and poles below the noise floor), damping vs frequency
+    below; dashed lines at ``reference_hz`` (e.g. AMA frequencies)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -209,13 +210,13 @@ def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", ref
     unstable = ~diagram.stable
     ax_o.scatter(diagram.frequency_hz[unstable], diagram.order[unstable], s=6, c="0.7", label="new / unstable")
     stable_free = diagram.stable & (diagram.cluster < 0)
-    ax_o.scatter(diagram.frequency_hz[stable_free], diagram.order[stable_free], s=8, c="tab:blue",
-                 label="stable (f, ζ, MAC), not selected")
+    ax_o.scatter(diagram.frequency_hz[stable_free], diagram.order[stable_free], s=8, c="0.35",
+                 label="stable (f, ζ, MAC), not in a cluster")
     for k in range(diagram.cluster.max() + 1):
         sel = diagram.cluster == k
-        color = plt.cm.tab10(k % 10)
+        color = plt.cm.tab10((k + 1) % 10)
         ax_o.scatter(diagram.frequency_hz[sel], diagram.order[sel], s=14, color=color,
-                     label="selected modes" if k == 0 else None)
+                     label="clusters (candidate modes)" if k == 0 else None)
         ax_z.scatter(diagram.frequency_hz[sel], 100 * diagram.damping[sel], s=14, color=color)
     ax_z.scatter(diagram.frequency_hz[unstable], 100 * diagram.damping[unstable], s=4, c="0.8", zorder=0)
     for ax in (ax_o, ax_z):
