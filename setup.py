@@ -41,6 +41,7 @@ setup(
             "feedforward_pd_controller = flexmodal_ros.nodes.feedforward_pd_controller:main",
             "flexible_joint_simulator = flexmodal_ros.nodes.flexible_joint_simulator:main",
             "flexmodal_bringup = flexmodal_ros.nodes.bringup:main",
+            "modal_test = flexmodal_ros.nodes.modal_test:main",
         ],
     },
 )

@@ -4,7 +4,8 @@ Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (f
 an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
 default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
 
-Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
+Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
+``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.sampled`) and
 ``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
@@ -22,12 +23,14 @@ from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
 
 from ..errors import FlexmodalError
 from ..modal import modal_analysis
+from ..sampled import sampled_modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
 from .common import Throttle, declare_robot_model, run_node
 from .polled import PolledSubscription
 from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
-                          modal_map_to_response, modal_request_to_core, modal_result_to_msg)
+                          modal_map_to_response, modal_request_to_core, modal_result_to_msg,
+                          sampled_request_options)
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
 
@@ -57,7 +60,9 @@ class ModalAnalysisServer(Node):
     def on_parameters(self, request, response):
         try:
             model, q = modal_request_to_core(self.model, request)
-            result = modal_analysis(model, q, self.data)
+            rate, hold = sampled_request_options(request)
+            result = (modal_analysis(model, q, self.data) if rate is None
+                      else sampled_modal_analysis(model, q, rate, hold, self.data))
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
         response.result = modal_result_to_msg(result, self.model.joint_names,

@@ -20,7 +20,8 @@ from ..errors import InputError
 from ..modes import TWO_PI, ModeSet, classify_stability, frequencies_and_damping, normalize_shapes
 from .methods import METHODS, estimate_poles
 from .record import Record, free_decay_start
-from .stabilization import SelectionCriteria, StabilizationDiagram, build_diagram, select_modes
+from .stabilization import (SelectionCriteria, StabilizationDiagram, build_diagram, select_modes,
+                            stable_real_poles)
 
 SNR_MIN = 5.0
 REFINE_SNR = 2.0
@@ -93,8 +94,17 @@ def analysis_segment(record: Record, free_decay: bool = True):
     return k0, seg - rest
 
 
-def fit_amplitudes(y, fs, eigenvalues, residual=False):
-    """Least-squares fit of y (N, c) by Re/Im of z_j^k (z_j = e^{λ_j/fs}) and a constant.
+def _basis(N, fs, lam, real):
+    """[Re z^k, Im z^k, 1, e^{r k/fs}] columns (N, 2m + 1 + len(real))."""
+    k = np.arange(N)[:, None] / fs
+    powers = np.exp(k * np.asarray(lam, complex)[None, :])
+    decays = np.exp(k * np.asarray(real, float)[None, :])
+    return np.hstack([powers.real, powers.imag, np.ones((N, 1)), decays])
+
+
+def fit_amplitudes(y, fs, eigenvalues, residual=False, real=()):
+    """Least-squares fit of y (N, c) by Re/Im of z_j^k (z_j = e^{λ_j/fs}), a constant and the
+    real exponentials e^{r k/fs} of the ``real`` poles r [1/s].
 
     Returns (amplitudes (m, c) complex a_j with y ≈ Σ Re(a_j z_j^k), standard errors (m,) of
     ‖a_j‖ per mode √(Σ_c var), residual std per channel (c,)) and, with ``residual``, the
@@ -103,10 +113,7 @@ def fit_amplitudes(y, fs, eigenvalues, residual=False):
     y = np.asarray(y, float)
     N, c = y.shape
     lam = np.asarray(eigenvalues, complex)
-    k = np.arange(N)[:, None]
-    z = np.exp(lam / fs)
-    powers = np.exp(k * np.log(z.astype(complex))[None, :]) if lam.size else np.empty((N, 0))
-    basis = np.hstack([powers.real, powers.imag, np.ones((N, 1))])
+    basis = _basis(N, fs, lam, real)
     coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
     resid = y - basis @ coef
     dof = max(1, N - basis.shape[1])
@@ -122,13 +129,13 @@ def fit_amplitudes(y, fs, eigenvalues, residual=False):
     return (amps, stderr, sigma, resid) if residual else (amps, stderr, sigma)
 
 
-def refine_poles(y, fs, eigenvalues, fixed=()):
+def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     """Output-error refinement of the poles λ (m,) on the free decay y (N, c): minimize
     ‖y − B(λ) A‖² over λ with the amplitudes A eliminated (variable projection, Golub & Pereyra
     1973; SciPy ``least_squares``), B = [Re z^k, Im z^k, 1], z = e^{λ/fs}. Under white measurement
     noise this is the maximum-likelihood estimate that the realization (ERA/SSI) only approximates;
-    for noise-free data it changes nothing that matters. ``fixed`` poles stay in the basis
-    unchanged.
+    for noise-free data it changes nothing that matters. ``fixed`` poles and the ``real`` ones stay
+    in the basis unchanged.
 
     Returns (λ refined (m,), standard deviations (m,) of f [Hz] and (m,) of ζ [-] from the
     Jacobian at the optimum). Poles that leave the physical range keep their start value and get
@@ -142,21 +149,18 @@ def refine_poles(y, fs, eigenvalues, fixed=()):
         return lam0, np.empty(0), np.empty(0)
     y = np.asarray(y, float)
     N = y.shape[0]
-    k = np.arange(N)[:, None] / fs
     scale = np.abs(lam0)
     fixed = np.asarray(fixed, complex)
 
     def residual(theta):
         lam = np.concatenate([(theta[:m] + 1j * theta[m:]) * scale, fixed])
-        powers = np.exp(k * lam[None, :])
-        basis = np.hstack([powers.real, powers.imag, np.ones((N, 1))])
-        q, _ = np.linalg.qr(basis)
+        q, _ = np.linalg.qr(_basis(N, fs, lam, real))
         return (y - q @ (q.T @ y)).ravel()
 
     theta0 = np.concatenate([lam0.real / scale, lam0.imag / scale])
     sol = least_squares(residual, theta0, method="lm", x_scale=1e-3, max_nfev=30 * theta0.size)
     lam = (sol.x[:m] + 1j * sol.x[m:]) * scale
-    dof = max(1, sol.fun.size - theta0.size - y.shape[1] * (2 * (m + fixed.size) + 1))
+    dof = max(1, sol.fun.size - theta0.size - y.shape[1] * (2 * (m + fixed.size) + 1 + len(real)))
     s2 = float(sol.fun @ sol.fun) / dof
     try:
         cov = s2 * np.linalg.inv(sol.jac.T @ sol.jac)
@@ -203,8 +207,8 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
     if y.shape[0] < 64:
         raise InputError(f"record: only {y.shape[0]} samples after the excitation (at least 64 needed)")
     options = {} if block_rows is None or method == "var" else {"block_rows": block_rows}
-    candidates, diagram = _candidates(y, fs, method, orders, criteria, options)
-    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(y, fs, candidates, snr_min, refine)
+    candidates, diagram, real = _candidates(y, fs, method, orders, criteria, options)
+    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(y, fs, candidates, real, snr_min, refine)
     below, combos = [], []
     for j, mode in enumerate(candidates):
         entry = {"frequency_hz": float(abs(lam[j]) / TWO_PI), "damping_ratio": float(-lam[j].real / abs(lam[j])),
@@ -217,7 +221,7 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
     keep = np.array(sorted(keep, key=lambda j: abs(lam[j])), int)
     eig = lam[keep]
     f, z = frequencies_and_damping(eig)
-    label, bad = classify_stability(eig)
+    label, bad = classify_stability(np.concatenate([eig, eig.conj(), real]))
     if vectors is None:         # realization shapes (computed on peak-scaled channels)
         scale = np.maximum(np.abs(y).max(axis=0), 1e-300)
         vectors = np.array([c.shape for c in candidates]) * scale[None, :] if candidates else np.empty((0, y.shape[1]))
@@ -225,7 +229,7 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
     pick = lambda attr: np.array([getattr(candidates[j], attr) for j in keep], float)
     return IdentifiedModes(
         frequencies_hz=f, damping_ratios=z, eigenvalues=eig, mode_shapes=shapes,
-        real_eigenvalues=np.empty(0), stability=label, unstable_eigenvalues=bad,
+        real_eigenvalues=np.sort(real), stability=label, unstable_eigenvalues=bad,
         channels=tuple(record.channels), method=method, sample_rate_hz=fs, amplitudes=norm[keep],
         snr=snr[keep], poles=pick("poles").astype(int), frequency_spread=pick("frequency_spread"),
         damping_spread=pick("damping_spread"), noise_floor=sigma, below_noise_floor=below,
@@ -235,15 +239,15 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
 
 def _candidates(y, fs, method, orders, criteria, options):
     """Selected clusters of the stabilization diagram of y (module docstring of
-    :mod:`.stabilization`) and the diagram. Channels are scaled to their peak: motors that move
+    :mod:`.stabilization`), the diagram and the stable real poles. Channels are scaled to their peak: motors that move
     1e-7 rad weigh as much as those moving 1e-4 rad in the realization and in the MAC."""
     scale = np.maximum(np.abs(y).max(axis=0), 1e-300)
     op = estimate_poles(method, y / scale, fs, list(orders), **options)
     diagram = build_diagram(op, fs, y.shape[0] / fs, method, criteria)
-    return select_modes(diagram, criteria)
+    return (*select_modes(diagram, criteria), stable_real_poles(op, criteria, fs))
 
 
-def _significant(y, fs, candidates, snr_min, refine):
+def _significant(y, fs, candidates, real, snr_min, refine):
     """Which selected clusters are modes (module docstring). Poles plainly in the noise (SNR < 2
     in a first fit) and combination terms are set aside (combination terms stay in the fitted
     basis as the signal components they are); the rest are refined jointly (:func:`refine_poles`),
@@ -266,7 +270,7 @@ def _significant(y, fs, candidates, snr_min, refine):
     spread_f = IQR_TO_STD * np.array([c.frequency_spread for c in candidates])
     spread_z = IQR_TO_STD * np.array([c.damping_spread for c in candidates])
     lam = lam0.copy()
-    amps, stderr, sigma = fit_amplitudes(y, fs, lam)
+    amps, stderr, sigma = fit_amplitudes(y, fs, lam, real=real)
     norm = np.linalg.norm(amps, axis=1)
     snr = norm / np.maximum(stderr, 1e-300)
     std_f, std_z = spread_f.copy(), spread_z.copy()
@@ -278,9 +282,10 @@ def _significant(y, fs, candidates, snr_min, refine):
         if not active:
             break
         if refine and noisy:
-            lam[active], std_f[active], std_z[active] = refine_poles(y, fs, lam0[active], fixed=lam[nuisance])
+            lam[active], std_f[active], std_z[active] = refine_poles(y, fs, lam0[active], fixed=lam[nuisance],
+                                                                     real=real)
         basis = active + nuisance
-        amps, stderr, sigma = fit_amplitudes(y, fs, lam[basis])
+        amps, stderr, sigma = fit_amplitudes(y, fs, lam[basis], real=real)
         norm[basis] = np.linalg.norm(amps, axis=1)
         snr[basis] = norm[basis] / np.maximum(stderr, 1e-300)
         weak = [j for j in active if snr[j] < snr_min]
@@ -293,7 +298,7 @@ def _significant(y, fs, candidates, snr_min, refine):
     basis = active + nuisance
     vectors = np.zeros((lam.size, y.shape[1]), complex)
     if basis:
-        vectors[basis] = fit_amplitudes(y, fs, lam[basis])[0]
+        vectors[basis] = fit_amplitudes(y, fs, lam[basis], real=real)[0]
     return lam, norm, snr, std_f, std_z, sigma, combo, sorted(certain), vectors if noisy else None
 
 

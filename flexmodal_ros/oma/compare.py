@@ -180,7 +180,7 @@ def _model_mode_amplitude(record, identified, eigenvalue, free_decay):
     """(amplitude, SNR) of a model pole fitted to the record together with the identified poles."""
     _, y = analysis_segment(record, free_decay)
     lam = np.concatenate([identified.eigenvalues, [eigenvalue]])
-    amps, stderr, _ = fit_amplitudes(y, record.sample_rate_hz, lam)
+    amps, stderr, _ = fit_amplitudes(y, record.sample_rate_hz, lam, real=identified.real_eigenvalues)
     norm = float(np.linalg.norm(amps[-1]))
     return norm, norm / max(float(stderr[-1]), 1e-300)
 

@@ -161,6 +161,31 @@ def select_modes(diagram: StabilizationDiagram, criteria: SelectionCriteria):
     return modes, _with_clusters(diagram, cluster)
 
 
+def stable_real_poles(order_poles: list[OrderPoles], criteria: SelectionCriteria, fs: float) -> np.ndarray:
+    """Real (overdamped) poles λ < 0 found at ≥ ``min_fraction`` of the orders (and ≥
+    ``min_poles``) within ``frequency_rtol`` of each other: the cluster medians [1/s]. They are
+    no modes but part of the response (e.g. the LWR4's overdamped motor motions), so the amplitude
+    fit includes them. Poles faster than fs/2·2π (gone within a sample) are left out."""
+    values, orders = [], []
+    for op in order_poles:
+        lam = op.eigenvalues
+        real = lam[(np.abs(lam.imag) <= 1e-9 * np.abs(lam)) & (lam.real < 0) & (-lam.real < np.pi * fs)].real
+        values.extend(real.tolist())
+        orders.extend([op.order] * real.size)
+    if not values:
+        return np.empty(0)
+    values, orders = np.array(values), np.array(orders)
+    idx = np.argsort(values)
+    out, start = [], 0
+    for k in range(1, idx.size + 1):
+        if k == idx.size or values[idx[k]] > values[idx[k - 1]] * (1 - criteria.frequency_rtol):
+            group = idx[start:k]
+            if np.unique(orders[group]).size >= max(criteria.min_poles, criteria.min_fraction * len(order_poles)):
+                out.append(float(np.median(values[group])))
+            start = k
+    return np.array(out)
+
+
 def _one_per_order(members, diagram):
     """The cluster's poles, at most one per model order (the one nearest the cluster median)."""
     f_med = np.median(diagram.frequency_hz[members])
