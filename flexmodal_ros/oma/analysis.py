@@ -207,7 +207,7 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
     if y.shape[0] < 64:
         raise InputError(f"record: only {y.shape[0]} samples after the excitation (at least 64 needed)")
     options = {} if block_rows is None or method == "var" else {"block_rows": block_rows}
-    candidates, diagram, real = _candidates(y, fs, method, orders, criteria, options)
+    candidates, diagram, real = _candidates(y[:_signal_length(y)], fs, method, orders, criteria, options)
     lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(y, fs, candidates, real, snr_min, refine)
     below, combos = [], []
     for j, mode in enumerate(candidates):
@@ -235,6 +235,23 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
         damping_spread=pick("damping_spread"), noise_floor=sigma, below_noise_floor=below,
         combination_terms=combos, segment=(float(record.t[k0]), float(record.t[-1])), diagram=diagram,
         std_frequency_hz=std_f[keep], std_damping_ratio=std_z[keep], warnings=tuple(record.warnings))
+
+
+def _signal_length(y, window=50):
+    """Samples of the free decay worth realizing: up to where the moving RMS of every channel has
+    fallen below 3× its noise level (the RMS of the last fifth of the record, where a free decay is
+    over); the whole record when the noise is negligible (< 1e-4 of the peak). A realization of
+    samples that hold only noise adds noise poles and costs time; the output-error fit still uses
+    everything."""
+    N = y.shape[0]
+    tail = y[-max(window, N // 5):]
+    noise = np.sqrt(np.mean((tail - tail.mean(axis=0)) ** 2, axis=0))
+    if np.all(noise < 1e-4 * np.abs(y).max(axis=0)):
+        return N
+    power = np.cumsum(np.vstack([np.zeros((1, y.shape[1])), y ** 2]), axis=0)
+    rms = np.sqrt((power[window:] - power[:-window]) / window)
+    above = np.flatnonzero((rms > 3 * noise).any(axis=1))
+    return int(np.clip((above[-1] + window) if above.size else N, min(N, 200), N))
 
 
 def _candidates(y, fs, method, orders, criteria, options):
