@@ -9,8 +9,9 @@ record as a ROS 2 bag, reads it back (:mod:`flexmodal_ros.oma.bags`), identifies
 next to the bag. On a real robot: call the service, hit the robot, read the table.
 
 Parameters: ``robot`` or ``urdf_path`` + ``params_path``; ``output_dir``
-(flexmodal_output/modal_test); ``storage`` (sqlite3 or mcap); ``wall_timeout_factor`` (3: the
-test fails when the record takes longer than 3× its duration + 5 s of wall time).
+(flexmodal_output/modal_test); ``storage`` (sqlite3 or mcap); ``wall_timeout_factor`` (3) and
+``wall_timeout_margin_s`` (5): the test fails when the record takes longer than 3× its duration
++ 5 s of wall time, or the impulse service does not answer within the margin.
 Bad requests and failed tests answer ``success=false`` with a message; the node keeps serving.
 """
 import time
@@ -45,6 +46,7 @@ class ModalTestNode(Node):
         self.output_dir = Path(self.declare_parameter("output_dir", "flexmodal_output/modal_test").value)
         self.storage = self.declare_parameter("storage", "sqlite3").value
         self.timeout_factor = self.declare_parameter("wall_timeout_factor", 3.0).value
+        self.timeout_margin = self.declare_parameter("wall_timeout_margin_s", 5.0).value
         if self.storage not in ("sqlite3", "mcap"):
             raise FlexmodalError(f"storage: must be sqlite3 or mcap, got {self.storage!r}")
         self.states = PolledSubscription(self, "recorder", JointState, "/joint_states",
@@ -76,7 +78,7 @@ class ModalTestNode(Node):
         """Serialized joint states [(stamp ns, bytes)] covering ``duration`` of stamp time."""
         self.states.take_all()                              # drop what arrived before the request
         messages, triggered = [], not options["trigger_impulse"]
-        wall_limit = time.monotonic() + self.timeout_factor * options["duration"] + 5.0
+        wall_limit = time.monotonic() + self.timeout_factor * options["duration"] + self.timeout_margin
         while True:
             for raw in self.states.take_all():
                 messages.append((serialized_stamp_ns(raw), raw))
@@ -89,24 +91,25 @@ class ModalTestNode(Node):
             if time.monotonic() > wall_limit:
                 got = f"{len(messages)} joint states ({span:.3f} s)" if messages else "no joint states"
                 raise FlexmodalError(f"duration: recorded {got} on /joint_states within "
-                                     f"{self.timeout_factor:g} x {options['duration']:g} s + 5 s of wall time")
+                                     f"{self.timeout_factor:g} x {options['duration']:g} s + "
+                                     f"{self.timeout_margin:g} s of wall time")
             self.states.wait(POLL_PERIOD)
 
     def _impulse(self, options):
         client = self.helper.create_client(ApplyWrench, options["impulse_service"] or DEFAULT_IMPULSE_SERVICE)
         try:
-            if not client.wait_for_service(timeout_sec=5.0):
+            if not client.wait_for_service(timeout_sec=self.timeout_margin):
                 raise FlexmodalError(f"impulse_service: {client.srv_name} is not available")
             request = ApplyWrench.Request(wrench=list(options["wrench"]), duration=options["impulse_duration"])
             future = client.call_async(request)
             executor = SingleThreadedExecutor(context=self.context)
             executor.add_node(self.helper)
-            executor.spin_until_future_complete(future, timeout_sec=5.0)
+            executor.spin_until_future_complete(future, timeout_sec=self.timeout_margin)
             executor.remove_node(self.helper)
             executor.shutdown()
             answer = future.result()
             if answer is None or not answer.success:
-                raise FlexmodalError(f"impulse_service: {getattr(answer, 'message', 'no answer within 5 s')}")
+                raise FlexmodalError(f"impulse_service: {getattr(answer, 'message', 'no answer in time')}")
         finally:
             self.helper.destroy_client(client)
 
