@@ -89,7 +89,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    logging.getLogger("pyoma2").setLevel(logging.WARNING)
+    logging.disable(logging.INFO)                   # pyOMA2 logs every step at INFO
     scompi = load_robot("scompi")
     q8 = config_line(scompi, Q1, Q50, 50)[7]
     print(f"{'case':<5}{'method':<22}{'time [s]':>10}{'modes ok':>10}{'max|Δf| Hz':>12}{'max|Δζ| pp':>12}"
