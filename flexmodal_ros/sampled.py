@@ -69,16 +69,8 @@ def sampled_modal_analysis(model, q, controller_rate_hz: float, hold: str = "zoh
     check_hold(hold)
     q = check_configurations(model, finite_vector(q, None, "q"))[0]
     data = data if data is not None else create_data(model)
-    lin = linearize(model, data, q)
+    lin, A_p, B_u, F = open_loop(model, data, q)
     n = model.n
-    D_p, K_p = lin.D.copy(), lin.K.copy()
-    D_p[n:, n:] -= np.diag(model.kd)
-    K_p[n:, n:] -= np.diag(model.kp)
-    A_p = state_matrix(lin.M, D_p, K_p)
-    B_u = np.vstack([np.zeros((2 * n, n)), np.linalg.inv(lin.M)[:, n:]])
-    F = np.zeros((n, 4 * n))
-    F[:, n:2 * n] = np.diag(model.kp)
-    F[:, 3 * n:] = np.diag(model.kd)
     T = 1.0 / rate
     aug = np.zeros((5 * n, 5 * n))
     aug[:4 * n, :4 * n], aug[:4 * n, 4 * n:] = A_p, B_u
@@ -101,6 +93,23 @@ def sampled_modal_analysis(model, q, controller_rate_hz: float, hold: str = "zoh
     above = mode.frequencies_hz * np.sqrt(np.clip(1 - mode.damping_ratios ** 2, 0, 1)) > 0.5 * rate * (1 - 1e-9)
     return SampledModalResult(**mode.mode_fields(), q=q.copy(), motor_equilibrium=lin.q_m,
                               controller_rate_hz=rate, hold=hold, above_nyquist=above)
+
+
+def open_loop(model, data, q):
+    """The plant linearized about q without its controller (module docstring):
+    (LinearizedSystem (2.8)-(2.11), A_p (4n, 4n), B_u (4n, n), F (n, 4n)) with the closed loop
+    A = A_p − B_u F of (2.14)."""
+    lin = linearize(model, data, q)
+    n = model.n
+    D_p, K_p = lin.D.copy(), lin.K.copy()
+    D_p[n:, n:] -= np.diag(model.kd)
+    K_p[n:, n:] -= np.diag(model.kp)
+    A_p = state_matrix(lin.M, D_p, K_p)
+    B_u = np.vstack([np.zeros((2 * n, n)), np.linalg.inv(lin.M)[:, n:]])
+    F = np.zeros((n, 4 * n))
+    F[:, n:2 * n] = np.diag(model.kp)
+    F[:, 3 * n:] = np.diag(model.kd)
+    return lin, A_p, B_u, F
 
 
 def _unwrap(mu, rate, continuous):

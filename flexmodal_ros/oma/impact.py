@@ -38,7 +38,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..errors import InputError
-from ..linearize import linearize, state_matrix
+from ..linearize import state_matrix
 from ..model import create_data, ee_jacobian, with_overrides
 from ..simulation import FlexibleJointPlant, SetpointLaw, rest_state
 from ..validation import finite_scalar, finite_vector, load_yaml_mapping
@@ -251,44 +251,27 @@ def _continuous_nonlinear(model, q, x_eq, impulse, times):
 
 
 def _linear_parts(model, q):
-    """Continuous closed-loop A (2.14), the plant without controller (A_p, B_u) and the wrench
-    input matrix B_w (state δx = [δq; δq_m; δq̇; δq̇_m])."""
+    """Continuous closed-loop A (2.14), the plant without controller (A_p, B_u, feedback F:
+    :func:`flexmodal_ros.sampled.open_loop`) and the wrench input matrix B_w (state
+    δx = [δq; δq_m; δq̇; δq̇_m])."""
+    from ..sampled import open_loop
     data = create_data(model)
-    lin = linearize(model, data, q)
+    lin, A_p, B_u, F = open_loop(model, data, q)
     n = model.n
     A = state_matrix(lin.M, lin.D, lin.K)
-    D_p, K_p = lin.D.copy(), lin.K.copy()
-    D_p[n:, n:] -= np.diag(model.kd)
-    K_p[n:, n:] -= np.diag(model.kp)
-    A_p = state_matrix(lin.M, D_p, K_p)
-    Minv = np.linalg.inv(lin.M)
-    B_u = np.vstack([np.zeros((2 * n, n)), Minv[:, n:]])
-    B_w = np.vstack([np.zeros((2 * n, 6)), Minv[:, :n] @ ee_jacobian(model, data, q).T])
-    F = np.zeros((n, 4 * n))
-    F[:, n:2 * n] = np.diag(model.kp)
-    F[:, 3 * n:] = np.diag(model.kd)
+    B_w = np.vstack([np.zeros((2 * n, 6)), np.linalg.inv(lin.M)[:, :n] @ ee_jacobian(model, data, q).T])
     return A, A_p, B_u, B_w, F
 
 
-def _affine_step(A, b, h):
-    """Exact step of δẋ = A δx + b over h: (Φ, γ) with δx(h) = Φ δx(0) + γ."""
-    m = A.shape[0]
-    aug = np.zeros((m + 1, m + 1))
-    aug[:m, :m], aug[:m, m] = A, b
-    E = sla.expm(aug * h)
-    return E[:m, :m], E[:m, m]
-
-
 def _continuous_linear(model, q, x_eq, impulse, times):
+    """The AMA's linear model, exact: δx(t + h) = e^{Ah} δx + G_h B_w w (:meth:`_Lawson.propagators`)."""
     A, _, _, B_w, _ = _linear_parts(model, q)
-    steps = {}
+    flows = _Lawson(A)
+    zero = np.zeros(A.shape[0])
 
     def step(dx, h, w):
-        key = (round(h * 1e12), w is not None)
-        if key not in steps:
-            steps[key] = _affine_step(A, np.zeros(A.shape[0]) if w is None else B_w @ w, h)
-        Phi, gamma = steps[key]
-        return Phi @ dx + gamma
+        E, _, G, _ = flows.propagators(h)
+        return E @ dx + (G @ (B_w @ w) if w is not None else zero)
     return _propagate(step, impulse, times, x_eq.size)
 
 
