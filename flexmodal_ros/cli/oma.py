@@ -7,7 +7,6 @@ import numpy as np
 from ..config import Tool
 from ..errors import InputError
 from ..model import with_overrides
-from ..oma.analysis import DEFAULT_ORDERS
 from ..oma.bags import read_joint_states
 from ..oma.impact import AXES, CHANNEL_SETS, DYNAMICS, HOLDS, EncoderNoise, Impulse, simulate_impact
 from ..oma.methods import METHODS
@@ -105,7 +104,7 @@ def _model(args):
 
 
 def _record(args, model):
-    """(record, q, free_decay) from the selected source."""
+    """(record, q) from the selected source."""
     joints = [j.strip() for j in args.joints.split(",")] if args.joints else None
     if args.bag and args.csv:
         raise InputError("--bag/--csv: give one record source")
@@ -125,7 +124,7 @@ def _record(args, model):
         if q is None and model is not None and args.bag:
             links = read_joint_states(args.bag, args.topic, list(model.joint_names), args.start, args.end)
             q = np.median(links.values, axis=0)
-        return record, q, True
+        return record, q
     if model is None:
         raise InputError("no record: give --robot (simulated impact test), --bag or --csv")
     if not args.q:
@@ -135,15 +134,14 @@ def _record(args, model):
     noise = parse_noise(args.noise) if args.noise else None
     record = simulate_impact(model, q, impulse, args.duration, args.sample_rate, args.controller_rate_hz,
                              args.hold, args.dynamics, args.channels, noise)
-    return record, q, True
+    return record, q
 
 
 def run(args):
     model = _model(args)
-    record, q, free_decay = _record(args, model)
+    record, q = _record(args, model)
     orders = parse_orders(args.orders) if args.orders else None
-    result = run_oma(record, model, q, args.method, orders, args.controller_rate_hz, args.hold, args.snr_min,
-                     free_decay)
+    result = run_oma(record, model, q, args.method, orders, args.controller_rate_hz, args.hold, args.snr_min)
     result = write_outputs(result, Path(args.out_dir), plot=not args.no_plot, data_out=args.data_out)
     if args.json:
         print_json(result.to_dict())

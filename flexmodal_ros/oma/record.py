@@ -53,7 +53,7 @@ class Record:
         """The samples with start ≤ t ≤ end [s] (absolute record times); InputError if too few."""
         lo = -np.inf if start is None else float(start)
         hi = np.inf if end is None else float(end)
-        if not (np.isfinite(lo) or start is None) or not (np.isfinite(hi) or end is None) or lo >= hi:
+        if np.isnan(lo) or np.isnan(hi) or lo >= hi:
             raise InputError(f"start/end: need start < end, got {start} and {end}")
         keep = (self.t >= lo - 1e-9) & (self.t <= hi + 1e-9)
         if keep.sum() < MIN_SAMPLES:
