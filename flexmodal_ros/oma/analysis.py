@@ -20,8 +20,8 @@ from ..errors import InputError
 from ..modes import TWO_PI, ModeSet, classify_stability, frequencies_and_damping, normalize_shapes
 from .methods import METHODS, estimate_poles
 from .record import Record, free_decay_start
-from .stabilization import (SelectionCriteria, StabilizationDiagram, build_diagram, select_modes,
-                            stable_real_poles)
+from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
+                            select_modes, stable_real_poles)
 
 SNR_MIN = 5.0
 REFINE_SNR = 2.0
@@ -152,8 +152,8 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     scale = np.abs(lam0)
     fixed = np.asarray(fixed, complex)
 
-    def residual(theta):
-        lam = np.concatenate([(theta[:m] + 1j * theta[m:]) * scale, fixed])
+    def residual(theta):                 # growing exponentials (Re λ > 0) are clipped: not physical
+        lam = np.concatenate([(np.minimum(theta[:m], 0.0) + 1j * theta[m:]) * scale, fixed])
         q, _ = np.linalg.qr(_basis(N, fs, lam, real))
         return (y - q @ (q.T @ y)).ravel()
 
@@ -182,7 +182,10 @@ def identify_modes(record: Record, method: str = "era", orders=None, criteria: S
                    free_decay: bool = True, snr_min: float = SNR_MIN, refine: bool = True,
                    block_rows: int | None = None) -> IdentifiedModes:
     """Identify the modes of ``record`` with ``method`` (``era``, ``ssi-cov``, ``var``) over
-    ``orders`` (default :data:`DEFAULT_ORDERS`): module docstring; ``refine`` polishes the selected
+    ``orders`` (default :data:`DEFAULT_ORDERS`): module docstring; ``criteria`` default:
+    :class:`SelectionCriteria`, then — when the fit of the selected poles leaves a residual above
+    ``NOISE_RATIO`` of the signal (measurement noise) — a second realization of the samples above
+    the noise with ``NOISY_CRITERIA``; ``refine`` polishes the selected
     poles by :func:`refine_poles`; ``block_rows`` of the Hankel/Toeplitz matrix (ERA, SSI-cov;
     default: twice what the largest order needs). InputError on bad options.
 
@@ -200,14 +203,19 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
         raise InputError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
     if not (np.isfinite(snr_min) and snr_min > 0):
         raise InputError(f"snr_min: must be > 0, got {snr_min}")
-    criteria = criteria or SelectionCriteria()
     orders = DEFAULT_ORDERS[method] if orders is None else orders
     k0, y = analysis_segment(record, free_decay)
     fs = record.sample_rate_hz
     if y.shape[0] < 64:
         raise InputError(f"record: only {y.shape[0]} samples after the excitation (at least 64 needed)")
+    given = criteria
     options = {} if block_rows is None or method == "var" else {"block_rows": block_rows}
-    candidates, diagram, real = _candidates(y[:_signal_length(y)], fs, method, orders, criteria, options)
+    candidates, diagram, real = _candidates(y, fs, method, orders, criteria or SelectionCriteria(), options)
+    if given is None:               # measurement noise: realize the decay's signal part, wider tolerances
+        sigma = fit_amplitudes(y, fs, [c.eigenvalue for c in candidates], real=real)[2]
+        if _is_noisy(y, sigma):
+            candidates, diagram, real = _candidates(y[:_signal_length(y, sigma)], fs, method, orders,
+                                                    NOISY_CRITERIA, options)
     lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(y, fs, candidates, real, snr_min, refine)
     below, combos = [], []
     for j, mode in enumerate(candidates):
@@ -237,21 +245,21 @@ def _identify(record, method, orders, criteria, free_decay, snr_min, refine, blo
         std_frequency_hz=std_f[keep], std_damping_ratio=std_z[keep], warnings=tuple(record.warnings))
 
 
-def _signal_length(y, window=50):
-    """Samples of the free decay worth realizing: up to where the moving RMS of every channel has
-    fallen below 3× its noise level (the RMS of the last fifth of the record, where a free decay is
-    over); the whole record when the noise is negligible (< 1e-4 of the peak). A realization of
+def _signal_length(y, noise, window=50):
+    """Samples of the free decay worth realizing under measurement noise: up to where the moving
+    RMS of every channel has fallen below 3× its noise level ``noise`` (c,). A realization of
     samples that hold only noise adds noise poles and costs time; the output-error fit still uses
     everything."""
     N = y.shape[0]
-    tail = y[-max(window, N // 5):]
-    noise = np.sqrt(np.mean((tail - tail.mean(axis=0)) ** 2, axis=0))
-    if np.all(noise < 1e-4 * np.abs(y).max(axis=0)):
-        return N
     power = np.cumsum(np.vstack([np.zeros((1, y.shape[1])), y ** 2]), axis=0)
     rms = np.sqrt((power[window:] - power[:-window]) / window)
     above = np.flatnonzero((rms > 3 * noise).any(axis=1))
     return int(np.clip((above[-1] + window) if above.size else N, min(N, 200), N))
+
+
+def _is_noisy(y, sigma):
+    """The residual of a fit exceeds ``NOISE_RATIO`` of the signal (RMS over all channels)."""
+    return bool(np.sqrt(np.mean(sigma ** 2)) > NOISE_RATIO * np.sqrt(np.mean(y ** 2)))
 
 
 def _candidates(y, fs, method, orders, criteria, options):
@@ -294,7 +302,7 @@ def _significant(y, fs, candidates, real, snr_min, refine):
     combo = _combination_terms(lam, norm)
     nuisance = [j for j in range(lam.size) if combo[j] is not None]
     active = [j for j in range(lam.size) if combo[j] is None and snr[j] >= REFINE_SNR]
-    noisy = np.sqrt(np.mean(sigma ** 2)) > NOISE_RATIO * np.sqrt(np.mean(y ** 2))
+    noisy = _is_noisy(y, sigma)
     for _ in range(MAX_ROUNDS):
         if not active:
             break

@@ -4,8 +4,8 @@ Matching: the model's mode shapes are taken at the measured channels (``<joint>_
 row, ``<joint>`` → link row of the [q; q_m] shapes), and identified and model modes are paired by a
 one-to-one assignment (Hungarian) minimizing |Δf|/f + (1 − MAC) among pairs with
 |Δf|/f ≤ ``frequency_gate`` and MAC ≥ ``mac_gate`` (MAC left out when a channel has no model row).
-The MAC weighs the channels equally, each divided by its peak response in the record, as the
-identification does.
+The MAC weighs the channels equally, each divided by its peak response in the record (at least
+10× its noise floor), as the identification does.
 
 Every model mode gets a status: ``identified``; ``above Nyquist`` (its damped frequency is above
 ``nyquist_fraction``·fs/2: not identifiable at this sampling rate); otherwise its amplitude in the
@@ -132,8 +132,9 @@ def compare_with_model(identified: IdentifiedModes, model_modes: ModeSet, rows, 
     fo = identified.frequencies_hz
     usable = [i for i, r in enumerate(rows) if r is not None]
     if usable:
-        # Channels weighted equally, as in the identification: each divided by its peak response,
-        # so that a mode living on a motor that moves 1e-7 rad is not judged by the 1e-4 rad ones.
+        # Channels weighted equally, as in the identification: each divided by its peak response
+        # (at least 10× its noise floor), so that a mode living on a motor that moves 1e-7 rad is
+        # not judged by the 1e-4 rad ones.
         weight = 1.0 / _channel_scale(record, free_decay, identified)[usable]
         shapes_a = model_modes.mode_shapes[[rows[i] for i in usable]] * weight[:, None]
         shapes_o = identified.mode_shapes[usable] * weight[:, None]
@@ -169,11 +170,12 @@ def compare_with_model(identified: IdentifiedModes, model_modes: ModeSet, rows, 
 
 
 def _channel_scale(record, free_decay, identified):
-    """Peak |deviation| per channel of the analysed segment (ones without a record)."""
+    """Peak |deviation| per channel of the analysed segment, at least 10× the channel's noise
+    floor (a channel that holds only noise is not weighted up); ones without a record."""
     if record is None:
         return np.ones(len(identified.channels))
     _, y = analysis_segment(record, free_decay)
-    return np.maximum(np.abs(y).max(axis=0), 1e-300)
+    return np.maximum(np.maximum(np.abs(y).max(axis=0), 10.0 * identified.noise_floor), 1e-300)
 
 
 def _model_mode_amplitude(record, identified, eigenvalue, free_decay):

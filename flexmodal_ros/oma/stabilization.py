@@ -53,6 +53,13 @@ class SelectionCriteria:
             raise InputError(f"min_poles: must be >= 1, got {self.min_poles}")
 
 
+# Measurement noise scatters a mode's poles over the orders: stabilization and clustering
+# tolerances four (f) and two to three (ζ) times wider; the output-error fit that follows
+# (flexmodal_ros.oma.analysis) settles the estimate.
+NOISY_CRITERIA = SelectionCriteria(frequency_rtol=0.02, damping_rtol=0.1, cluster_frequency=0.02,
+                                   cluster_damping=0.03)
+
+
 @dataclass(frozen=True)
 class StabilizationDiagram:
     """Every physical-range pole of every order: ``order``, ``frequency_hz``, ``damping``,
