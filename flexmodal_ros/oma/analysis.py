@@ -162,10 +162,13 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     lam = (sol.x[:m] + 1j * sol.x[m:]) * scale
     dof = max(1, sol.fun.size - theta0.size - y.shape[1] * (2 * (m + fixed.size) + 1 + len(real)))
     s2 = float(sol.fun @ sol.fun) / dof
-    try:
-        cov = s2 * np.linalg.inv(sol.jac.T @ sol.jac)
-    except np.linalg.LinAlgError:
-        cov = np.full((2 * m, 2 * m), np.inf)
+    # Covariance s²(JᵀJ)⁻¹ by SVD: the parameters in a direction the data do not determine
+    # (singular value below 1e-10 of the largest) get an infinite variance, the others keep theirs.
+    _, sv, vt = np.linalg.svd(sol.jac, full_matrices=False)
+    null = sv <= 1e-10 * sv.max(initial=0.0)
+    cov = s2 * (vt[~null].T / sv[~null] ** 2) @ vt[~null]
+    undetermined = (np.abs(vt[null]) > 1e-3).any(axis=0)
+    cov[undetermined, :] = cov[:, undetermined] = np.inf
     std_f, std_z = np.empty(m), np.empty(m)
     for j in range(m):
         block = cov[np.ix_([j, m + j], [j, m + j])] * scale[j] ** 2      # (Re λ, Im λ)
