@@ -86,7 +86,7 @@ def write_outputs(result: OmaResult, out_dir, plot: bool = True, data_out=None) 
         title = (f"{result.model.name if result.model else 'record'}: stabilization diagram "
                  f"({result.identified.method}, {result.record.num_channels} channels; dashed: model)")
         files["png"] = plot_stabilization(result.identified.diagram, out / "stabilization.png", title,
-                                          [r.ama_frequency_hz for r in ref])
+                                          [r.ama_frequency_hz for r in ref], result.identified.frequencies_hz)
     if result.model is not None and result.comparisons:
         target = Path(data_out) if data_out else out / "identify_data.yaml"
         files["identify_data"] = append_measurement(target, result.model, result.q, result.comparisons[0], out)

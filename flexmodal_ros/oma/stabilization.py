@@ -224,10 +224,11 @@ def _with_clusters(diagram, cluster):
     return replace(diagram, cluster=cluster)
 
 
-def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", reference_hz=None):
+def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", reference_hz=None, reported_hz=None):
     """PNG: pole frequency vs model order (light grey: unstable, dark grey: stable, coloured: the
     clusters — modes, combination terms and poles below the noise floor), damping vs frequency
-    below; dashed lines at ``reference_hz`` (e.g. AMA frequencies)."""
+    below; dashed lines at ``reference_hz`` (e.g. AMA frequencies), solid green lines at the
+    ``reported_hz`` modes (the clusters that passed the amplitude check)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -239,6 +240,8 @@ def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", ref
     for f_ref in (reference_hz if reference_hz is not None else []):
         for ax in (ax_o, ax_z):
             ax.axvline(f_ref, color="0.75", ls="--", lw=0.8, zorder=0)
+    for k, f_rep in enumerate(reported_hz if reported_hz is not None else []):
+        ax_o.axvline(f_rep, color="tab:green", lw=2, alpha=0.35, zorder=0, label="reported modes" if k == 0 else None)
     unstable = ~diagram.stable
     ax_o.scatter(diagram.frequency_hz[unstable], diagram.order[unstable], s=6, c="0.7", label="new / unstable")
     stable_free = diagram.stable & (diagram.cluster < 0)
@@ -248,7 +251,7 @@ def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", ref
         sel = diagram.cluster == k
         color = plt.cm.tab10((k + 1) % 10)
         ax_o.scatter(diagram.frequency_hz[sel], diagram.order[sel], s=14, color=color,
-                     label="clusters (candidate modes)" if k == 0 else None)
+                     label="clusters (candidates: modes, combination terms, noise)" if k == 0 else None)
         ax_z.scatter(diagram.frequency_hz[sel], 100 * diagram.damping[sel], s=14, color=color)
     ax_z.scatter(diagram.frequency_hz[unstable], 100 * diagram.damping[unstable], s=4, c="0.8", zorder=0)
     for ax in (ax_o, ax_z):
