@@ -172,6 +172,9 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     std_f, std_z = np.empty(m), np.empty(m)
     for j in range(m):
         block = cov[np.ix_([j, m + j], [j, m + j])] * scale[j] ** 2      # (Re λ, Im λ)
+        if not np.isfinite(block).all():
+            std_f[j] = std_z[j] = np.inf
+            continue
         mag = abs(lam[j])
         g_f = np.array([lam[j].real, lam[j].imag]) / mag / TWO_PI
         g_z = np.array([-1.0 / mag + lam[j].real ** 2 / mag ** 3, lam[j].real * lam[j].imag / mag ** 3])
