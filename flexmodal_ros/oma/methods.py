@@ -21,8 +21,9 @@ channels (columns), and each pole's initial amplitude in the record where the me
   pole's amplitude. For noise-free sampled linear data the realization is exact at the true order.
 
 Written here rather than taken from pyOMA2: pyOMA2 has SSI-cov but no VAR and no free-decay ERA,
-and its stabilization/clustering has a fixed damping ceiling (0.2) that drops Scompi's 26 % mode;
-benchmarks/bench_oma.py compares this SSI-cov with pyOMA2's on the same record.
+its default damping ceiling (0.2) drops Scompi's 26 % mode, and its automatic selection needs a
+clustering set-up per record; benchmarks/bench_oma.py compares these estimators with pyOMA2's
+SSI-cov on the same record (time and errors).
 """
 from __future__ import annotations
 
