@@ -43,6 +43,7 @@ setup(
             "flexible_joint_simulator = flexmodal_ros.nodes.flexible_joint_simulator:main",
             "mujoco_simulator = flexmodal_ros.nodes.mujoco_simulator:main",
             "flexmodal_bringup = flexmodal_ros.nodes.bringup:main",
+            "modal_test = flexmodal_ros.nodes.modal_test:main",
         ],
     },
 )

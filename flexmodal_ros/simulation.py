@@ -12,7 +12,10 @@ torque as applied joint force (gravity and the tool are in ``model.pin``).
 Integrator: classical 4th-order Runge-Kutta with a fixed step ``dt`` (default 1/4000 s, 4 kHz).
 Inputs are held constant over each step (zero-order hold): the motor torque command (changed by
 the caller between steps, e.g. every 1/1000 s) and the external wrench (model.wrench plus an
-active impulse, evaluated at the start of the step).
+active impulse, evaluated at the start of the step). A command may instead be a control law
+τ_m(x) (e.g. :class:`SetpointLaw`), evaluated at every Runge-Kutta stage: the law then acts
+continuously, as in the thesis' ODE set-up of the validation simulation (ch. 2.4.3), instead of
+being held over the step.
 
 Coulomb friction: on the motor side (diagonal, one rotor per joint) stiction is resolved exactly
 per step: a motor whose velocity changes sign within a step is stopped at zero velocity, and at
@@ -76,8 +79,11 @@ class FlexibleJointPlant:
         return self.model.n
 
     def derivative(self, x, tau_m, wrench=None):
-        """ẋ of (2.1) + (4.3)-(4.4) at state x for motor torque τ_m (n,) [N·m] and wrench (6,) or None."""
+        """ẋ of (2.1) + (4.3)-(4.4) at state x for motor torque τ_m (n,) [N·m] — or a law τ_m(x)
+        evaluated here — and wrench (6,) or None."""
         n = self.n
+        if callable(tau_m):
+            tau_m = tau_m(x)
         q, q_m, qd, qd_m = x[:n], x[n:2 * n], x[2 * n:3 * n], x[3 * n:]
         spring = self._k * (self._W * q - q_m)
         tau_link = -self._W * spring
@@ -145,6 +151,13 @@ class Simulator:
         """New motor torque command (n,) [N·m], held until the next call (InputError if bad)."""
         self.tau = finite_vector(tau, self.plant.n, "command")
 
+    def set_law(self, law):
+        """Replace the held command by a control law τ_m(x) (e.g. :class:`SetpointLaw`) evaluated
+        continuously inside every integration step, until the next :meth:`set_command`."""
+        if not callable(law):
+            raise InputError("law: expected a callable τ_m(x)")
+        self.tau = law
+
     def apply_impulse(self, wrench, duration):
         """Wrench [f; μ] (frame 0, at E) [N, N·m] for ``duration`` [s] from now."""
         wrench = finite_vector(wrench, 6, "wrench")
@@ -184,7 +197,27 @@ class Simulator:
         n = self.plant.n
         q, q_m = self.x[:n], self.x[n:2 * n]
         m = self.plant.model
-        return m.k * m.W * (q_m - m.W * q), self.tau.copy()
+        tau = self.tau(self.x) if callable(self.tau) else self.tau.copy()
+        return m.k * m.W * (q_m - m.W * q), tau
+
+
+class SetpointLaw:
+    """The set-point PD law (2.2)-(2.3) about ``q_d`` as a function of the state:
+    τ_m(x) = r − K_P q_m − K_D q̇_m with the constant r of
+    :func:`~flexmodal_ros.linearize.setpoint_reference` [N·m]; pass it as the command of a
+    :class:`Simulator` (:meth:`Simulator.set_law`) or to :meth:`FlexibleJointPlant.derivative`."""
+
+    def __init__(self, model, q_d, data=None):
+        from .linearize import setpoint_reference
+        data = create_data(model) if data is None else data
+        self.q_d = finite_vector(q_d, model.n, "q_d")
+        self._n = model.n
+        self._r = setpoint_reference(model, data, self.q_d)
+        self._kp, self._kd = np.array(model.kp), np.array(model.kd)
+
+    def __call__(self, x):
+        n = self._n
+        return self._r - self._kp * x[n:2 * n] - self._kd * x[3 * n:]
 
 
 def rest_state(model, q, data=None, field="q"):

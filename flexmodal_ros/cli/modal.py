@@ -7,6 +7,7 @@ from ..config import Tool
 from ..errors import InputError
 from ..modal import modal_analysis
 from ..model import with_overrides
+from ..sampled import HOLDS, sampled_modal_analysis
 from ..sweep import config_grid, config_line, modal_map
 from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
@@ -19,6 +20,11 @@ def add_parser(sub):
     p.add_argument("--q", required=True, help="configuration, comma-separated, URDF joint order [rad or m]")
     _add_override_options(p)
     add_method_option(p)
+    p.add_argument("--controller-rate-hz", type=float,
+                   help="modes of the sampled-data loop: set-point law run at this rate [Hz] and held "
+                        "(default: continuous law, thesis AMA)")
+    p.add_argument("--hold", default="zoh", choices=HOLDS,
+                   help="zoh: applied at once; zoh-delay: one period late (default zoh)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -65,15 +71,24 @@ def run(args):
     if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
         return run_robot_modal(args)
     model = _model(args)
-    result = modal_analysis(model, parse_floats(args.q, "--q"))
+    q = parse_floats(args.q, "--q")
+    if args.controller_rate_hz is not None:
+        result = sampled_modal_analysis(model, q, args.controller_rate_hz, args.hold)
+    else:
+        result = modal_analysis(model, q)
     if args.json:
         print_json(result.to_dict(model.joint_names))
         return 0
     print(f"robot {model.name}, q = {np.array2string(result.q, precision=5)}")
     print(f"motor equilibrium q_m^d [rad] = {np.array2string(result.motor_equilibrium, precision=5)}")
+    if args.controller_rate_hz is not None:
+        print(f"sampled-data loop: law at {result.controller_rate_hz:g} Hz, hold {result.hold} "
+              f"(Nyquist {0.5 * result.controller_rate_hz:g} Hz)")
+    above = getattr(result, "above_nyquist", np.zeros(result.num_modes, bool))
     print(f"{'mode':>4} {'f [Hz]':>11} {'zeta [%]':>9}  eigenvalue [1/s]")
     for i, (f, z, lam) in enumerate(zip(result.frequencies_hz, result.damping_ratios, result.eigenvalues)):
-        print(f"{i + 1:>4} {f:>11.4f} {100 * z:>9.4f}  {lam.real:.6g} + {lam.imag:.6g}j")
+        print(f"{i + 1:>4} {f:>11.4f} {100 * z:>9.4f}  {lam.real:.6g} + {lam.imag:.6g}j"
+              + ("  (above Nyquist)" if above[i] else ""))
     if result.real_eigenvalues.size:
         print(f"real (overdamped) eigenvalues [1/s]: {np.array2string(result.real_eigenvalues, precision=6)}")
     print(result.stability if result.stable else

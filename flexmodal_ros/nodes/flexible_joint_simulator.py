@@ -12,7 +12,11 @@ multiple of rate_hz, >= 2000); ``real_time_factor`` (1.0 = real time, 2.0 = twic
 0 = unpaced); ``initial_positions`` (link positions [rad or m], empty = zeros; the robot starts at
 rest in the equilibrium (2.3), held by the static torque of (2.2) until the first command);
 ``lockstep`` (false); ``lockstep_timeout_s`` (0.02); ``realtime_priority`` / ``cpu`` (SCHED_FIFO
-and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
+and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py); ``setpoint_law`` (false): the
+simulator itself holds the robot at ``initial_positions`` with the set-point law (2.2), evaluated
+continuously inside every integration step (the thesis' impact-test set-up, ch. 2.4.3, as a drive's
+fast internal loop would; :class:`flexmodal_ros.simulation.SetpointLaw`) — commands received on
+``/effort_controller/commands`` are then rejected and counted.
 
 Command timing. Real time (default): every period the loop publishes the state, samples the latest
 received command (zero-order hold) and integrates one period with it, then sleeps until the next
@@ -53,7 +57,7 @@ from std_srvs.srv import Trigger
 from flexmodal_interfaces.srv import ApplyWrench
 
 from ..errors import FlexmodalError
-from ..simulation import FlexibleJointPlant, Simulator, rest_state
+from ..simulation import FlexibleJointPlant, SetpointLaw, Simulator, rest_state
 from .common import Throttle, declare_robot_model, run_node
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
@@ -82,11 +86,17 @@ class FlexibleJointSimulator(Node):
         p = {name: self.declare_parameter(name, default).value for name, default in (
             ("rate_hz", 1000.0),
             ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
-            ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02))}
+            ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02),
+            ("setpoint_law", False))}
         self._check(p)
         realtime = declare_realtime(self)
         q0 = [0.0] * self.model.n if p["initial_positions"] is None else list(p["initial_positions"])
         self.sim = self._make_simulator(q0, 1.0 / p["integration_rate_hz"])
+        self.law = SetpointLaw(self.model, q0) if p["setpoint_law"] else None
+        if self.law is not None:
+            if not hasattr(self.sim, "set_law"):
+                raise FlexmodalError(f"setpoint_law: not available with the {self.ENGINE} engine")
+            self.sim.set_law(self.law)
         self.period = 1.0 / p["rate_hz"]
         self.rtf = p["real_time_factor"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]
@@ -141,6 +151,11 @@ class FlexibleJointSimulator(Node):
         """Take the received commands (call with the lock held): the last valid one becomes the
         pending command; bad ones are counted and logged (throttled)."""
         for msg in self.commands.take_all():
+            if self.law is not None:
+                self.stats["commands_rejected"] += 1
+                if self._throttle():
+                    self.get_logger().warning("command rejected: setpoint_law is on (the simulator runs (2.2) itself)")
+                continue
             try:
                 tau = command_to_torque(self.model, msg)
             except FlexmodalError as exc:
@@ -166,6 +181,8 @@ class FlexibleJointSimulator(Node):
     def on_reset(self, request, response):
         with self.lock:
             self.sim.reset()
+            if self.law is not None:
+                self.sim.set_law(self.law)
             self._reset_requested = True
             self._commanded, self._command = False, None
         response.success, response.message = True, "simulation reset to the initial state, t = 0"
@@ -230,6 +247,8 @@ class FlexibleJointSimulator(Node):
                 except FlexmodalError as exc:
                     self.get_logger().error(f"{exc}; resetting to the initial state")
                     self.sim.reset()
+                    if self.law is not None:
+                        self.sim.set_law(self.law)
                 self.stats["steps"] += 1
                 target = wall0 + self.sim.t / self.rtf if self.rtf > 0 else None
             if target is not None:

@@ -11,7 +11,8 @@ re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-nor
 ``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
 default mcs; set for a serial robot it selects the constrained path too).
 
-Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters),
+Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
+``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.sampled`),
 ``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
 (ExpandModalParameters: polynomial eigenpairs about a configuration) and ``~/compute_link_modes``
 (ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section); subscription
@@ -34,6 +35,7 @@ from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, Compute
 from ..errors import FlexmodalError, InputError
 from ..links import has_links, link_arm_from_model, link_modes
 from ..modal import modal_analysis
+from ..sampled import sampled_modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
 from ..export.convention import check_link_state
@@ -43,7 +45,7 @@ from .polled import PolledSubscription
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
                           link_modes_request_to_core, link_modes_to_response,
                           modal_map_request_to_core, modal_map_to_response, modal_request_to_core,
-                          modal_result_to_msg)
+                          modal_result_to_msg, sampled_request_options)
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
 
@@ -86,7 +88,9 @@ class ModalAnalysisServer(Node):
             return self.on_closed_chain_parameters(request, response)
         try:
             model, q = modal_request_to_core(self.model, request)
-            result = modal_analysis(model, q, self.data)
+            rate, hold = sampled_request_options(request)
+            result = (modal_analysis(model, q, self.data) if rate is None
+                      else sampled_modal_analysis(model, q, rate, hold, self.data))
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
         response.result = modal_result_to_msg(result, self.model.joint_names,

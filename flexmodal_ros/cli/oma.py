@@ -1,0 +1,165 @@
+"""``flexmodal oma``: operational modal analysis of a simulated impact test, a ROS 2 bag or a CSV
+record; comparison with the AMA; oma.json, oma.csv, stabilization.png and identify_data.yaml."""
+from pathlib import Path
+
+import numpy as np
+
+from ..config import Tool
+from ..errors import InputError
+from ..model import with_overrides
+from ..oma.bags import read_joint_states
+from ..oma.impact import AXES, CHANNEL_SETS, DYNAMICS, HOLDS, EncoderNoise, Impulse, simulate_impact
+from ..oma.methods import METHODS
+from ..oma.pipeline import run_oma, write_outputs
+from ..oma.record import read_csv
+from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+
+DEFAULT_OUT = "flexmodal_output/oma"
+
+
+def add_parser(sub):
+    p = sub.add_parser("oma", help="identify modes from an impact test (simulated), a bag or a CSV "
+                                   "record and compare them with the model")
+    add_model_options(p)
+    p.add_argument("--q", help="configuration, comma-separated [rad or m] (bag: default = median of the "
+                               "recorded link positions)")
+    p.add_argument("--kp", help="motor-side P gain(s) [N m/rad]")
+    p.add_argument("--kd", help="motor-side D gain(s) [N m s/rad]")
+    p.add_argument("--tool-mass", type=float, help="point-mass tool at the end-effector frame [kg]")
+    src = p.add_argument_group("recorded data (instead of a simulation)")
+    src.add_argument("--bag", help="ROS 2 bag directory (or its .db3/.mcap file), sqlite3 or MCAP")
+    src.add_argument("--topic", default="/joint_states", help="JointState topic (default /joint_states)")
+    src.add_argument("--csv", help="CSV record: a t column then one column per channel")
+    src.add_argument("--joints", help="channels to analyse, comma-separated (default: bag: every "
+                                      "<joint>_motor of the robot, else all)")
+    src.add_argument("--start", type=float, help="analyse from this time [s after the first sample]")
+    src.add_argument("--end", type=float, help="analyse up to this time [s after the first sample]")
+    sim = p.add_argument_group("simulated impact test (thesis §2.4.3)")
+    sim.add_argument("--impulse", type=float, default=50.0, help="impulse force [N] (default 50)")
+    sim.add_argument("--impulse-axis", default="y0", choices=AXES, help="axis of frame 0 (default y0)")
+    sim.add_argument("--t-impulse", type=float, default=0.2, help="impulse start [s] (default 0.2)")
+    sim.add_argument("--impulse-duration", type=float, default=0.006, help="[s] (default 0.006)")
+    sim.add_argument("--duration", type=float, default=2.5, help="record length [s] (default 2.5)")
+    sim.add_argument("--sample-rate", type=float, default=1000.0, help="record rate [Hz] (default 1000)")
+    sim.add_argument("--channels", default="motor_positions", choices=CHANNEL_SETS,
+                     help="recorded channels (default motor_positions)")
+    sim.add_argument("--dynamics", default="nonlinear", choices=DYNAMICS,
+                     help="nonlinear closed loop (default) or the AMA's linear model (exact discretization)")
+    sim.add_argument("--noise", help="measurement noise: counts=COUNTS_PER_REV,std=RAD[,seed=N] "
+                                     "(quantization on the motor shaft before the gear, Gaussian std)")
+    p.add_argument("--controller-rate-hz", type=float,
+                   help="set-point law sampled at this rate and held (simulation) and compared with the "
+                        "sampled-data AMA; default: continuous law")
+    p.add_argument("--hold", default="zoh", choices=HOLDS, help="hold of the sampled law (default zoh)")
+    p.add_argument("--method", default="era", choices=METHODS, help="identification method (default era)")
+    p.add_argument("--orders", help="model orders START:STOP[:STEP] (default: era/ssi-cov 2:100:2, var 2:30)")
+    p.add_argument("--snr-min", type=float, help="least SNR of a reported mode (default 5)")
+    p.add_argument("--out-dir", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--data-out", help="append the identified modes to this identification data file "
+                                      "(default OUT_DIR/identify_data.yaml, new)")
+    p.add_argument("--no-plot", action="store_true", help="skip stabilization.png")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def parse_orders(text):
+    """'2:100:2' → range; InputError naming the option otherwise."""
+    parts = str(text).split(":")
+    try:
+        values = [int(v) for v in parts]
+    except ValueError:
+        raise InputError(f"--orders: expected START:STOP[:STEP] integers, got {text!r}") from None
+    if len(values) not in (2, 3) or values[0] < 2 or values[1] < values[0] or (len(values) == 3 and values[2] < 1):
+        raise InputError(f"--orders: expected 2 <= START <= STOP and STEP >= 1, got {text!r}")
+    return list(range(values[0], values[1] + 1, values[2] if len(values) == 3 else 1))
+
+
+def parse_noise(text):
+    """'counts=1048576,std=1e-6,seed=0' → EncoderNoise (counts may be written 2^20)."""
+    fields = {}
+    for item in str(text).split(","):
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in ("counts", "std", "seed"):
+            raise InputError(f"--noise: expected counts=N,std=S[,seed=K], got {text!r}")
+        value = value.strip()
+        try:
+            if "^" in value:
+                base, exp = value.split("^")
+                fields[key.strip()] = float(base) ** float(exp)
+            else:
+                fields[key.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--noise: {key.strip()} is not a number: {value!r}") from None
+    return EncoderNoise(fields.get("counts"), fields.get("std", 0.0), int(fields.get("seed", 0)))
+
+
+def _model(args):
+    if not (args.robot or args.params):
+        return None
+    model = model_from_args(args)
+    kp = None if args.kp is None else parse_floats(args.kp, "--kp")
+    kd = None if args.kd is None else parse_floats(args.kd, "--kd")
+    tool = None if args.tool_mass is None else Tool.point_mass(args.tool_mass)
+    return with_overrides(model, kp=kp, kd=kd, tool=tool)
+
+
+def _record(args, model):
+    """(record, q) from the selected source."""
+    joints = [j.strip() for j in args.joints.split(",")] if args.joints else None
+    if args.bag and args.csv:
+        raise InputError("--bag/--csv: give one record source")
+    if args.bag or args.csv:
+        if args.noise:
+            raise InputError("--noise: only for simulated records")
+        if args.bag:
+            if joints is None and model is not None:
+                joints = [j + "_motor" for j in model.joint_names]
+            record = read_joint_states(args.bag, args.topic, joints, args.start, args.end)
+        else:
+            record = read_csv(args.csv, joints)
+            if args.start is not None or args.end is not None:
+                record = record.window(None if args.start is None else record.t[0] + args.start,
+                                       None if args.end is None else record.t[0] + args.end)
+        q = parse_floats(args.q, "--q") if args.q else None
+        if q is None and model is not None and args.bag:
+            links = read_joint_states(args.bag, args.topic, list(model.joint_names), args.start, args.end)
+            q = np.median(links.values, axis=0)
+        return record, q
+    if model is None:
+        raise InputError("no record: give --robot (simulated impact test), --bag or --csv")
+    if not args.q:
+        raise InputError("--q: the configuration of the impact test is required")
+    q = parse_floats(args.q, "--q")
+    impulse = Impulse(args.impulse, args.impulse_axis, args.t_impulse, args.impulse_duration)
+    noise = parse_noise(args.noise) if args.noise else None
+    record = simulate_impact(model, q, impulse, args.duration, args.sample_rate, args.controller_rate_hz,
+                             args.hold, args.dynamics, args.channels, noise)
+    return record, q
+
+
+def run(args):
+    model = _model(args)
+    record, q = _record(args, model)
+    orders = parse_orders(args.orders) if args.orders else None
+    result = run_oma(record, model, q, args.method, orders, args.controller_rate_hz, args.hold, args.snr_min)
+    result = write_outputs(result, Path(args.out_dir), plot=not args.no_plot, data_out=args.data_out)
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    ident = result.identified
+    print(f"{record.num_channels} channels ({', '.join(record.channels)}), {record.num_samples} samples at "
+          f"{record.sample_rate_hz:g} Hz; {ident.method}, orders "
+          f"{ident.diagram.orders[0]}..{ident.diagram.orders[-1]}: {ident.num_modes} modes "
+          f"in {result.seconds:.2f} s")
+    for w in ident.warnings:
+        print(f"warning: {w}")
+    if not result.comparisons:
+        for i, (f, z, s) in enumerate(zip(ident.frequencies_hz, ident.damping_ratios, ident.snr)):
+            print(f"{i + 1:>4} {f:>11.4f} Hz {100 * z:>8.4f} %  SNR {s:.3g}")
+    for comp in result.comparisons:
+        print(comp.table())
+    if ident.combination_terms:
+        print("combination terms (nonlinear, not modes): " + ", ".join(
+            f"{c['frequency_hz']:.2f} Hz" for c in ident.combination_terms))
+    print("wrote " + ", ".join(str(v) for v in result.files.values()))
+    return 0

@@ -1,0 +1,116 @@
+"""ROS 2 bags (sqlite3 and MCAP storage) without a ROS install, through the maintained
+``rosbags`` library: read sensor_msgs/JointState into a :class:`~flexmodal_ros.oma.record.Record`,
+write records (or serialized messages recorded by a node) as bags.
+
+A JointState's header stamp is the sample time (the bag's receive time only when the stamp is
+zero); each requested joint becomes one channel: its ``position`` (motor joints are named
+``<joint>_motor`` by the flexible-joint simulator).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .record import Record, make_record
+
+JOINT_STATE = "sensor_msgs/msg/JointState"
+STORAGES = ("sqlite3", "mcap")
+
+
+def _typestore():
+    from rosbags.typesys import Stores, get_typestore
+    return get_typestore(Stores.ROS2_KILTED)
+
+
+def _bag_dir(path):
+    """The bag directory (rosbags opens directories; a .db3/.mcap file's parent is taken)."""
+    path = Path(path)
+    if path.is_file() and path.suffix in (".db3", ".mcap"):
+        path = path.parent
+    if not path.is_dir() or not (path / "metadata.yaml").is_file():
+        raise InputError(f"--bag: {path} is not a ROS 2 bag (directory with metadata.yaml, or its .db3/.mcap file)")
+    return path
+
+
+def read_joint_states(path, topic: str = "/joint_states", joints=None, start=None, end=None) -> Record:
+    """Record of the ``joints`` positions (default: every name of the first message) from the
+    JointState ``topic`` of the bag at ``path``; ``start``/``end`` [s] relative to the first sample.
+
+    InputError: not a bag, topic absent or of another type, unknown joint names, messages whose
+    name list lacks a requested joint or whose sizes disagree, NaN, non-monotonic stamps, too short.
+    """
+    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2.errors import ReaderError
+
+    store = _typestore()
+    try:
+        with Reader(_bag_dir(path)) as reader:
+            conns = [c for c in reader.connections if c.topic == topic]
+            if not conns:
+                raise InputError(f"--topic: the bag has no topic {topic} (topics: "
+                                 f"{', '.join(sorted({c.topic for c in reader.connections})) or 'none'})")
+            bad = [c.msgtype for c in conns if c.msgtype != JOINT_STATE]
+            if bad:
+                raise InputError(f"--topic: {topic} carries {bad[0]}, not {JOINT_STATE}")
+            stamps, rows, names = [], [], None
+            for conn, recv, raw in reader.messages(connections=conns):
+                msg = store.deserialize_cdr(raw, conn.msgtype)
+                if names is None:
+                    names = list(joints) if joints else list(msg.name)
+                    unknown = [j for j in names if j not in msg.name]
+                    if unknown:
+                        raise InputError(f"--joints: unknown joint(s) {', '.join(unknown)} (the bag's "
+                                         f"{topic} has {', '.join(msg.name)})")
+                index = {n: i for i, n in enumerate(msg.name)}
+                if len(msg.position) != len(msg.name) or any(j not in index for j in names):
+                    raise InputError(f"{topic}: message {len(rows)} lacks some of {names} or its position "
+                                     f"size ({len(msg.position)}) differs from its names ({len(msg.name)})")
+                stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+                stamps.append(stamp if stamp > 0 else 1e-9 * recv)
+                rows.append(np.asarray(msg.position, float)[[index[j] for j in names]])
+    except ReaderError as exc:
+        raise InputError(f"--bag {path}: cannot read ({exc})") from None
+    if not rows:
+        raise InputError(f"--topic: {topic} has no messages in the bag")
+    t = np.asarray(stamps)
+    record = make_record(t - t[0], np.array(rows), names, metadata={"source": str(path), "topic": topic})
+    return record.window(start, end) if (start is not None or end is not None) else record
+
+
+def write_joint_states(path, record: Record, topic: str = "/joint_states", storage: str = "sqlite3") -> Path:
+    """Write ``record`` as sensor_msgs/JointState messages (positions of its channels, stamped
+    at t) to a new bag directory ``path`` with ``storage`` sqlite3 or mcap."""
+    from rosbags.typesys.stores.ros2_kilted import (builtin_interfaces__msg__Time as Time,
+                                                     sensor_msgs__msg__JointState as JointState,
+                                                     std_msgs__msg__Header as Header)
+
+    store = _typestore()
+    messages = []
+    for tk, row in zip(record.t, record.values):
+        sec, nanosec = divmod(int(round(tk * 1e9)), 1_000_000_000)
+        msg = JointState(header=Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=""),
+                         name=list(record.channels), position=np.asarray(row, float),
+                         velocity=np.empty(0), effort=np.empty(0))
+        messages.append((int(round(tk * 1e9)), store.serialize_cdr(msg, JOINT_STATE)))
+    return write_serialized(path, messages, topic, storage)
+
+
+def write_serialized(path, messages, topic: str = "/joint_states", storage: str = "sqlite3",
+                     msgtype: str = JOINT_STATE) -> Path:
+    """Write already CDR-serialized messages [(time ns, bytes), ...] of ``msgtype`` (as taken from
+    a raw rclpy subscription) to a new bag ``path``."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    if storage not in STORAGES:
+        raise InputError(f"storage: must be one of {', '.join(STORAGES)}, got {storage!r}")
+    path = Path(path)
+    if path.exists():
+        raise InputError(f"bag: {path} already exists")
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    with Writer(path, version=9, storage_plugin=plugin) as writer:
+        conn = writer.add_connection(topic, msgtype, typestore=_typestore())
+        for stamp_ns, raw in messages:
+            writer.write(conn, int(stamp_ns), bytes(raw))
+    return path

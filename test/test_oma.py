@@ -1,0 +1,350 @@
+"""Operational modal analysis (issue 12): thesis Table 2.5 OMA set-up (notes_003 "Validation by
+OMA"), sampled-data AMA, encoder noise, bags/CSV, identification from measured modes, bad input.
+
+Tolerances of the issue: each identified mode within max(0.02 Hz, 0.2 %) in f and 0.3 pp in ζ of
+the project's own AMA (thesis: ~0.05 Hz / 0.05 pp on a 0.1 Hz grid). Quick tests use the AMA's
+own linear model propagated exactly (dynamics="linear") or short nonlinear records; the full
+nonlinear reproductions are marked slow.
+"""
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from flexmodal_ros.cli import main as cli_main
+from flexmodal_ros.config import Tool
+from flexmodal_ros.errors import InputError
+from flexmodal_ros.modal import modal_analysis
+from flexmodal_ros.model import with_overrides
+from flexmodal_ros.oma.analysis import identify_modes
+from flexmodal_ros.oma.bags import read_joint_states, write_joint_states
+from flexmodal_ros.oma.compare import ABOVE_NYQUIST, BELOW_NOISE, IDENTIFIED
+from flexmodal_ros.oma.impact import EncoderNoise, Impulse, _continuous_nonlinear, simulate_impact
+from flexmodal_ros.oma.methods import check_orders
+from flexmodal_ros.oma.pipeline import run_oma
+from flexmodal_ros.oma.record import make_record, read_csv, write_csv
+from flexmodal_ros.robots import load_robot
+from flexmodal_ros.sampled import sampled_modal_analysis
+from flexmodal_ros.simulation import FlexibleJointPlant, SetpointLaw, rest_state
+from flexmodal_ros.sweep import config_line
+
+SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]
+SCOMPI_Q50 = [0.0, np.pi / 6, np.pi / 3, np.pi / 3, -np.pi / 3, 0.0]
+F_ABS, F_REL, Z_ABS = 0.02, 0.002, 0.003          # max(0.02 Hz, 0.2 %), 0.3 pp
+KUKA_Q = [0.0, 0.5, 0.0, -1.2, 0.0, 0.8, 0.0]
+
+
+@pytest.fixture(scope="module")
+def scompi():
+    return load_robot("scompi")
+
+
+@pytest.fixture(scope="module")
+def cases(scompi):
+    """Table 2.5 case 1 (no tool) and case 2 (4 kg point mass at O6)."""
+    return {1: scompi, 2: with_overrides(scompi, tool=Tool.point_mass(4.0))}
+
+
+@pytest.fixture(scope="module")
+def q8(scompi):
+    return config_line(scompi, SCOMPI_Q1, SCOMPI_Q50, 50)[7]
+
+
+def _check_table_2_5(result, case, label=""):
+    comp = result.comparisons[0]
+    good = comp.within(F_ABS, F_REL, Z_ABS)
+    rows = {r.mode: r for r in comp.rows}
+    assert rows[12].status == ABOVE_NYQUIST, label             # ≈ 850 Hz at 1 kHz
+    assert comp.unmatched == [], (label, comp.table())       # nothing invented
+    assert len(good) >= (11 if case == 1 else 10), (label, comp.table())
+    for r in comp.rows[:11]:                                   # the rest: said so, from the amplitude
+        assert r.status in (IDENTIFIED, BELOW_NOISE), (label, comp.table())
+    return comp
+
+
+@pytest.mark.parametrize("case", [1, 2])
+def test_table_2_5_oma_on_the_exact_linear_record(cases, q8, case):
+    """Thesis set-up (50 N along y0 for 6 ms at t = 0.2 s, motor positions at 1 kHz), the AMA's
+    linear model propagated exactly: ERA + automatic selection finds every mode below Nyquist."""
+    model = cases[case]
+    rec = simulate_impact(model, q8, Impulse(50.0, "y0", 0.2, 0.006), 2.5, dynamics="linear")
+    comp = _check_table_2_5(run_oma(rec, model, q8), case)
+    assert len(comp.within(1e-4, 0.0, 1e-5)) >= 10           # exact data: realization exact
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [1, 2])
+@pytest.mark.parametrize("method", ["era", "ssi-cov"])
+def test_table_2_5_oma_nonlinear_closed_loop(cases, q8, case, method):
+    """Acceptance: the nonlinear closed loop (2.1)+(2.2) with the continuous law, noise-free;
+    case 1 all 11 modes, case 2 ≥ 10, within max(0.02 Hz, 0.2 %) / 0.3 pp; combination terms of
+    the nonlinearity are not reported as modes."""
+    model = cases[case]
+    rec = simulate_impact(model, q8, Impulse(), 2.5)
+    result = run_oma(rec, model, q8, method)
+    comp = _check_table_2_5(result, case, method)
+    if method == "era":
+        assert len(comp.within(F_ABS, F_REL, Z_ABS)) == 11
+        assert result.identified.combination_terms                 # recognized, not reported
+
+
+def test_nonlinear_integration_against_dop853_and_the_linear_model(scompi, q8):
+    """The Lawson-RK4 of the nonlinear loop agrees with SciPy's DOP853 (rtol 1e-12) to 1e-9 of the
+    response, and differs from the AMA's linear model only by second-order terms (~1e-3 for the
+    thesis impulse, ten times less for a ten times smaller one)."""
+    from scipy.integrate import solve_ivp
+
+    impulse = Impulse(start=0.01)
+    times = np.arange(61) / 1000.0
+    x_eq, _ = rest_state(scompi, q8)
+    lawson = _continuous_nonlinear(scompi, q8, x_eq, impulse, times)
+    plant = FlexibleJointPlant(scompi)
+    law = SetpointLaw(scompi, q8, plant.data)
+    ref, dx = [np.zeros(24)], np.zeros(24)
+    for a, b, w in ((0.0, 0.01, None), (0.01, 0.016, impulse.wrench), (0.016, 0.06, None)):
+        t_eval = np.clip(times[(times > a + 1e-12) & (times <= b + 1e-12)], a, b)
+        sol = solve_ivp(lambda t, d: plant.derivative(x_eq + d, law, w), (a, b), dx, method="DOP853",
+                        t_eval=t_eval, rtol=1e-12, atol=1e-16)
+        ref += list(sol.y.T)
+        dx = sol.y[:, -1]
+    ref = np.array(ref)
+    scale = np.abs(ref[:, 6:12]).max()
+    assert np.abs(lawson[:, 6:12] - ref[:, 6:12]).max() <= 1e-9 * scale
+    deviation = []
+    for force in (50.0, 5.0):
+        lin = simulate_impact(scompi, q8, Impulse(force), 0.4, dynamics="linear")
+        non = simulate_impact(scompi, q8, Impulse(force), 0.4, dynamics="nonlinear")
+        deviation.append(np.abs(non.values - lin.values).max() / np.abs(lin.values - lin.values[0]).max())
+    assert deviation[0] < 2e-3 and 5 < deviation[0] / deviation[1] < 20, deviation
+
+
+def test_held_law_matches_the_sampled_data_ama(cases, q8):
+    """1 kHz zero-order-held law: OMA matches the sampled-data AMA within the tolerances and the
+    continuous AMA does not (the held law moves mode 6 by 1.8 % and 3.6 pp)."""
+    model = cases[1]
+    rec = simulate_impact(model, q8, Impulse(), 2.5, controller_rate_hz=1000.0, dynamics="linear")
+    result = run_oma(rec, model, q8, controller_rate_hz=1000.0)
+    continuous, sampled = result.comparisons
+    assert len(sampled.within(F_ABS, F_REL, Z_ABS)) == 11, sampled.table()
+    assert len(continuous.within(F_ABS, F_REL, Z_ABS)) <= 4, continuous.table()
+
+
+@pytest.mark.slow
+def test_held_law_nonlinear_matches_the_sampled_data_ama(cases, q8):
+    for case in (1, 2):
+        model = cases[case]
+        rec = simulate_impact(model, q8, Impulse(), 2.5, controller_rate_hz=1000.0)
+        result = run_oma(rec, model, q8, controller_rate_hz=1000.0)
+        assert len(result.comparisons[1].within(F_ABS, F_REL, Z_ABS)) == 11, result.comparisons[1].table()
+        assert len(result.comparisons[0].within(F_ABS, F_REL, Z_ABS)) <= 4
+
+
+def test_sampled_data_ama(cases, q8):
+    """1 kHz: modes move by up to 1.8 % in f and 3.6 pp in ζ; 4 kHz (the old simulator's held
+    step): 0.5 % and 0.9 pp; 1 MHz: the continuous AMA; one-period delay adds the delay's poles."""
+    model = cases[1]
+    cont = modal_analysis(model, q8)
+    shift = {}
+    for rate in (1000.0, 4000.0, 1e6):
+        s = sampled_modal_analysis(model, q8, rate)
+        assert s.num_modes == 12 and s.stable
+        shift[rate] = (np.abs(s.frequencies_hz[:11] / cont.frequencies_hz[:11] - 1).max(),
+                       np.abs(s.damping_ratios[:11] - cont.damping_ratios[:11]).max())
+    assert 0.017 < shift[1000.0][0] < 0.019 and 0.035 < shift[1000.0][1] < 0.037
+    assert 0.004 < shift[4000.0][0] < 0.006 and 0.008 < shift[4000.0][1] < 0.010
+    assert shift[1e6][0] < 1e-4 and shift[1e6][1] < 1e-4
+    assert sampled_modal_analysis(model, q8, 1000.0).above_nyquist[11]
+    delayed = sampled_modal_analysis(model, q8, 1000.0, "zoh-delay")
+    assert delayed.num_modes + delayed.real_eigenvalues.size // 2 >= 12
+    with pytest.raises(InputError, match="hold"):
+        sampled_modal_analysis(model, q8, 1000.0, "foh")
+    with pytest.raises(InputError, match="controller_rate_hz"):
+        sampled_modal_analysis(model, q8, -5.0)
+
+
+@pytest.mark.parametrize("case,seed", [(1, 0), pytest.param(2, 1, marks=pytest.mark.slow),
+                                       pytest.param(2, 0, marks=pytest.mark.slow)])
+def test_encoder_noise(cases, q8, case, seed):
+    """2^20 counts/rev on the motor shaft + 1e-6 rad Gaussian noise: case 1 ≥ 6 modes within 1 % /
+    1 pp, case 2 ≥ 8 (seeds 1-3; seed 0: 7, see README), no mode reported outside those bounds and
+    none without a model partner; the others are reported from their fitted amplitude (case 1:
+    all below the noise floor)."""
+    model = cases[case]
+    noise = EncoderNoise(2 ** 20, 1e-6, seed)
+    rec = simulate_impact(model, q8, Impulse(), 2.5, dynamics="linear", noise=noise)
+    comp = run_oma(rec, model, q8).comparisons[0]
+    assert comp.unmatched == [], comp.table()
+    good = comp.within(0.0, 0.01, 0.01)
+    assert len(good) >= (6 if case == 1 else 8 if seed else 7), comp.table()
+    assert all(r.status != IDENTIFIED or r in good for r in comp.rows), comp.table()
+    if case == 1:
+        assert all(r.status in (IDENTIFIED, BELOW_NOISE, ABOVE_NYQUIST) for r in comp.rows), comp.table()
+
+
+def test_quantization_is_on_the_motor_shaft(scompi, q8):
+    noise = EncoderNoise(2 ** 20, 0.0)
+    rec = simulate_impact(scompi, q8, Impulse(), 0.3, dynamics="linear", noise=noise)
+    steps = 2 * np.pi / 2 ** 20 / np.array([51, 160, 160, 160, 160, 160])   # N from Table 2.4
+    counts = rec.values / steps
+    np.testing.assert_allclose(counts, np.round(counts), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_kuka_lwr4_impact_test():
+    """KUKA LWR4 at a configuration of our choice: every mode of the exact linear record; the
+    nonlinear record (0.5 N: the LWR4 is soft, k = 1000 N m/rad) gives all but its two motor modes
+    damped at 66 % and 84 %."""
+    model = load_robot("kuka_lwr4")
+    lin = run_oma(simulate_impact(model, KUKA_Q, Impulse(), 3.0, dynamics="linear"), model, KUKA_Q)
+    assert len(lin.comparisons[0].within(F_ABS, F_REL, Z_ABS)) == 11 and not lin.comparisons[0].unmatched
+    non = run_oma(simulate_impact(model, KUKA_Q, Impulse(0.5), 3.0), model, KUKA_Q)
+    assert len(non.comparisons[0].within(F_ABS, F_REL, Z_ABS)) >= 9, non.comparisons[0].table()
+
+
+def test_kuka_lwr4_linear_quick():
+    model = load_robot("kuka_lwr4")
+    rec = simulate_impact(model, KUKA_Q, Impulse(), 3.0, dynamics="linear")
+    result = run_oma(rec, model, KUKA_Q)
+    assert len(result.comparisons[0].within(F_ABS, F_REL, Z_ABS)) == 11
+    # its six overdamped (real) eigenvalues are recognized as such, not as modes
+    np.testing.assert_allclose(result.identified.real_eigenvalues,
+                               modal_analysis(model, KUKA_Q).real_eigenvalues, rtol=1e-2)
+
+
+@pytest.mark.parametrize("method", ["ssi-cov", "var"])
+def test_other_methods_on_the_exact_record(cases, q8, method):
+    model = cases[1]
+    rec = simulate_impact(model, q8, Impulse(), 2.5, dynamics="linear")
+    orders = range(2, 61, 2) if method == "ssi-cov" else range(2, 21)
+    ident = identify_modes(rec, method, orders)
+    comp = run_oma(rec, model, q8, method, orders).comparisons[0]
+    assert ident.num_modes >= 10 and len(comp.within(F_ABS, F_REL, Z_ABS)) >= 10, comp.table()
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_bag_round_trip_gives_the_same_modes(cases, q8, tmp_path, storage):
+    """A bag written with the rosbags writer and read back gives the in-memory record's modes
+    (free decay found from the record itself in both)."""
+    model = cases[1]
+    rec = replace(simulate_impact(model, q8, Impulse(), 1.5, dynamics="linear"), excitation_end=None)
+    bag = write_joint_states(tmp_path / "bag", rec, storage=storage)
+    back = read_joint_states(bag)
+    np.testing.assert_array_equal(back.values, rec.values)
+    orders = range(2, 61, 2)
+    a, b = identify_modes(rec, orders=orders), identify_modes(back, orders=orders)
+    np.testing.assert_allclose(a.frequencies_hz, b.frequencies_hz, rtol=1e-12)
+    np.testing.assert_allclose(a.damping_ratios, b.damping_ratios, rtol=1e-10)
+    assert a.num_modes >= 10
+    file_path = next(bag.glob("*.db3" if storage == "sqlite3" else "*.mcap"))
+    assert read_joint_states(file_path, joints=["joint_2_motor"]).channels == ("joint_2_motor",)
+
+
+def test_csv_round_trip(cases, q8, tmp_path):
+    rec = simulate_impact(cases[1], q8, Impulse(), 1.0, dynamics="linear")
+    back = read_csv(write_csv(rec, tmp_path / "r.csv"))
+    np.testing.assert_array_equal(back.values, rec.values)
+    assert back.channels == rec.channels and abs(back.sample_rate_hz - 1000.0) < 1e-6
+
+
+def test_uneven_stamps_are_resampled_with_a_warning():
+    t = np.arange(500) / 1000.0
+    t[100:] += 0.0005 * np.sin(np.arange(400))           # jitter of up to 0.5 ms
+    t = np.sort(t)
+    y = np.exp(-t)[:, None] * np.sin(2 * np.pi * 10 * t)[:, None]
+    rec = make_record(t, y, ["a"])
+    assert rec.warnings and "resampled" in rec.warnings[0]
+    np.testing.assert_allclose(np.diff(rec.t), np.diff(rec.t)[0])
+
+
+@pytest.mark.parametrize("case,match", [
+    ("short", "too short"), ("constant", "constant"), ("nan", "NaN"),
+    ("stamps", "not strictly increasing"), ("orders", "orders"), ("order_range", "orders")])
+def test_bad_records_and_options(case, match):
+    t = np.arange(600) / 1000.0
+    y = np.exp(-3 * t)[:, None] * np.sin(2 * np.pi * np.array([7.0, 11.0]) * t[:, None])
+    with pytest.raises(InputError, match=match):
+        if case == "short":
+            make_record(t[:20], y[:20], ["a", "b"])
+        elif case == "constant":
+            make_record(t, np.ones_like(y), ["a", "b"])
+        elif case == "nan":
+            bad = y.copy()
+            bad[10, 1] = np.nan
+            make_record(t, bad, ["a", "b"])
+        elif case == "stamps":
+            tt = t.copy()
+            tt[50] = tt[49]
+            make_record(tt, y, ["a", "b"])
+        elif case == "orders":
+            identify_modes(make_record(t, y, ["a", "b"]), "era", [1, 2, 3])
+        else:
+            check_orders(range(2, 5000), 2, 600, "var")
+
+
+def test_bad_bag_input(cases, q8, tmp_path):
+    rec = simulate_impact(cases[1], q8, Impulse(), 0.5, dynamics="linear")
+    bag = write_joint_states(tmp_path / "bag", rec)
+    with pytest.raises(InputError, match="no topic /other"):
+        read_joint_states(bag, "/other")
+    with pytest.raises(InputError, match="unknown joint"):
+        read_joint_states(bag, joints=["joint_9_motor"])
+    with pytest.raises(InputError, match="not a ROS 2 bag"):
+        read_joint_states(tmp_path)
+
+
+def test_cli_oma_json_and_identify_format(tmp_path, capsys):
+    out = tmp_path / "oma"
+    code = cli_main(["oma", "--robot", "planar_2r", "--q", "1.474,1.765", "--duration", "4",
+                     "--dynamics", "linear", "--orders", "2:40:2", "--out-dir", str(out), "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    comp = doc["comparisons"][0]["rows"]
+    assert [r["status"] for r in comp] == [IDENTIFIED] * 4
+    assert all(abs(r["delta_frequency_hz"]) < 1e-3 for r in comp)
+    for name in ("oma.json", "oma.csv", "stabilization.png", "identify_data.yaml"):
+        assert (out / name).is_file()
+    from flexmodal_ros.identification import load_data_file
+    data = load_data_file(out / "identify_data.yaml")
+    assert data.data.num_measurements == 4 and list(data.data.mode_index) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("dynamics", ["linear", pytest.param("nonlinear", marks=pytest.mark.slow)])
+def test_identification_from_oma_measured_modes(tmp_path, capsys, dynamics):
+    """End to end: simulated impact tests of planar_2r in 3 configurations (Table 3.1 rows 1, 4, 6)
+    → OMA → `flexmodal identify --data` recovers the simulator's k within 2 % (noise-free: all of
+    k, d_f, d_fm are identifiable, 12 measured modes for 6 unknowns)."""
+    data = tmp_path / "campaign.yaml"
+    for q in ("1.474,1.765", "0.667,0.501", "2.24,2.208"):
+        assert cli_main(["oma", "--robot", "planar_2r", "--q", q, "--duration", "5", "--no-plot",
+                         "--dynamics", dynamics, "--orders", "2:40:2",
+                         "--out-dir", str(tmp_path / q), "--data-out", str(data)]) == 0
+    capsys.readouterr()
+    assert cli_main(["identify", "--data", str(data), "--starts", "6", "--workers", "1", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    k = np.array(res["stiffness"])
+    np.testing.assert_allclose(k, [2000.0, 1600.0], rtol=0.02)
+    np.testing.assert_allclose(res["link_damping"], [3.91, 2.21], rtol=0.05)
+    np.testing.assert_allclose(res["motor_damping"], [2.04, 1.68], rtol=0.05)
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--robot", "scompi", "--q", "0,0,0"], "q"),
+    (["--robot", "scompi", "--q", "0,-0.374,1.9448,0,-1.9448,0", "--orders", "1:5"], "--orders"),
+    (["--robot", "scompi", "--q", "0,-0.374,1.9448,0,-1.9448,0", "--noise", "bits=3"], "--noise"),
+    (["--robot", "scompi", "--q", "0,-0.374,1.9448,0,-1.9448,0", "--duration", "0.1"], "duration"),
+    (["--csv", "/nonexistent.csv"], "--csv"),
+    (["--bag", "/tmp"], "--bag"),
+])
+def test_cli_oma_bad_input(argv, field, capsys, tmp_path):
+    assert cli_main(["oma", *argv, "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+
+
+def test_cli_modal_sampled_data(capsys):
+    assert cli_main(["modal", "--robot", "scompi", "--q", "0,-0.374,1.9448,0,-1.9448,0",
+                     "--controller-rate-hz", "1000", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["controller_rate_hz"] == 1000.0 and doc["above_nyquist"][11]
+    assert abs(doc["frequencies_hz"][5] - 26.06) < 0.01     # mode 6: 25.59 Hz continuous, +1.8 %
