@@ -17,6 +17,8 @@ from typing import NamedTuple
 import numpy as np
 import pinocchio as pin
 
+from flexmodal_ros.errors import InputError
+from flexmodal_ros.modes import _lapack
 from flexmodal_ros.model import (
     gravity_stiffness,
     gravity_torque,
@@ -163,6 +165,7 @@ class _StateTemplate(NamedTuple):
 
     A: np.ndarray
     rhs: np.ndarray
+    A_fortran: np.ndarray
 
 
 _TEMPLATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -180,7 +183,7 @@ def _state_template(model) -> _StateTemplate:
         motor[:, n: 2 * n] = -np.diag((model.k + model.kp) / model.B)
         motor[:, 3 * n:] = -np.diag((model.d_fm + model.kd) / model.B)
         rhs = np.hstack([np.diag(kw * model.W), -np.diag(kw), np.diag(model.d_f)])
-        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs)
+        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs, np.asfortranarray(A))
     return tpl
 
 
@@ -189,16 +192,37 @@ def closed_loop_state_matrix(model, M, KG) -> np.ndarray:
 
     Equal to ``state_matrix(*assemble(M, KG, ...))`` but exploits the structure of M̄ = diag(M, B)
     (2.9): only the link rows −M⁻¹[K_G + K W², −K W, D, 0] depend on q (one n×n solve with 3n
-    right-hand sides); the rest comes from a per-model template. Batched over leading axes.
+    right-hand sides); the rest comes from a per-model template. Batched over leading axes; one
+    configuration ((n, n) inputs) takes :func:`single_state_matrix`.
     """
-    tpl = _state_template(model)
     M, KG = np.asarray(M, float), np.asarray(KG, float)
+    if M.ndim == 2:
+        M = M.copy()
+        M.T[np.triu_indices(model.n, 1)] = M[np.triu_indices(model.n, 1)]
+        return np.ascontiguousarray(single_state_matrix(model, M, KG))
+    tpl = _state_template(model)
     n = model.n
     A = np.repeat(tpl.A[None], int(np.prod(M.shape[:-2], dtype=int)), axis=0).reshape(
         M.shape[:-2] + tpl.A.shape)
     rhs = np.broadcast_to(tpl.rhs, M.shape[:-2] + tpl.rhs.shape).copy()
     rhs[..., :n] += KG
     A[..., 2 * n: 3 * n, : 3 * n] = -np.linalg.solve(M, rhs)
+    return A
+
+
+def single_state_matrix(model, M_upper, KG) -> np.ndarray:
+    """A (2.14) of one configuration, Fortran-ordered (LAPACK works on it in place), from the upper
+    triangle of M(q) (as Pinocchio's CRBA leaves it) by a Cholesky solve (M is positive definite)."""
+    tpl = _state_template(model)
+    n = model.n
+    A = tpl.A_fortran.copy(order="F")
+    rhs = tpl.rhs.copy(order="F")
+    rhs[:, :n] += KG
+    _, x, info = _lapack().dposv(M_upper, rhs, lower=0, overwrite_b=1)
+    if info != 0:
+        raise InputError(f"q: the mass matrix M(q) is not positive definite (LAPACK dposv info={info}); "
+                         "check the link inertias")
+    A[2 * n: 3 * n, : 3 * n] = -x
     return A
 
 

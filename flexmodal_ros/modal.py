@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+import pinocchio as pin
 
 from flexmodal_ros.errors import InputError
 from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
-                                     equilibrium_from_compensation)
+                                     equilibrium_from_compensation, load_stiffness, single_state_matrix,
+                                     static_compensation)
 from flexmodal_ros.model import create_data
 from flexmodal_ros.modes import ModeSet, modes_from_eigenpairs, modes_from_real_eigen, real_eigen
 from flexmodal_ros.validation import finite_array, finite_vector
@@ -106,11 +108,12 @@ def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
     """
     q = _one_configuration(model, q)
     data = data if data is not None else create_data(model)
-    M, KG, comp = configuration_terms(model, data, q[None, :])
-    wr, wi, vr = real_eigen(closed_loop_state_matrix(model, M[0], KG[0]), shapes)
-    modes = modes_from_real_eigen(wr, wi, vr, rows=slice(0, 2 * model.n))
-    return ModalResult(**modes.mode_fields(), q=q,
-                       motor_equilibrium=equilibrium_from_compensation(model, q, comp[0]))
+    KG = load_stiffness(model, data, q)
+    comp = static_compensation(model, data, q)
+    A = single_state_matrix(model, pin.crba(model.pin, data, q), KG)   # CRBA: upper triangle of M
+    wr, wi, vr = real_eigen(A, shapes)
+    return modes_from_real_eigen(wr, wi, vr, rows=slice(0, 2 * model.n), result_type=ModalResult, q=q,
+                                 motor_equilibrium=equilibrium_from_compensation(model, q, comp))
 
 
 def _one_configuration(model, q) -> np.ndarray:

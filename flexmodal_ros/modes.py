@@ -85,6 +85,9 @@ class ModeSet:
         }
 
 
+_NO_EIGENVALUES, _NO_REAL_EIGENVALUES = np.zeros(0, complex), np.zeros(0)
+_NO_EIGENVALUES.setflags(write=False)
+_NO_REAL_EIGENVALUES.setflags(write=False)
 _MODE_FIELDS = tuple(f.name for f in dataclasses.fields(ModeSet))
 
 
@@ -158,33 +161,56 @@ def real_eigen(A: np.ndarray, vectors: bool = True):
     is two consecutive entries with wi[j] > 0 first; its eigenvector is vr[:, j] + i·vr[:, j+1].
     ``A`` is overwritten. Holds the GIL (batches go through :func:`modes_from_eigenpairs`).
     """
-    from scipy.linalg.lapack import dgeev
-
-    wr, wi, _, vr, info = dgeev(A, compute_vl=0, compute_vr=int(vectors), overwrite_a=1)
+    wr, wi, _, vr, info = _lapack().dgeev(A, compute_vl=0, compute_vr=int(vectors), overwrite_a=1)
     if info != 0:
         raise InputError(f"eigenvalue solver: LAPACK dgeev failed to converge (info={info})")
     return wr, wi, (vr if vectors else None)
 
 
+def _lapack():
+    """scipy.linalg.lapack, imported on first use (a process that never solves does not load it)."""
+    import scipy.linalg.lapack
+    return scipy.linalg.lapack
+
+
 def modes_from_real_eigen(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray | None,
-                          rows: slice | None = None, rtol: float = STABILITY_RTOL) -> ModeSet:
+                          rows: slice | None = None, rtol: float = STABILITY_RTOL,
+                          result_type: type = None, **fields) -> ModeSet:
     """:class:`ModeSet` from one real eigen-solution in LAPACK format (:func:`real_eigen`).
 
     Same conventions as :func:`modes_from_eigenpairs`; with ``vr`` None the mode shapes have 0 rows
     (eigenvalues-only analysis: frequencies, damping and stability without shapes).
+    ``result_type`` (a ModeSet subclass, default ModeSet) is built with the extra ``fields``. Written
+    for one small spectrum: every step is one numpy call on a few dozen numbers.
     """
-    first = np.flatnonzero(wi > 0.0)
-    lam = wr[first] + 1j * wi[first]
-    order = np.argsort(np.abs(lam), kind="stable")
-    first, lam = first[order], lam[order]
+    first = (wi > 0.0).nonzero()[0]
+    omega = np.hypot(wr[first], wi[first])
+    order = omega.argsort(kind="stable")
+    first, omega = first[order], omega[order]
+    lam = np.empty(first.size, complex)
+    lam.real, lam.imag = wr[first], wi[first]
     if vr is None:
         shapes = np.zeros((0, first.size), complex)
     else:
-        vr = vr if rows is None else vr[rows]
-        shapes = normalize_shapes(vr[:, first] + 1j * vr[:, first + 1])
-    freq, zeta = frequencies_and_damping(lam)
-    label, bad = classify_stability(wr + 1j * wi, rtol)
-    return ModeSet(freq, zeta, lam, shapes, np.sort(wr[wi == 0.0]), label, bad)
+        if rows is not None:
+            vr = vr[rows]
+        re, im = vr[:, first], vr[:, first + 1]
+        shapes = re + 1j * im
+        size2 = re * re + im * im
+        pivot = shapes[size2.argmax(axis=0), np.arange(first.size)]
+        shapes /= np.sqrt(size2.sum(axis=0)) * (pivot / np.abs(pivot))
+    radius = max(float(omega[-1]) if first.size else 0.0, float(np.abs(wr).max()) if wr.size else 0.0)
+    if wr.size and wr.max() >= -rtol * radius:
+        label, bad = classify_stability(wr + 1j * wi, rtol)
+    else:
+        label, bad = STABLE, _NO_EIGENVALUES
+    if 2 * first.size < wr.size:
+        real = wr[wi == 0.0]
+        real.sort()
+    else:
+        real = _NO_REAL_EIGENVALUES
+    return (result_type or ModeSet)(omega * (1.0 / TWO_PI), lam.real / -omega, lam, shapes, real, label,
+                                    bad, **fields)
 
 
 def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -15,7 +15,6 @@ from rclpy.parameter import Parameter
 from flexmodal_interfaces.srv import ComputeModalParameters, RunModalTest
 from flexmodal_ros.modal import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
-from flexmodal_ros.nodes.modal_test import ModalTestNode
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.sampled import sampled_modal_analysis
 
@@ -24,12 +23,18 @@ Q8 = np.linspace([0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0
 SIM_SERVICE = "/flexible_joint_simulator/apply_wrench"
 
 
+SERVICE = "/modal_test/run_modal_test"
+
+
 @pytest.fixture
-def modal_test_node(ros, tmp_path):
-    node = ModalTestNode(context=ros.context, parameter_overrides=[
-        Parameter("robot", value="scompi"), Parameter("output_dir", value=str(tmp_path / "tests"))])
-    ros.add_node(node)
-    return node
+def start_modal_test(ros_process, tmp_path):
+    """The real ``modal_test`` executable (two executor threads: its service waits for the
+    simulator's impulse service while recording)."""
+    def start(*params):
+        ros_process(["modal_test", "--ros-args", "-p", "robot:=scompi",
+                     "-p", f"output_dir:={tmp_path / 'tests'}", *[a for p in params for a in ("-p", p)]],
+                    wait_for_service=(SERVICE, RunModalTest))
+    return start
 
 
 def _request(**fields):
@@ -41,14 +46,15 @@ def _request(**fields):
     return req
 
 
-def test_run_modal_test_with_the_simulator(ros, ros_process, modal_test_node, tmp_path):
+def test_run_modal_test_with_the_simulator(ros, ros_process, start_modal_test, tmp_path):
     from flexmodal_interfaces.srv import ApplyWrench
 
     ros_process(["flexible_joint_simulator", "--ros-args", "-p", "robot:=scompi", "-p", "setpoint_law:=true",
                  "-p", "integration_rate_hz:=4000.0", "-p",
                  "initial_positions:=[" + ",".join(f"{v:.12f}" for v in Q8) + "]"],
                 wait_for_service=(SIM_SERVICE, ApplyWrench))
-    client = ros.node("flexmodal_test_modal_client").create_client(RunModalTest, "/modal_test/run_modal_test")
+    start_modal_test()
+    client = ros.node("flexmodal_test_modal_client").create_client(RunModalTest, SERVICE)
     response = ros.call(client, _request(), timeout=60.0)
     assert response.success, response.message
     ama = modal_analysis(load_robot("scompi"), response.positions)
@@ -70,9 +76,9 @@ def test_run_modal_test_with_the_simulator(ros, ros_process, modal_test_node, tm
     assert not bad.success and "joint_9_motor" in bad.message
 
 
-def test_run_modal_test_without_joint_states_fails_cleanly(ros, modal_test_node):
-    modal_test_node.timeout_factor, modal_test_node.timeout_margin = 0.5, 1.0
-    client = ros.node("flexmodal_test_modal_client").create_client(RunModalTest, "/modal_test/run_modal_test")
+def test_run_modal_test_without_joint_states_fails_cleanly(ros, start_modal_test):
+    start_modal_test("wall_timeout_factor:=0.5", "wall_timeout_margin_s:=1.0")
+    client = ros.node("flexmodal_test_modal_client").create_client(RunModalTest, SERVICE)
     response = ros.call(client, _request(trigger_impulse=False, duration=0.5), timeout=30.0)
     assert not response.success and "no joint states" in response.message
     response = ros.call(client, _request(impulse_service="/nobody/apply_wrench", duration=0.5), timeout=30.0)

@@ -14,11 +14,13 @@ Parameters: ``robot`` or ``urdf_path`` + ``params_path``; ``output_dir``
 + 5 s of wall time, or the impulse service does not answer within the margin.
 Bad requests and failed tests answer ``success=false`` with a message; the node keeps serving.
 """
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -49,10 +51,12 @@ class ModalTestNode(Node):
         self.timeout_margin = self.declare_parameter("wall_timeout_margin_s", 5.0).value
         if self.storage not in ("sqlite3", "mcap"):
             raise FlexmodalError(f"storage: must be sqlite3 or mcap, got {self.storage!r}")
-        self.states = PolledSubscription(self, "recorder", JointState, "/joint_states",
+        self.states = PolledSubscription(self, JointState, "/joint_states",
                                          QoSProfile(depth=QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE),
                                          raw=True)
-        self.helper = Node(f"{self.get_name()}_impulse_client", context=self.context)
+        # The impulse client answers in its own callback group while ~/run_modal_test waits for it
+        # (two executor threads, see main): no helper node, so name remappings stay unique.
+        self._client_group = MutuallyExclusiveCallbackGroup()
         self.create_service(RunModalTest, "~/run_modal_test", self.on_run)
         self.get_logger().info(f"modal test of '{self.model.name}' ready (~/run_modal_test)")
 
@@ -96,32 +100,30 @@ class ModalTestNode(Node):
             self.states.wait(POLL_PERIOD)
 
     def _impulse(self, options):
-        client = self.helper.create_client(ApplyWrench, options["impulse_service"] or DEFAULT_IMPULSE_SERVICE)
+        client = self.create_client(ApplyWrench, options["impulse_service"] or DEFAULT_IMPULSE_SERVICE,
+                                    callback_group=self._client_group)
         try:
             if not client.wait_for_service(timeout_sec=self.timeout_margin):
                 raise FlexmodalError(f"impulse_service: {client.srv_name} is not available")
             request = ApplyWrench.Request(wrench=list(options["wrench"]), duration=options["impulse_duration"])
+            done = threading.Event()
             future = client.call_async(request)
-            executor = SingleThreadedExecutor(context=self.context)
-            executor.add_node(self.helper)
-            executor.spin_until_future_complete(future, timeout_sec=self.timeout_margin)
-            executor.remove_node(self.helper)
-            executor.shutdown()
-            answer = future.result()
+            future.add_done_callback(lambda _: done.set())
+            done.wait(self.timeout_margin)
+            answer = future.result() if future.done() else None
             if answer is None or not answer.success:
                 raise FlexmodalError(f"impulse_service: {getattr(answer, 'message', 'no answer in time')}")
         finally:
-            self.helper.destroy_client(client)
+            self.destroy_client(client)
 
     def destroy_node(self):
         if hasattr(self, "states"):
             self.states.destroy()
-            self.helper.destroy_node()
         return super().destroy_node()
 
 
 def main(args=None):
-    return run_node(ModalTestNode, "modal_test", args)
+    return run_node(ModalTestNode, "modal_test", args, make_executor=lambda: MultiThreadedExecutor(2))
 
 
 if __name__ == "__main__":
