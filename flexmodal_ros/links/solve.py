@@ -30,11 +30,11 @@ MAC tracking) are the global displacements (ΔX, ΔY) at ``POINTS`` stations per
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..blas import single_thread_blas
 from ..errors import InputError
 from ..modes import TWO_PI, ModeSet, classify_stability, normalize_shapes
 from .arm import check_angles
@@ -57,22 +57,6 @@ CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms
 GRID_PER_MODE = 3
 WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
 _GAUSS = np.polynomial.legendre.leggauss(QUADRATURE)
-
-
-@functools.cache
-def _blas_controller():
-    from threadpoolctl import ThreadpoolController
-    return ThreadpoolController()
-
-
-def single_thread_blas(fn):
-    """Run ``fn`` with BLAS limited to one thread (threadpoolctl): the solver works on many small
-    matrices, where BLAS threads only add overhead (10-20× slower measured on 2 shared cores)."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with _blas_controller().limit(limits=1, user_api="blas"):
-            return fn(*args, **kwargs)
-    return wrapper
 
 
 @dataclass(frozen=True, kw_only=True)

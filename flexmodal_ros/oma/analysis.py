@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..blas import single_blas_thread
 from ..errors import InputError
 from ..modes import TWO_PI, ModeSet, classify_stability, frequencies_and_damping, normalize_shapes
 from .methods import METHODS, estimate_poles
@@ -198,9 +199,7 @@ def identify_modes(record: Record, method: str = "era", orders=None, criteria: S
     Runs with one BLAS thread: the work is many small factorizations, which multithreaded BLAS
     slows down by orders of magnitude on a loaded machine.
     """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_blas_thread():
         return _identify(record, method, orders, criteria, free_decay, snr_min, refine, block_rows)
 
 

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-from threadpoolctl import threadpool_limits
 
+from ..blas import single_blas_thread
 from ..errors import InputError
 from ..modes import classify_stability, frequencies_and_damping, normalize_shapes
 from ..validation import finite_array
@@ -469,7 +469,7 @@ def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
     cols, numbers = select_pairs(pairs, modes)
     check_separation(pairs.eigenvalues, cols, numbers)
     lam0 = pairs.eigenvalues[cols]
-    with threadpool_limits(1, "blas"):     # many small products: threading only costs here
+    with single_blas_thread():     # many small products: threading only costs here
         lam, right = eigenpair_series(Mc, Cc, Kc, mset, lam0, pairs.right[:, cols])
         lft = None
         if left:
