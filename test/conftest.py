@@ -31,6 +31,7 @@ Fixtures (ROS ones import rclpy lazily, so core-only test files do not pay for i
 """
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import shutil
@@ -63,6 +64,7 @@ def _reserve_domain_id():
 
 # Held open (and locked) for the lifetime of the pytest process.
 _DOMAIN_ID, _DOMAIN_LOCK = _reserve_domain_id()
+atexit.register(_DOMAIN_LOCK.close)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE",
