@@ -17,8 +17,6 @@ from typing import NamedTuple
 import numpy as np
 import pinocchio as pin
 
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.modes import _lapack
 from flexmodal_ros.model import (
     gravity_stiffness,
     gravity_torque,
@@ -80,6 +78,18 @@ def configuration_terms(model, data, qs):
             KG[i] -= wrench_stiffness(model, data, q, w)
             comp[i] -= wrench_torque(model, data, q, w)
     return M, KG, comp
+
+
+def single_configuration_terms(model, data, q):
+    """K_G (2.12) and g − Jᵀτ_ext at one configuration ``q`` (a float vector). Pinocchio's
+    gravity-derivative pass leaves g(q) in ``data.g`` on the way, so one call gives both."""
+    KG = pin.computeGeneralizedGravityDerivatives(model.pin, data, q)
+    comp = data.g.copy()
+    w = _wrench(model)
+    if w is not None:
+        KG -= wrench_stiffness(model, data, q, w)
+        comp -= wrench_torque(model, data, q, w)
+    return KG, comp
 
 
 def setpoint_reference(model, data, q_d) -> np.ndarray:
@@ -165,7 +175,8 @@ class _StateTemplate(NamedTuple):
 
     A: np.ndarray
     rhs: np.ndarray
-    A_fortran: np.ndarray
+    kw: np.ndarray
+    minus_d_f: np.ndarray
 
 
 _TEMPLATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -183,7 +194,7 @@ def _state_template(model) -> _StateTemplate:
         motor[:, n: 2 * n] = -np.diag((model.k + model.kp) / model.B)
         motor[:, 3 * n:] = -np.diag((model.d_fm + model.kd) / model.B)
         rhs = np.hstack([np.diag(kw * model.W), -np.diag(kw), np.diag(model.d_f)])
-        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs, np.asfortranarray(A))
+        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs, kw, -model.d_f)
     return tpl
 
 
@@ -192,37 +203,31 @@ def closed_loop_state_matrix(model, M, KG) -> np.ndarray:
 
     Equal to ``state_matrix(*assemble(M, KG, ...))`` but exploits the structure of M̄ = diag(M, B)
     (2.9): only the link rows −M⁻¹[K_G + K W², −K W, D, 0] depend on q (one n×n solve with 3n
-    right-hand sides); the rest comes from a per-model template. Batched over leading axes; one
-    configuration ((n, n) inputs) takes :func:`single_state_matrix`.
+    right-hand sides); the rest comes from a per-model template. Batched over leading axes (one
+    configuration with M⁻¹ already known: :func:`single_state_matrix`).
     """
-    M, KG = np.asarray(M, float), np.asarray(KG, float)
-    if M.ndim == 2:
-        M = M.copy()
-        M.T[np.triu_indices(model.n, 1)] = M[np.triu_indices(model.n, 1)]
-        return np.ascontiguousarray(single_state_matrix(model, M, KG))
     tpl = _state_template(model)
+    M, KG = np.asarray(M, float), np.asarray(KG, float)
     n = model.n
-    A = np.repeat(tpl.A[None], int(np.prod(M.shape[:-2], dtype=int)), axis=0).reshape(
-        M.shape[:-2] + tpl.A.shape)
-    rhs = np.broadcast_to(tpl.rhs, M.shape[:-2] + tpl.rhs.shape).copy()
+    batch = M.shape[:-2]
+    A = np.repeat(tpl.A[None], int(np.prod(batch, dtype=int)), axis=0).reshape(batch + tpl.A.shape)
+    rhs = np.broadcast_to(tpl.rhs, batch + tpl.rhs.shape).copy()
     rhs[..., :n] += KG
     A[..., 2 * n: 3 * n, : 3 * n] = -np.linalg.solve(M, rhs)
     return A
 
 
-def single_state_matrix(model, M_upper, KG) -> np.ndarray:
-    """A (2.14) of one configuration, Fortran-ordered (LAPACK works on it in place), from the upper
-    triangle of M(q) (as Pinocchio's CRBA leaves it) by a Cholesky solve (M is positive definite)."""
+def single_state_matrix(model, M_inv, KG) -> np.ndarray:
+    """A (2.14) of one configuration from M(q)⁻¹ (e.g. Pinocchio's computeMinverse) and K_G:
+    link rows [−M⁻¹(K_G + K W²), M⁻¹ K W, −M⁻¹ D, 0] by one n×n product and two column scalings."""
     tpl = _state_template(model)
     n = model.n
-    A = tpl.A_fortran.copy(order="F")
-    rhs = tpl.rhs.copy(order="F")
-    rhs[:, :n] += KG
-    _, x, info = _lapack().dposv(M_upper, rhs, lower=0, overwrite_b=1)
-    if info != 0:
-        raise InputError(f"q: the mass matrix M(q) is not positive definite (LAPACK dposv info={info}); "
-                         "check the link inertias")
-    A[2 * n: 3 * n, : 3 * n] = -x
+    A = tpl.A.copy()
+    link = A[2 * n: 3 * n]
+    np.matmul(M_inv, KG + tpl.rhs[:, :n], out=link[:, :n])
+    np.negative(link[:, :n], out=link[:, :n])
+    np.multiply(M_inv, tpl.kw, out=link[:, n: 2 * n])
+    np.multiply(M_inv, tpl.minus_d_f, out=link[:, 2 * n: 3 * n])
     return A
 
 

@@ -22,10 +22,10 @@ import pinocchio as pin
 
 from flexmodal_ros.errors import InputError
 from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
-                                     equilibrium_from_compensation, load_stiffness, single_state_matrix,
-                                     static_compensation)
+                                     equilibrium_from_compensation, single_configuration_terms,
+                                     single_state_matrix)
 from flexmodal_ros.model import create_data
-from flexmodal_ros.modes import ModeSet, modes_from_eigenpairs, modes_from_real_eigen, real_eigen
+from flexmodal_ros.modes import ModeSet, modes_from_eigen, modes_from_eigenpairs
 from flexmodal_ros.validation import finite_array, finite_vector
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,12 +108,11 @@ def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
     """
     q = _one_configuration(model, q)
     data = data if data is not None else create_data(model)
-    KG = load_stiffness(model, data, q)
-    comp = static_compensation(model, data, q)
-    A = single_state_matrix(model, pin.crba(model.pin, data, q), KG)   # CRBA: upper triangle of M
-    wr, wi, vr = real_eigen(A, shapes)
-    return modes_from_real_eigen(wr, wi, vr, rows=slice(0, 2 * model.n), result_type=ModalResult, q=q,
-                                 motor_equilibrium=equilibrium_from_compensation(model, q, comp))
+    KG, comp = single_configuration_terms(model, data, q)
+    A = single_state_matrix(model, pin.computeMinverse(model.pin, data, q), KG)
+    w, v = np.linalg.eig(A) if shapes else (np.linalg.eigvals(A), None)
+    return modes_from_eigen(w, v, rows=slice(0, 2 * model.n), result_type=ModalResult, q=q,
+                            motor_equilibrium=equilibrium_from_compensation(model, q, comp))
 
 
 def _one_configuration(model, q) -> np.ndarray:

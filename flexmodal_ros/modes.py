@@ -153,60 +153,34 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
     return out
 
 
-def real_eigen(A: np.ndarray, vectors: bool = True):
-    """Eigen-solution of one real square matrix in LAPACK's real format: ``(wr, wi, vr)``.
+def modes_from_eigen(w: np.ndarray, v: np.ndarray | None, rows: slice | None = None,
+                     rtol: float = STABILITY_RTOL, result_type: type = None, **fields) -> ModeSet:
+    """:class:`ModeSet` of one eigen-solution (``numpy.linalg.eig`` or ``eigvals`` output).
 
-    Calls LAPACK ``dgeev`` directly (``vr`` None without vectors): numpy's ``eig`` converts every
-    eigenvector to complex, which for one small matrix costs a quarter of the solve. A complex pair
-    is two consecutive entries with wi[j] > 0 first; its eigenvector is vr[:, j] + i·vr[:, j+1].
-    ``A`` is overwritten. Holds the GIL (batches go through :func:`modes_from_eigenpairs`).
-    """
-    wr, wi, _, vr, info = _lapack().dgeev(A, compute_vl=0, compute_vr=int(vectors), overwrite_a=1)
-    if info != 0:
-        raise InputError(f"eigenvalue solver: LAPACK dgeev failed to converge (info={info})")
-    return wr, wi, (vr if vectors else None)
-
-
-def _lapack():
-    """scipy.linalg.lapack, imported on first use (a process that never solves does not load it)."""
-    import scipy.linalg.lapack
-    return scipy.linalg.lapack
-
-
-def modes_from_real_eigen(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray | None,
-                          rows: slice | None = None, rtol: float = STABILITY_RTOL,
-                          result_type: type = None, **fields) -> ModeSet:
-    """:class:`ModeSet` from one real eigen-solution in LAPACK format (:func:`real_eigen`).
-
-    Same conventions as :func:`modes_from_eigenpairs`; with ``vr`` None the mode shapes have 0 rows
+    Same conventions as :func:`modes_from_eigenpairs`, written for one small spectrum (every step
+    one numpy call on a few dozen numbers); with ``v`` None the mode shapes have 0 rows
     (eigenvalues-only analysis: frequencies, damping and stability without shapes).
-    ``result_type`` (a ModeSet subclass, default ModeSet) is built with the extra ``fields``. Written
-    for one small spectrum: every step is one numpy call on a few dozen numbers.
+    ``result_type`` (a ModeSet subclass, default ModeSet) is built with the extra ``fields``.
     """
-    first = (wi > 0.0).nonzero()[0]
-    omega = np.hypot(wr[first], wi[first])
-    order = omega.argsort(kind="stable")
-    first, omega = first[order], omega[order]
-    lam = np.empty(first.size, complex)
-    lam.real, lam.imag = wr[first], wi[first]
-    if vr is None:
+    size = np.abs(w)
+    order = np.where(w.imag > 0.0, size, np.inf).argsort(kind="stable")
+    first = order[: int(np.count_nonzero(w.imag > 0.0))]
+    lam, omega = w[first], size[first]
+    if v is None:
         shapes = np.zeros((0, first.size), complex)
     else:
-        if rows is not None:
-            vr = vr[rows]
-        re, im = vr[:, first], vr[:, first + 1]
-        shapes = re + 1j * im
-        size2 = re * re + im * im
-        pivot = shapes[size2.argmax(axis=0), np.arange(first.size)]
-        shapes /= np.sqrt(size2.sum(axis=0)) * (pivot / np.abs(pivot))
-    radius = max(float(omega[-1]) if first.size else 0.0, float(np.abs(wr).max()) if wr.size else 0.0)
-    if wr.size and wr.max() >= -rtol * radius:
-        label, bad = classify_stability(wr + 1j * wi, rtol)
+        shapes = v[:, first] if rows is None else v[rows, first]
+        mag = np.abs(shapes)
+        top = mag.argmax(axis=0)
+        pivot = shapes[top, np.arange(first.size)]
+        shapes *= np.abs(pivot) / (pivot * np.sqrt((mag * mag).sum(axis=0)))
+    radius = float(size.max()) if w.size else 0.0
+    if w.size and w.real.max() >= -rtol * radius:
+        label, bad = classify_stability(w, rtol)
     else:
         label, bad = STABLE, _NO_EIGENVALUES
-    if 2 * first.size < wr.size:
-        real = wr[wi == 0.0]
-        real.sort()
+    if 2 * first.size < w.size:
+        real = np.sort(w.real[w.imag == 0.0])
     else:
         real = _NO_REAL_EIGENVALUES
     return (result_type or ModeSet)(omega * (1.0 / TWO_PI), lam.real / -omega, lam, shapes, real, label,

@@ -88,7 +88,7 @@ def test_motor_equilibrium_2_22(scompi, q8):
     # (half a unit of the last printed digit) is the tolerance there, 2e-4 rad elsewhere.
     tol = np.array([2e-4, 5e-4, 2e-4, 2e-4, 2e-4, 2e-4])
     assert np.all(np.abs(q_m - Q_M_2_22) <= tol), q_m - Q_M_2_22
-    np.testing.assert_allclose(modal_analysis(scompi, q8, d).motor_equilibrium, q_m)
+    np.testing.assert_allclose(modal_analysis(scompi, q8, d).motor_equilibrium, q_m, rtol=1e-12, atol=1e-12)
     # At the equilibrium the spring torque balances gravity: K W (W q - q_m) = -g (2.1 at rest).
     tau_m = setpoint_motor_torque(scompi, d, q8, q_m, np.zeros(6))
     np.testing.assert_allclose(closed_loop_acceleration(scompi, d, q8, np.r_[q8, q_m], np.zeros(12)),

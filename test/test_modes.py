@@ -73,3 +73,17 @@ def test_fast_single_path_equals_batched_path():
             full = modal_analysis(m, q)
             np.testing.assert_allclose(np.abs(full.mode_shapes.conj().T @ rb.mode_shapes).diagonal(), 1.0,
                                        atol=1e-8)  # same unit shapes (up to phase)
+
+
+def test_single_configuration_terms_equal_the_separate_pinocchio_calls():
+    """g(q) taken from data.g after the gravity-derivative pass equals computeGeneralizedGravity."""
+    from flexmodal_ros.linearize import configuration_terms, single_configuration_terms
+    from flexmodal_ros.model import create_data, with_overrides
+    for robot in ("scompi", "kuka_lwr4"):
+        m = with_overrides(load_robot(robot), wrench=[1.0, -2.0, 3.0, 0.1, 0.2, -0.3])
+        d = create_data(m)
+        for q in np.random.default_rng(4).uniform(-1, 1, (3, m.n)):
+            _, KG, comp = configuration_terms(m, d, q[None])
+            KG1, comp1 = single_configuration_terms(m, d, q)
+            np.testing.assert_allclose(KG1, KG[0], rtol=1e-13, atol=1e-12)
+            np.testing.assert_allclose(comp1, comp[0], rtol=1e-13, atol=1e-12)
