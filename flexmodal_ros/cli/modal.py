@@ -8,8 +8,9 @@ from ..errors import InputError
 from ..modal import modal_analysis
 from ..model import with_overrides
 from ..modes import plot_map, write_csv, write_json
-from ..sweep import config_grid, config_line, modal_map
+from ..sweep import config_line, grid_spec, modal_map
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from .scheduler import add_store_options, check_scheduler, run_store_sweep
 
 MAX_CROSSINGS_SHOWN = 10
 
@@ -39,6 +40,7 @@ def add_parser(sub):
     s.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     s.add_argument("--workers", type=int, default=None, help="worker threads (default: up to 2 CPUs)")
     s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_store_options(s)
     add_json_option(s)
     s.set_defaults(func=run_sweep)
 
@@ -80,13 +82,15 @@ def run(args):
     return 0
 
 
-def _configurations(args, model):
+def _configurations(args, model, lazy=False):
+    """The configurations of --line/--grid/--configs; a --grid stays lazy with ``lazy``."""
     if args.line:
         return config_line(model, parse_floats(args.line[0], "--line Q_START"),
                            parse_floats(args.line[1], "--line Q_END"), args.num)
     if args.grid:
         base = np.zeros(model.n) if args.q is None else parse_floats(args.q, "--q")
-        return config_grid(model, base, dict(_grid_axis(spec) for spec in args.grid))
+        grid = grid_spec(model, base, dict(_grid_axis(spec) for spec in args.grid))
+        return grid if lazy else grid.rows()
     return _read_configs(Path(args.configs))
 
 
@@ -113,8 +117,11 @@ def _read_configs(path):
 
 def run_sweep(args):
     model = _model(args)
+    if args.store:
+        return run_store_sweep(args, model, _configurations(args, model, lazy=True), print_json)
+    check_scheduler(args)
     mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                     workers=args.workers, progress=not args.no_progress)
+                     workers=args.workers, progress=not args.no_progress, scheduler=args.scheduler)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = [write_csv(mmap, out / "modal_map.csv"), write_json(mmap, out / "modal_map.json")]

@@ -2,7 +2,9 @@
 
 Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (flexibility YAML;
 an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
-default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
+default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5);
+``max_inline_configurations`` (largest ``~/compute_modal_map`` answered inline, default
+10000; larger maps are refused with a pointer to ``flexmodal sweep --store``).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
 ``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
@@ -30,6 +32,16 @@ from .conversions import (joint_state_to_configuration, modal_map_request_to_cor
                           modal_map_to_response, modal_request_to_core, modal_result_to_msg)
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
+MAX_INLINE_DEFAULT = 10000  # configurations: ~5 s of one core for 7 joints (README "Dask")
+
+
+def check_inline_size(num_configurations, limit):
+    """Refuse maps above ``limit`` configurations: they belong to the out-of-core CLI path."""
+    if num_configurations > limit:
+        raise FlexmodalError(
+            f"num_configurations: {num_configurations} exceeds max_inline_configurations = {limit}; "
+            f"compute large maps out of core with `flexmodal sweep --robot NAME --grid ... "
+            f"--store MAP.zarr [--scheduler local:N|tcp://HOST:PORT]` (README: Dask)")
 
 
 class ModalAnalysisServer(Node):
@@ -42,6 +54,9 @@ class ModalAnalysisServer(Node):
         self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
+        self.max_inline = self.declare_parameter("max_inline_configurations", MAX_INLINE_DEFAULT).value
+        if not self.max_inline >= 1:
+            raise FlexmodalError("parameters: max_inline_configurations must be >= 1")
         self.data = create_data(self.model)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
@@ -67,6 +82,7 @@ class ModalAnalysisServer(Node):
 
     def on_map(self, request, response):
         try:
+            check_inline_size(request.num_configurations, self.max_inline)
             model, qs = modal_map_request_to_core(self.model, request)
             mmap = modal_map(model, qs, track=request.track_modes)
         except REQUEST_ERRORS as exc:
