@@ -87,12 +87,13 @@ def grid_spec(model, base_q, axes: Mapping[str, Sequence[float]]) -> ConfigGrid:
 
 
 def modal_map(model, configurations, track: bool = True, workers: int | None = None,
-              progress: bool = False, scheduler: str | None = None) -> ModalMap:
+              progress: bool = False, scheduler=None) -> ModalMap:
     """Batch modal analysis over ``configurations`` (m, n), optionally mode-tracked.
 
-    ``progress`` shows a tqdm bar on stderr. ``scheduler`` (``local:N`` or ``tcp://HOST:PORT``)
-    computes the chunks on Dask instead of local threads, same numbers
-    (:func:`flexmodal_ros.distributed.map_results`; out of core: ``sweep_to_store``).
+    ``progress`` shows a tqdm bar on stderr. ``scheduler`` (``local:N``, ``tcp://HOST:PORT`` or
+    an executor from :func:`flexmodal_ros.distributed.open_executor`) computes the chunks on Dask
+    instead of local threads, same numbers (:func:`flexmodal_ros.distributed.map_results`; out
+    of core: ``sweep_to_store``).
     """
     qs = check_configurations(model, configurations, "configurations")
     with progress_bar(len(qs), "modal map", enabled=progress) as bar:

@@ -289,6 +289,13 @@ def test_cli_sweep_store_and_identify_on_a_scheduler(cluster, tmp_path, capsys):
                      "--no-plot", "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--scheduler" in err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli_main(["sweep", "--robot", "planar_2r", "--line", "0,0", "1,1", "--num", "4", "--no-progress",
+                     "--scheduler", f"tcp://127.0.0.1:{port}", "--scheduler-timeout", "1", "--no-plot",
+                     "--out-dir", str(tmp_path)]) == 2
+    assert "no Dask scheduler reachable within 1 s" in capsys.readouterr().err
     assert cli_main(["identify", "--data", str(REPO / "config" / "planar_2r_modal_data.yaml"),
                      "--starts", "4", "--unknowns", "k", "--scheduler", addr, "--json"]) == 0
     remote = json.loads(capsys.readouterr().out)

@@ -1,9 +1,11 @@
 """``flexmodal modal`` (one configuration) and ``flexmodal sweep`` (modal map) subcommands."""
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
 from ..config import Tool
+from ..distributed import open_executor
 from ..errors import InputError
 from ..modal import modal_analysis
 from ..model import with_overrides
@@ -120,8 +122,10 @@ def run_sweep(args):
     if args.store:
         return run_store_sweep(args, model, _configurations(args, model, lazy=True), print_json)
     check_scheduler(args)
-    mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                     workers=args.workers, progress=not args.no_progress, scheduler=args.scheduler)
+    dask = open_executor(args.scheduler, timeout=args.scheduler_timeout) if args.scheduler else None
+    with dask or contextlib.nullcontext() as executor:
+        mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
+                         workers=args.workers, progress=not args.no_progress, scheduler=executor)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = [write_csv(mmap, out / "modal_map.csv"), write_json(mmap, out / "modal_map.json")]

@@ -1,7 +1,9 @@
 """Where chunks run: threads of this process (the default, today's path) or a Dask cluster.
 
-Both executors offer the same three calls — ``share`` (send a large argument once), ``submit``,
-``wait_first`` — so :func:`map_chunks` feeds either with at most ``2 × slots`` chunks in flight.
+Both executors offer the same calls (``submit``, ``wait_first``, ``cancel``), so :func:`map_chunks`
+feeds either with at most ``2 × slots`` chunks in flight. Every task carries its own arguments (the
+robot model pickles to ~40 kB): nothing lives only on one worker, so a lost worker's chunks can
+always be recomputed elsewhere (scattered data could not).
 Dask does the scheduling (placement, work stealing, rescheduling the tasks of a lost worker,
 ``retries`` for tasks that raised); the bounded submission only keeps the client's memory and the
 results waiting on workers proportional to the cluster, not to the grid.
@@ -52,9 +54,6 @@ class LocalExecutor:
         self.slots = int(workers or default_workers())
         self._pool = ThreadPoolExecutor(self.slots)
 
-    def share(self, obj):
-        return obj
-
     def submit(self, fn, *args):
         return self._pool.submit(fn, *args)
 
@@ -80,10 +79,6 @@ class DaskExecutor:
     def slots(self) -> int:
         return max(1, sum(self.client.nthreads().values()))
 
-    def share(self, obj):
-        """Scatter ``obj`` to every worker once; tasks receive it by reference."""
-        return self.client.scatter(obj, broadcast=True, hash=False)
-
     def submit(self, fn, *args):
         return self.client.submit(fn, *args, retries=self.retries, pure=False)
 
@@ -100,16 +95,19 @@ class DaskExecutor:
 
 
 @contextlib.contextmanager
-def open_executor(scheduler: str | None = None, workers: int | None = None,
-                  timeout: float = DEFAULT_TIMEOUT_S):
+def open_executor(scheduler=None, workers: int | None = None, timeout: float = DEFAULT_TIMEOUT_S):
     """Context manager giving a :class:`LocalExecutor` (``scheduler`` None; ``workers`` threads) or a
-    :class:`DaskExecutor` connected to ``scheduler`` (see :func:`parse_scheduler`).
+    :class:`DaskExecutor` connected to ``scheduler`` (see :func:`parse_scheduler`); an executor
+    passed as ``scheduler`` is used as it is and left open (one cluster for several calls).
 
     ``local:N`` starts a ``LocalCluster`` of N single-threaded worker processes whose scheduler,
     nannies and workers listen on 127.0.0.1 only, with no dashboard; it is closed on exit.
     ``tcp://HOST:PORT`` connects to a running ``dask scheduler`` and waits up to ``timeout`` [s]
     for it and for at least one worker; failing that, an InputError says so.
     """
+    if isinstance(scheduler, (LocalExecutor, DaskExecutor)):
+        yield scheduler
+        return
     if scheduler is None:
         executor = LocalExecutor(workers)
         try:

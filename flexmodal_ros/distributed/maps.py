@@ -38,11 +38,11 @@ def _check_chunk(chunk_size):
     return int(chunk_size)
 
 
-def map_results(model, configurations, scheduler: str | None = None, shapes: bool = True,
+def map_results(model, configurations, scheduler=None, shapes: bool = True,
                 chunk_size: int | None = None, workers: int | None = None, progress=None,
                 timeout: float = DEFAULT_TIMEOUT_S) -> list:
     """ModalResults of every configuration, in order, computed chunk by chunk on ``scheduler``
-    (None: local threads). Same numbers as :func:`~flexmodal_ros.modal.modal_analysis_batch`.
+    (as :func:`sweep_to_store`). Same numbers as :func:`~flexmodal_ros.modal.modal_analysis_batch`.
     ``chunk_size`` defaults to an even split over the worker threads (4 chunks each), in whole
     kernel batches, at most 4096. ``progress(k)`` is called with the configurations of each
     finished chunk."""
@@ -52,10 +52,9 @@ def map_results(model, configurations, scheduler: str | None = None, shapes: boo
             DEFAULT_CHUNK, KERNEL_BATCH * -(-m // (4 * executor.slots * KERNEL_BATCH)))
         bounds = [(s, min(s + chunk, m)) for s in range(0, m, chunk)]
         parts = [None] * len(bounds)
-        shared = executor.share(model)
 
         def task(k):
-            return (analyse_rows, shared, _piece(source, *bounds[k]), *bounds[k], shapes)
+            return (analyse_rows, model, _piece(source, *bounds[k]), *bounds[k], shapes)
 
         def handle(k, results):
             parts[k] = results
@@ -78,7 +77,7 @@ class StoreRun:
     summary: dict
 
 
-def sweep_to_store(model, configurations, store, scheduler: str | None = None, track: bool = True,
+def sweep_to_store(model, configurations, store, scheduler=None, track: bool = True,
                    store_shapes: bool = False, chunk_size: int | None = None,
                    workers: int | None = None, progress: bool = False,
                    timeout: float = DEFAULT_TIMEOUT_S) -> StoreRun:
@@ -86,7 +85,8 @@ def sweep_to_store(model, configurations, store, scheduler: str | None = None, t
     Zarr store at ``store`` (layout: :mod:`flexmodal_ros.distributed.store`).
 
     Work runs in chunks of ``chunk_size`` configurations (default 4096, or the store's own when
-    resuming) on ``scheduler`` (``local:N``, ``tcp://HOST:PORT``; None: ``workers`` local threads).
+    resuming) on ``scheduler`` (``local:N``, ``tcp://HOST:PORT``, an executor from
+    :func:`~flexmodal_ros.distributed.open_executor`; None: ``workers`` local threads).
     Mode shapes are computed when ``track`` (MAC tracking, joined across chunks at the end) or
     ``store_shapes`` asks for them; otherwise only eigenvalues (frequencies, damping, stability;
     modes stay in frequency order). An existing store of the same map resumes: only chunks not
@@ -106,11 +106,10 @@ def sweep_to_store(model, configurations, store, scheduler: str | None = None, t
         bar.update(m - sum(stop - start for start, stop in map(target.bounds, todo)))
         if todo:
             with open_executor(scheduler, workers, timeout) as executor:
-                shared = executor.share(model)
-
+        
                 def task(k):
                     start, stop = target.bounds(k)
-                    return (compute_chunk, shared, _piece(source, start, stop), k, start, stop, options)
+                    return (compute_chunk, model, _piece(source, start, stop), k, start, stop, options)
 
                 def handle(k, result):
                     if result.error:

@@ -21,12 +21,11 @@ def run_starts(executor, problem, x0: np.ndarray, starts_per_task: int | None = 
     per_task = starts_per_task or max(1, -(-len(x0) // (TASKS_PER_SLOT * executor.slots)))
     bounds = [(s, min(s + per_task, len(x0))) for s in range(0, len(x0), per_task)]
     parts = [None] * len(bounds)
-    shared = executor.share(problem)
     with progress_bar(len(x0), "multistart", unit="start", enabled=progress) as bar:
         def handle(k, solutions):
             parts[k] = solutions
             bar.update(len(solutions))
 
-        map_chunks(executor, lambda k: (solve_starts, shared, x0[slice(*bounds[k])]),
+        map_chunks(executor, lambda k: (solve_starts, problem, x0[slice(*bounds[k])]),
                    range(len(bounds)), handle)
     return [sol for part in parts for sol in part]
