@@ -423,7 +423,8 @@ class IdentificationResult:
 
 
 def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE, starts=DEFAULT_STARTS,
-             seed=0, k_max=None, d_max=None, workers=2, noise=(NOISE_FREQUENCY_REL, NOISE_DAMPING)):
+             seed=0, k_max=None, d_max=None, workers=2, noise=(NOISE_FREQUENCY_REL, NOISE_DAMPING),
+             run_starts=None):
     """Identify the ``unknowns`` (subset of k, d_f, d_fm; default all) of ``model`` from ``data``.
 
     Bounded least squares (3.28)-(3.30) from ``starts`` points drawn uniformly in the box
@@ -431,6 +432,9 @@ def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
     (the result does not depend on ``workers``, the number of processes; scripts using
     ``workers`` > 1 need the ``if __name__ == "__main__"`` guard of multiprocessing).
     ``noise`` = (σ_f/f, σ_ζ) is the measurement noise assumed by the identifiability report.
+    ``run_starts(problem, x0)`` replaces the local process pool: it returns what
+    :func:`solve_starts` gives for ``x0`` (starts, P), in start order (e.g. on Dask:
+    :func:`flexmodal_ros.distributed.run_starts`).
     """
     problem = IdentificationProblem(model, data, unknowns, objective, k_max, d_max)
     starts = int(starts)
@@ -439,7 +443,7 @@ def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
     if int(workers) < 1:
         raise InputError(f"workers: must be >= 1, got {workers}")
     x0 = np.random.default_rng(int(seed)).uniform(size=(starts, len(problem.names)))
-    local = _run_starts(problem, x0, int(workers))
+    local = _run_starts(problem, x0, int(workers)) if run_starts is None else run_starts(problem, x0)
     best = min(range(starts), key=lambda i: (local[i][1], i))
     x, F, _, status, message = _polish(problem, local[best])
     p = x * problem.upper
@@ -470,7 +474,9 @@ def _polish(problem, best):
     return best
 
 
-def _local_batch(problem, x0s):
+def solve_starts(problem, x0s):
+    """Local solutions (x, F, nfev, status, message) from each start of ``x0s`` (s, P), in order:
+    the unit of work that every multistart executor maps over chunks of starts."""
     return [_local_solve(problem, x0) for x0 in x0s]
 
 
@@ -479,12 +485,12 @@ def _run_starts(problem, x0, workers):
     (forkserver: safe from a multithreaded ROS node)."""
     workers = min(workers, len(x0))
     if workers == 1:
-        return _local_batch(problem, x0)
+        return solve_starts(problem, x0)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     chunks = np.array_split(np.arange(len(x0)), workers)
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        parts = list(pool.map(partial(_local_batch, problem), [x0[c] for c in chunks]))
+        parts = list(pool.map(partial(solve_starts, problem), [x0[c] for c in chunks]))
     return [r for part in parts for r in part]
 
 

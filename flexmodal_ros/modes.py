@@ -231,15 +231,21 @@ def track_modes(mode_sets: Sequence[ModeSet]):
 
 
 def _crossings(mode_sets, order) -> list[Crossing]:
-    f = np.array([r.frequencies_hz[o] for r, o in zip(mode_sets, order)])
+    return crossings_from_tracked(np.array([r.frequencies_hz[o] for r, o in zip(mode_sets, order)]))
+
+
+def crossings_from_tracked(f: np.ndarray, offset: int = 0) -> list[Crossing]:
+    """Frequency order swaps between consecutive rows of tracked frequencies ``f`` (m, modes) [Hz];
+    row i is configuration ``offset`` + i (0-based), so a long map can be scanned in slices."""
+    f = np.asarray(f, float)
+    sign = np.sign(f[:, :, None] - f[:, None, :])
+    rows, a_idx, b_idx = np.nonzero(np.triu(sign[:-1] * sign[1:] < 0))
     out = []
-    for i in range(1, len(f)):
-        sign_prev = np.sign(f[i - 1][:, None] - f[i - 1][None, :])
-        sign_now = np.sign(f[i][:, None] - f[i][None, :])
-        for a, b in zip(*np.nonzero(np.triu(sign_prev * sign_now < 0))):
-            desc = (f"modes {a + 1} and {b + 1} cross between configurations {i} and {i + 1} "
-                    f"(near {0.5 * (f[i, a] + f[i, b]):.4g} Hz)")
-            out.append(Crossing((int(a), int(b)), (i - 1, i), desc))
+    for r, a, b in zip(rows, a_idx, b_idx):
+        i = offset + r + 1
+        desc = (f"modes {a + 1} and {b + 1} cross between configurations {i} and {i + 1} "
+                f"(near {0.5 * (f[r + 1, a] + f[r + 1, b]):.4g} Hz)")
+        out.append(Crossing((int(a), int(b)), (i - 1, i), desc))
     return out
 
 

@@ -7,6 +7,7 @@ PNG) and gain sweeps (K_D = 0.425 √K_P, Fig. 2.5).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -37,38 +38,70 @@ def config_grid(model, base_q, axes: Mapping[str, Sequence[float]]) -> np.ndarra
     """Cartesian grid: joints named in ``axes`` take each listed value, the others stay at
     ``base_q``. Returns (Π len, n) in serpentine order: the first named joint varies slowest and
     the faster axes reverse direction on alternate passes, so consecutive configurations are
-    always grid neighbours (needed by the mode tracking of :func:`modal_map`)."""
+    always grid neighbours (needed by the mode tracking of :func:`modal_map`).
+    ``grid_spec(...).rows(start, stop)`` gives any slice of it without building the rest."""
+    return grid_spec(model, base_q, axes).rows()
+
+
+@dataclass(frozen=True)
+class ConfigGrid:
+    """The grid of :func:`config_grid`, kept lazy: ``base`` (n,), the varied joint ``indices``
+    and their ``values`` (first varies slowest). Small and picklable: a chunk of a 10⁷-row grid
+    is generated where it is computed (:mod:`flexmodal_ros.distributed`)."""
+
+    base: np.ndarray
+    joints: tuple
+    indices: tuple
+    values: tuple
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([v.size for v in self.values]))
+
+    def rows(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Configurations ``start``..``stop``-1 (0-based) in serpentine order, (stop − start, n)."""
+        stop = self.size if stop is None else min(int(stop), self.size)
+        rest = np.arange(int(start), stop, dtype=np.int64)
+        digits = []
+        for i, values in enumerate(self.values):
+            inner = int(np.prod([v.size for v in self.values[i + 1:]]))
+            digit, rest = np.divmod(rest, inner)
+            digits.append(digit)
+            rest = np.where(digit % 2 == 1, inner - 1 - rest, rest)  # odd pass: reversed
+        grid = np.tile(self.base, (rest.size, 1))
+        for j, values, digit in zip(self.indices, self.values, digits):
+            grid[:, j] = values[digit]
+        return grid
+
+
+def grid_spec(model, base_q, axes: Mapping[str, Sequence[float]]) -> ConfigGrid:
+    """Validated lazy :class:`ConfigGrid` (arguments as :func:`config_grid`)."""
     base = finite_vector(base_q, model.n, "base_q")
     if not axes:
         raise InputError("axes: at least one joint to vary is required")
-    idx = [model.joint_index(name) for name in axes]
-    values = [finite_vector(v, None, f"axes.{name}") for name, v in axes.items()]
+    idx = tuple(model.joint_index(name) for name in axes)
+    values = tuple(finite_vector(v, None, f"axes.{name}") for name, v in axes.items())
     if any(v.size == 0 for v in values):
         raise InputError("axes: every varied joint needs at least one value")
-    grid = np.tile(base, (int(np.prod([v.size for v in values])), 1))
-    grid[:, idx] = _serpentine(values)
-    return grid
-
-
-def _serpentine(values):
-    """Boustrophedon enumeration of the Cartesian product of ``values`` (list of 1-D arrays)."""
-    if len(values) == 1:
-        return values[0][:, None]
-    rest = _serpentine(values[1:])
-    rows = [np.column_stack([np.full(len(rest), v), rest if i % 2 == 0 else rest[::-1]])
-            for i, v in enumerate(values[0])]
-    return np.vstack(rows)
+    return ConfigGrid(base, tuple(axes), idx, values)
 
 
 def modal_map(model, configurations, track: bool = True, workers: int | None = None,
-              progress: bool = False) -> ModalMap:
+              progress: bool = False, scheduler=None) -> ModalMap:
     """Batch modal analysis over ``configurations`` (m, n), optionally mode-tracked.
 
-    ``progress`` shows a tqdm bar on stderr.
+    ``progress`` shows a tqdm bar on stderr. ``scheduler`` (``local:N``, ``tcp://HOST:PORT`` or
+    an executor from :func:`flexmodal_ros.distributed.open_executor`) computes the chunks on Dask
+    instead of local threads, same numbers (:func:`flexmodal_ros.distributed.map_results`; out
+    of core: ``sweep_to_store``).
     """
     qs = check_configurations(model, configurations, "configurations")
     with progress_bar(len(qs), "modal map", enabled=progress) as bar:
-        results = modal_analysis_batch(model, qs, workers=workers, progress=bar.update)
+        if scheduler is None:
+            results = modal_analysis_batch(model, qs, workers=workers, progress=bar.update)
+        else:
+            from flexmodal_ros.distributed import map_results
+            results = map_results(model, qs, scheduler, progress=bar.update)
     return map_modes(model.joint_names, qs, results, track)
 
 

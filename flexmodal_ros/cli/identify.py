@@ -1,9 +1,13 @@
 """``flexmodal identify``: joint stiffness and damping from modal data (thesis ch. 3)."""
+import contextlib
+import functools
+
 import numpy as np
 
 from ..identification import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, OBJECTIVES, identify, load_data_file,
                               write_params)
 from .common import add_json_option, print_json
+from .scheduler import add_scheduler_options, check_scheduler
 
 
 def add_parser(sub):
@@ -24,17 +28,25 @@ def add_parser(sub):
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--write-params", metavar="OUT.yaml",
                    help="write a complete flexibility YAML with the identified values")
+    add_scheduler_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
 
 
 def run(args):
     data_file = load_data_file(args.data)
+    check_scheduler(args)
     pick = lambda cli, file: cli if cli is not None else file
-    result = identify(data_file.model, data_file.data, unknowns=args.unknowns,
-                      objective=args.objective, starts=args.starts, seed=args.seed,
-                      k_max=pick(args.k_max, data_file.k_max), d_max=pick(args.d_max, data_file.d_max),
-                      workers=args.workers)
+    with contextlib.ExitStack() as stack:
+        runner = None
+        if args.scheduler:
+            from ..distributed import open_executor, run_starts
+            executor = stack.enter_context(open_executor(args.scheduler, timeout=args.scheduler_timeout))
+            runner = functools.partial(run_starts, executor)
+        result = identify(data_file.model, data_file.data, unknowns=args.unknowns,
+                          objective=args.objective, starts=args.starts, seed=args.seed,
+                          k_max=pick(args.k_max, data_file.k_max), d_max=pick(args.d_max, data_file.d_max),
+                          workers=args.workers, run_starts=runner)
     if args.write_params:
         write_params(data_file.model, result, args.write_params)
     if args.json:

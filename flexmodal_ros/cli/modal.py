@@ -1,17 +1,20 @@
 """``flexmodal modal`` (one configuration) and ``flexmodal sweep`` (modal map) subcommands."""
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
 from ..config import Tool
+from ..distributed import open_executor
 from ..errors import InputError
 from ..modal import modal_analysis
 from ..model import with_overrides
 from ..sampled import HOLDS, sampled_modal_analysis
-from ..sweep import config_grid, config_line, modal_map
+from ..sweep import config_line, grid_spec, modal_map
 from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
+from .scheduler import add_store_options, check_scheduler, run_store_sweep
 
 
 def add_parser(sub):
@@ -42,6 +45,7 @@ def add_parser(sub):
     _add_override_options(s)
     add_sweep_output_options(s, "modal_map")
     add_method_option(s)
+    add_store_options(s)
     add_json_option(s)
     s.set_defaults(func=run_sweep)
 
@@ -97,13 +101,15 @@ def run(args):
     return 0
 
 
-def _configurations(args, model):
+def _configurations(args, model, lazy=False):
+    """The configurations of --line/--grid/--configs; a --grid stays lazy with ``lazy``."""
     if args.line:
         return config_line(model, parse_floats(args.line[0], "--line Q_START"),
                            parse_floats(args.line[1], "--line Q_END"), args.num)
     if args.grid:
         base = np.zeros(model.n) if args.q is None else parse_floats(args.q, "--q")
-        return config_grid(model, base, dict(_grid_axis(spec) for spec in args.grid))
+        grid = grid_spec(model, base, dict(_grid_axis(spec) for spec in args.grid))
+        return grid if lazy else grid.rows()
     return _read_configs(Path(args.configs))
 
 
@@ -133,8 +139,13 @@ def run_sweep(args):
         model, mmap = robot_sweep(args)
     else:
         model = _model(args)
-        mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                         workers=args.workers, progress=not args.no_progress)
+        if args.store:
+            return run_store_sweep(args, model, _configurations(args, model, lazy=True), print_json)
+        check_scheduler(args)
+        dask = open_executor(args.scheduler, timeout=args.scheduler_timeout) if args.scheduler else None
+        with dask or contextlib.nullcontext() as executor:
+            mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
+                             workers=args.workers, progress=not args.no_progress, scheduler=executor)
     files = write_map_outputs(mmap, args.out_dir, "modal_map", f"{model.name}: modal map", not args.no_plot)
     f = mmap.tracked("frequencies_hz")
     z = mmap.tracked("damping_ratios")

@@ -9,7 +9,9 @@ reports the link position, flexmodal_ros/export/convention.py); polynomial fast 
 ``expansion_order`` (3), ``expansion_tolerance`` (relative eigenvalue error estimate that triggers a
 re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic);
 ``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
-default mcs; set for a serial robot it selects the constrained path too).
+default mcs; set for a serial robot it selects the constrained path too);
+``max_inline_configurations`` (largest ``~/compute_modal_map`` answered inline, default
+10000; larger maps are refused with a pointer to ``flexmodal sweep --store``).
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
 ``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.sampled`),
@@ -48,6 +50,16 @@ from .conversions import (expansion_request_to_core, expansion_to_response, join
                           modal_result_to_msg, sampled_request_options)
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
+MAX_INLINE_DEFAULT = 10000  # configurations: ~5 s of one core for 7 joints (README "Dask")
+
+
+def check_inline_size(num_configurations, limit):
+    """Refuse maps above ``limit`` configurations: they belong to the out-of-core CLI path."""
+    if num_configurations > limit:
+        raise FlexmodalError(
+            f"num_configurations: {num_configurations} exceeds max_inline_configurations = {limit}; "
+            f"compute large maps out of core with `flexmodal sweep --robot NAME --grid ... "
+            f"--store MAP.zarr [--scheduler local:N|tcp://HOST:PORT]` (README: Dask)")
 
 
 class ModalAnalysisServer(Node):
@@ -68,6 +80,9 @@ class ModalAnalysisServer(Node):
         self._clock = timing_clock(self)    # stale-state checks in sim time with use_sim_time
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
+        self.max_inline = self.declare_parameter("max_inline_configurations", MAX_INLINE_DEFAULT).value
+        if not self.max_inline >= 1:
+            raise FlexmodalError("parameters: max_inline_configurations must be >= 1")
         self.data = create_data(self.model)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
@@ -110,6 +125,7 @@ class ModalAnalysisServer(Node):
         if self.closed_chain:
             return self.on_closed_chain_map(request, response)
         try:
+            check_inline_size(request.num_configurations, self.max_inline)
             model, qs = modal_map_request_to_core(self.model, request)
             mmap = modal_map(model, qs, track=request.track_modes)
         except REQUEST_ERRORS as exc:
