@@ -19,9 +19,21 @@ from flexmodal_ros.modes import ModalMap, map_modes, progress_bar
 from flexmodal_ros.validation import finite_vector, positive
 
 KD_RATIO = 0.425  # K_D = 0.425 √K_P, thesis Fig. 2.5
+# Largest modal map built in memory (default of ``max_configurations``): a map keeps every
+# configuration's modes (≈ 3 kB each for 7 joints), i.e. ≈ 0.3 GB at this size.
+MAX_CONFIGURATIONS = 100_000
 
 
-def config_line(model, q_start, q_end, num: int) -> np.ndarray:
+def check_map_size(count, max_configurations=MAX_CONFIGURATIONS, field="configurations"):
+    """InputError when a map of ``count`` configurations exceeds ``max_configurations``
+    (checked before anything of that size is allocated)."""
+    if count > max_configurations:
+        raise InputError(f"{field}: {count:.6g} configurations, more than the maximum of {max_configurations} "
+                         "for one map (coarser grid, or split the map; the CLI's --max-configurations "
+                         "raises the limit if the memory is there)")
+
+
+def config_line(model, q_start, q_end, num: int, max_configurations=MAX_CONFIGURATIONS) -> np.ndarray:
     """``num`` ≥ 2 configurations evenly spaced from ``q_start`` to ``q_end`` (both included), (num, n).
 
     The thesis' 50 Scompi configurations are ``config_line(m, q1, q50, 50)``.
@@ -30,10 +42,12 @@ def config_line(model, q_start, q_end, num: int) -> np.ndarray:
     b = finite_vector(q_end, model.n, "q_end")
     if int(num) < 2:
         raise InputError(f"num: a line needs at least 2 configurations, got {num}")
+    check_map_size(int(num), max_configurations, "num")
     return np.linspace(a, b, int(num))
 
 
-def config_grid(model, base_q, axes: Mapping[str, Sequence[float]]) -> np.ndarray:
+def config_grid(model, base_q, axes: Mapping[str, Sequence[float]],
+                max_configurations=MAX_CONFIGURATIONS) -> np.ndarray:
     """Cartesian grid: joints named in ``axes`` take each listed value, the others stay at
     ``base_q``. Returns (Π len, n) in serpentine order: the first named joint varies slowest and
     the faster axes reverse direction on alternate passes, so consecutive configurations are
@@ -45,7 +59,11 @@ def config_grid(model, base_q, axes: Mapping[str, Sequence[float]]) -> np.ndarra
     values = [finite_vector(v, None, f"axes.{name}") for name, v in axes.items()]
     if any(v.size == 0 for v in values):
         raise InputError("axes: every varied joint needs at least one value")
-    grid = np.tile(base, (int(np.prod([v.size for v in values])), 1))
+    count = 1
+    for v in values:                 # exact integer product (numpy's would overflow silently)
+        count *= v.size
+    check_map_size(count, max_configurations, "axes")
+    grid = np.tile(base, (count, 1))
     grid[:, idx] = _serpentine(values)
     return grid
 
@@ -61,12 +79,13 @@ def _serpentine(values):
 
 
 def modal_map(model, configurations, track: bool = True, workers: int | None = None,
-              progress: bool = False) -> ModalMap:
+              progress: bool = False, max_configurations=MAX_CONFIGURATIONS) -> ModalMap:
     """Batch modal analysis over ``configurations`` (m, n), optionally mode-tracked.
 
-    ``progress`` shows a tqdm bar on stderr.
+    ``progress`` shows a tqdm bar on stderr; more than ``max_configurations`` is an InputError.
     """
     qs = check_configurations(model, configurations, "configurations")
+    check_map_size(len(qs), max_configurations)
     with progress_bar(len(qs), "modal map", enabled=progress) as bar:
         results = modal_analysis_batch(model, qs, workers=workers, progress=bar.update)
     return map_modes(model.joint_names, qs, results, track)

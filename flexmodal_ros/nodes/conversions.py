@@ -54,8 +54,9 @@ def modal_map_request_to_core(model, request):
     return _modal_overrides(model, request), qs
 
 
-def modal_result_to_msg(result, joint_names, stamp=None):
-    """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time)."""
+def modal_result_to_msg(result, joint_names, stamp=None, warnings=()):
+    """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time;
+    ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.modal.limit_warnings`)."""
     from flexmodal_interfaces.msg import ModalParameters
 
     msg = ModalParameters()
@@ -74,14 +75,21 @@ def modal_result_to_msg(result, joint_names, stamp=None):
     msg.mode_shapes_imag = result.mode_shapes.imag.ravel().tolist()
     msg.real_eigenvalues = result.real_eigenvalues.tolist()
     msg.stable = bool(result.stable)
+    msg.stability = result.stability
     msg.unstable_eigenvalues_real = result.unstable_eigenvalues.real.tolist()
     msg.unstable_eigenvalues_imag = result.unstable_eigenvalues.imag.tolist()
+    msg.warnings = list(warnings)
     return msg
 
 
-def modal_map_to_response(mmap, response, stamp=None):
-    """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings)."""
-    response.results = [modal_result_to_msg(r, mmap.joint_names, stamp) for r in mmap.results]
+def modal_map_to_response(mmap, response, stamp=None, model=None):
+    """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings); with
+    ``model``, each result carries its URDF-limit warnings."""
+    from ..modal import limit_warnings
+
+    response.results = [modal_result_to_msg(r, mmap.joint_names, stamp,
+                                            () if model is None else limit_warnings(model, r.q, "positions"))
+                        for r in mmap.results]
     response.mode_order = [] if mmap.mode_order is None else mmap.mode_order.ravel().tolist()
     response.crossings = [c.description for c in mmap.crossings]
     return response
@@ -106,17 +114,20 @@ def joint_state_to_configuration(model, msg):
 def identification_request_to_core(model, request):
     """IdentifyJointParameters.Request → keyword arguments of
     :func:`flexmodal_ros.identification.identify` except the node defaults: ``data`` (ModalData),
-    ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``."""
-    from ..identification import modal_data_arrays
+    ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``,
+    ``noise`` (σ_f/f, σ_ζ; a zero field takes the core default). Sizes are checked against the
+    identification maxima before anything is built from them."""
+    from ..identification import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
     from ..modal import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n
+    if m < 1:
+        raise InputError("num_configurations: must be >= 1 (no measurements given)")
+    check_sizes(m, len(request.frequencies_hz))
     positions = list(request.positions)
     counts = [int(c) for c in request.modes_per_configuration]
     freq, zeta = list(request.frequencies_hz), list(request.damping_ratios)
-    if m < 1:
-        raise InputError("num_configurations: must be >= 1 (no measurements given)")
     if len(positions) != m * width:
         raise InputError(f"positions: expected num_configurations x {width} = {m * width} values, "
                          f"got {len(positions)}")
@@ -131,16 +142,20 @@ def identification_request_to_core(model, request):
     qs = [configuration_from_names(model, list(request.joint_names),
                                    positions[i * width:(i + 1) * width]) for i in range(m)]
     data = modal_data_arrays(np.array(qs), np.repeat(np.arange(m), counts), freq, zeta, index or None)
+    noise = (float(request.frequency_noise) or NOISE_FREQUENCY_REL, float(request.damping_noise) or NOISE_DAMPING)
     return dict(data=data, unknowns=list(request.unknowns) or None,
                 objective=request.objective or None, starts=int(request.starts) or None,
                 seed=int(request.seed), k_max=float(request.k_max) or None,
-                d_max=float(request.d_max) or None)
+                d_max=float(request.d_max) or None, noise=noise)
 
 
 def identification_result_to_response(result, response):
-    """core IdentificationResult → IdentifyJointParameters.Response (filled in place)."""
+    """core IdentificationResult → IdentifyJointParameters.Response or Identify.Result (filled in
+    place; the two have the same fields)."""
     response.success = bool(result.success)
     response.message = "; ".join(result.warnings) if result.success else result.message
+    response.warnings = list(result.warnings)
+    response.residual_noise_ratio = float(result.residual_noise_ratio)
     response.joint_names = list(result.joint_names)
     response.stiffness = result.stiffness.tolist()
     response.link_damping = result.link_damping.tolist()
@@ -202,17 +217,21 @@ class JointStateReader:
     (finite float vectors of length n, new for each sample: ``update_state(..., validated=True)``).
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
-    names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf.
+    names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf, and
+    with ``bounds`` = (lo, hi) over [q; q̇; q_m; q̇_m] (4n,) (the controller's
+    :attr:`~flexmodal_ros.control.FailSafeController.state_bounds`; replace the attribute to
+    change them) values outside them — one comparison covers NaN, inf and implausible values.
     Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
     (a publisher sends the same names every time), and the four vectors are gathered in one step.
     :meth:`from_bytes` reads a serialized message (raw subscription: the executor builds no
     message object, ~20 µs less per sample).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, bounds=None):
         from ..control import JointSample
 
         self.model = model
+        self.bounds = bounds
         self._sample = JointSample
         self._names = None
         self._take = None
@@ -226,8 +245,7 @@ class JointStateReader:
         if names != self._names:
             self._take, self._names = self._gather_index(names), list(names)
         values = np.concatenate((pos, vel))[self._take]           # q, q̇, q_m, q̇_m
-        if not np.isfinite(values).all():
-            raise InputError(self._nonfinite(values))
+        self._check(values)
         n, stamp = self.model.n, msg.header.stamp
         return self._sample(stamp.sec + 1e-9 * stamp.nanosec, values[:n], values[n:2 * n],
                             values[2 * n:3 * n], values[3 * n:])
@@ -242,8 +260,7 @@ class JointStateReader:
         layout = self._layout
         if layout is not None and layout.matches(buf):
             values = np.frombuffer(buf, float, layout.count, layout.start)[layout.take]
-            if not np.isfinite(values).all():
-                raise InputError(self._nonfinite(values))
+            self._check(values)
             sec, nanosec = layout.stamp(buf)
             n = self.model.n
             return self._sample(sec + 1e-9 * nanosec, values[:n], values[n:2 * n], values[2 * n:3 * n],
@@ -272,13 +289,17 @@ class JointStateReader:
                 ((links, 0), (links, m), (motors, 0), (motors, m))]
         return np.array(rows).ravel()
 
-    def _nonfinite(self, values):
-        """Error text naming the field and joint of the first NaN/inf in gathered ``values``."""
-        n = self.model.n
-        k = int(np.flatnonzero(~np.isfinite(values))[0])
-        field = "velocity" if (k // n) % 2 else "position"
-        joint = self.model.joint_names[k % n] + (MOTOR_SUFFIX if k >= 2 * n else "")
-        return f"joint_states.{field}: NaN or inf for {joint}"
+    def _check(self, values):
+        """InputError naming the field and joint of the first NaN/inf (or, with bounds, value out
+        of bounds) in the gathered ``values``."""
+        from ..control import implausible_state
+
+        bounds = self.bounds
+        if bounds is None:
+            if not np.isfinite(values).all():
+                raise InputError(implausible_state(self.model, values, (-np.inf, np.inf)))
+        elif not ((values >= bounds[0]) & (values <= bounds[1])).all():
+            raise InputError(implausible_state(self.model, values, bounds))
 
 
 class _JointStateLayout:
@@ -325,10 +346,21 @@ def joint_state_to_sample(model, msg):
     return JointStateReader(model)(msg)
 
 
-def trajectory_to_core(model, msg):
+def max_trajectory_bytes(n, points):
+    """Largest serialized trajectory_msgs/JointTrajectory that can hold ``points`` waypoints of
+    ``n`` joints with positions, velocities, accelerations and efforts (CDR: four sequences of
+    n float64 with their lengths and alignment, the duration) plus 64 kiB of header and names:
+    a bigger message is refused before it is deserialized."""
+    return 65536 + points * (4 * (8 + 8 * n) + 8)
+
+
+def trajectory_to_core(model, msg, max_points=None):
     """trajectory_msgs/JointTrajectory → (times [s] (m,), positions (m, n) in URDF order, start
     time [s] or None when header.stamp is zero = "start now"). InputError naming the field for
-    unknown/missing/duplicate joint names, empty points, wrong position counts."""
+    unknown/missing/duplicate joint names, empty points, wrong position counts, more than
+    ``max_points`` waypoints."""
+    if max_points is not None and len(msg.points) > max_points:
+        raise InputError(f"points: {len(msg.points)} waypoints, more than max_trajectory_points ({max_points})")
     names = list(msg.joint_names)
     unknown = [j for j in names if j not in model.joint_names]
     if unknown:

@@ -12,7 +12,9 @@ multiple of rate_hz, >= 2000); ``real_time_factor`` (1.0 = real time, 2.0 = twic
 0 = unpaced); ``initial_positions`` (link positions [rad or m], empty = zeros; the robot starts at
 rest in the equilibrium (2.3), held by the static torque of (2.2) until the first command);
 ``lockstep`` (false); ``lockstep_timeout_s`` (0.02); ``realtime_priority`` / ``cpu`` (SCHED_FIFO
-and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
+and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py); ``max_wrench_force_n`` (1e4),
+``max_wrench_moment_nm`` (1e3), ``max_wrench_duration_s`` (60): bounds of ``~/apply_wrench``
+(force and moment magnitudes, duration; at most 32 impulses active at once).
 
 Command timing. Real time (default): every period the loop publishes the state, samples the latest
 received command (zero-order hold) and integrates one period with it, then sleeps until the next
@@ -43,7 +45,6 @@ import threading
 import time
 import rclpy
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -53,8 +54,8 @@ from std_srvs.srv import Trigger
 from flexmodal_interfaces.srv import ApplyWrench
 
 from ..errors import FlexmodalError
-from ..simulation import FlexibleJointPlant, Simulator, rest_state
-from .common import Throttle, declare_robot_model, run_node
+from ..simulation import FlexibleJointPlant, ImpulseLimits, Simulator, rest_state
+from .common import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime
@@ -71,16 +72,22 @@ class FlexibleJointSimulator(Node):
     def __init__(self, **kwargs):
         super().__init__("flexible_joint_simulator", **kwargs)
         self.model = declare_robot_model(self)
-        p = {name: self.declare_parameter(name, default).value for name, default in (
+        p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0),
             ("integration_rate_hz", 2000.0), ("real_time_factor", 1.0),
-            ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02))}
+            ("initial_positions", DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02))}
         self._check(p)
         realtime = declare_realtime(self)
         q0 = [0.0] * self.model.n if p["initial_positions"] is None else list(p["initial_positions"])
         plant = FlexibleJointPlant(self.model, 1.0 / p["integration_rate_hz"])
         x0, hold = rest_state(self.model, q0, field="initial_positions")
-        self.sim = Simulator(plant, x0, hold)
+        defaults = ImpulseLimits()
+        limits = ImpulseLimits(*(declare_typed(self, name, float(default)) for name, default in (
+            ("max_wrench_force_n", defaults.force), ("max_wrench_moment_nm", defaults.moment),
+            ("max_wrench_duration_s", defaults.duration))))
+        if not min(limits.force, limits.moment, limits.duration) > 0:
+            raise FlexmodalError(f"parameters: max_wrench_* must be > 0, got {limits}")
+        self.sim = Simulator(plant, x0, hold, limits)
         self.period = 1.0 / p["rate_hz"]
         self.rtf = p["real_time_factor"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]

@@ -2,13 +2,17 @@
 
 Parameters: ``robot`` (bundled robot name) or ``urdf_path`` + ``params_path`` (flexibility YAML;
 an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (live topic rate,
-default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5).
+default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5);
+``max_map_configurations`` (largest ``~/compute_modal_map`` request, default 2000 ≈ 0.5 s for the
+7-joint LWR4; larger maps belong to the CLI, ``flexmodal sweep``). Integers are accepted for the
+double parameters; a wrong type ends the node with a one-line error.
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters) and
 ``~/compute_modal_map`` (ComputeModalMap); subscription ``/joint_states`` (sensor_msgs/JointState,
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
-Bad requests are answered with ``success=false`` and a message naming the field.
+Bad requests are answered with ``success=false`` and a message naming the field. Results for
+configurations outside the URDF position limits carry a warning (ModalParameters.warnings).
 """
 import time
 
@@ -21,15 +25,16 @@ from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
 
 from ..errors import FlexmodalError
-from ..modal import modal_analysis
+from ..modal import limit_warnings, modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
-from .common import Throttle, declare_robot_model, run_node
+from .common import Throttle, declare_robot_model, declare_typed, run_node
 from .polled import PolledSubscription
 from .conversions import (joint_state_to_configuration, modal_map_request_to_core,
                           modal_map_to_response, modal_request_to_core, modal_result_to_msg)
 
-REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
+REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError, MemoryError)
+MAX_MAP_CONFIGURATIONS = 2000
 
 
 class ModalAnalysisServer(Node):
@@ -38,10 +43,13 @@ class ModalAnalysisServer(Node):
     def __init__(self, **kwargs):
         super().__init__("modal_analysis", **kwargs)
         self.model = declare_robot_model(self)
-        rate = self.declare_parameter("publish_rate_hz", 10.0).value
-        self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
+        rate = declare_typed(self, "publish_rate_hz", 10.0)
+        self.timeout = declare_typed(self, "joint_state_timeout_s", 0.5)
+        self.max_map = declare_typed(self, "max_map_configurations", MAX_MAP_CONFIGURATIONS)
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
+        if self.max_map < 1:
+            raise FlexmodalError(f"parameter max_map_configurations: must be >= 1, got {self.max_map}")
         self.data = create_data(self.model)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
@@ -60,18 +68,22 @@ class ModalAnalysisServer(Node):
             result = modal_analysis(model, q, self.data)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
-        response.result = modal_result_to_msg(result, self.model.joint_names,
-                                              self.get_clock().now().to_msg())
+        response.result = modal_result_to_msg(result, self.model.joint_names, self.get_clock().now().to_msg(),
+                                              limit_warnings(self.model, q, "positions"))
         response.success, response.message = True, ""
         return response
 
     def on_map(self, request, response):
+        if request.num_configurations > self.max_map:
+            return _failed(response, f"num_configurations: {request.num_configurations} is more than this node's "
+                                     f"max_map_configurations ({self.max_map}); compute large maps with the "
+                                     "CLI (flexmodal sweep --configs FILE or --grid ...), or split the request")
         try:
             model, qs = modal_map_request_to_core(self.model, request)
             mmap = modal_map(model, qs, track=request.track_modes)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
-        modal_map_to_response(mmap, response, self.get_clock().now().to_msg())
+        modal_map_to_response(mmap, response, self.get_clock().now().to_msg(), self.model)
         response.success, response.message = True, ""
         return response
 
@@ -90,7 +102,8 @@ class ModalAnalysisServer(Node):
             return
         stamp = msg.header.stamp
         result = modal_analysis(self.model, q, self.data)
-        self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp))
+        self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp,
+                                                   limit_warnings(self.model, q, "joint_states")))
 
     def destroy_node(self):
         if hasattr(self, "joint_states"):
@@ -99,7 +112,8 @@ class ModalAnalysisServer(Node):
 
 
 def _failed(response, exc):
-    response.success, response.message = False, str(exc)
+    text = "out of memory: the request is too large" if isinstance(exc, MemoryError) else str(exc)
+    response.success, response.message = False, text
     return response
 
 
