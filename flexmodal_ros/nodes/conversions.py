@@ -291,15 +291,16 @@ class JointStateReader:
 
     def _check(self, values):
         """InputError naming the field and joint of the first NaN/inf (or, with bounds, value out
-        of bounds) in the gathered ``values``."""
-        from ..control import implausible_state
-
+        of bounds: one test covers NaN, whose comparisons are false, ±inf and implausible values)
+        in the gathered ``values``."""
         bounds = self.bounds
         if bounds is None:
-            if not np.isfinite(values).all():
-                raise InputError(implausible_state(self.model, values, (-np.inf, np.inf)))
-        elif not ((values >= bounds[0]) & (values <= bounds[1])).all():
-            raise InputError(implausible_state(self.model, values, bounds))
+            if np.isfinite(values).all():
+                return
+        elif ((values >= bounds[0]) & (values <= bounds[1])).all():
+            return
+        from ..control import implausible_state
+        raise InputError(implausible_state(self.model, values, bounds or (-np.inf, np.inf)))
 
 
 class _JointStateLayout:
