@@ -538,7 +538,7 @@ def check_options(model, data, unknowns=None, objective=DEFAULT_OBJECTIVE, start
     for value, field in ((k_max, "k_max"), (d_max, "d_max")):
         if value is not None:
             _bound(value, field)
-    noise = tuple(_positive(v, f"noise[{i}]") for i, v in enumerate(noise))
+    noise = tuple(_positive(v, name) for v, name in zip(noise, ("frequency_noise", "damping_noise")))
     check_problem_size(model.n, data.q.shape[0], data.num_measurements, len(kinds) * model.n)
     return starts, seed, noise
 
