@@ -62,7 +62,6 @@ gives none) times ``velocity_scale``, or given per joint; acceleration limits gi
 peaks at |q̇| = η'_max |q_b − q_a| / T and |q̈| = η''_max |q_b − q_a| / T² (η'_max = 630/256,
 η''_max ≈ 9.372). Gains and limits can change between cycles (:meth:`FailSafeController.configure`).
 """
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -76,7 +75,7 @@ from .inverse_dynamics.build import CompiledFunction, build_library, model_feedf
 from .linearize import setpoint_reference, static_compensation
 from . import trajectory
 from .model import create_data, with_overrides
-from .trajectory import ETA_COEFFICIENTS, ETA_PEAKS, PiecewiseC4Trajectory
+from .trajectory import ETA_COEFFICIENTS, PiecewiseC4Trajectory
 from .validation import finite_array, per_joint
 
 # Tolerance on URDF position limits for trajectory waypoints [rad or m] (limits are printed rounded).

@@ -12,7 +12,6 @@ from flexmodal_ros.linearize import static_compensation
 from flexmodal_ros.model import create_data
 from flexmodal_ros.robots import load_robot, robot_paths
 from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
-from flexmodal_ros.nodes.common import Throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 
