@@ -80,10 +80,6 @@ MAX_CONFIGURATIONS = 1_000
 MAX_MEASURED_MODES = 5_000
 MAX_PROBLEM_BYTES = 512 * 2 ** 20        # precomputed characteristic matrices [bytes]
 MAX_BOUND = 1e12                         # k_max, d_max beyond this overflow the residuals
-# A temporary worker pool (``workers`` > 1 without a persistent pool) costs 0.2-4 s to start (the
-# forkserver imports NumPy, SciPy and Pinocchio once per process): it is used only when the
-# starts left after the first one would take longer than this in one process [s].
-POOL_PAYS_S = 2.0
 
 
 # ----------------------------------------------------------------------------- data model
@@ -495,7 +491,8 @@ def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
     (the result does not depend on ``workers``, the number of processes; scripts using
     ``workers`` > 1 need the ``if __name__ == "__main__"`` guard of multiprocessing). With
     ``workers`` > 1 the first start runs in this process and times the problem: the others go to
-    a temporary pool only if they would take more than POOL_PAYS_S in one process.
+    a temporary pool only if starting it (:meth:`~flexmodal_ros.workers.WorkerPool.start_cost`)
+    plus their share per worker takes less than running them here.
     ``noise`` = (σ_f/f, σ_ζ) is the measurement noise assumed by the success test and the
     identifiability report. ``pool``: a :class:`~flexmodal_ros.workers.WorkerPool` to use instead
     of a temporary one of ``workers`` processes; ``stop``: a
@@ -511,7 +508,8 @@ def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
     elif pool is None and workers > 1 and starts > 1:
         began = time.perf_counter()
         local = _local_batch(problem, x0[:1], stop)                 # times one start in this process
-        if (time.perf_counter() - began) * (starts - 1) > POOL_PAYS_S:
+        alone = (time.perf_counter() - began) * (starts - 1)       # the rest here [s]
+        if WorkerPool.start_cost() + alone / workers < alone:      # a temporary pool pays
             with WorkerPool(workers, preload=[__name__]) as own:
                 local += _run_starts(own, problem, x0[1:], own.token(stop.deadline), progress)
         else:

@@ -36,6 +36,11 @@ from concurrent.futures.process import BrokenProcessPool
 
 PR_SET_PDEATHSIG = 1            # <linux/prctl.h>
 STOP_SLOTS = 256                # tokens that can be live at once per pool
+# Time to start a pool and run a first task [s], measured on the 2-core development machine under
+# load: 3.9 s the first time in a process (the forkserver starts and imports NumPy, SciPy,
+# Pinocchio), 0.2 s afterwards (the forkserver stays for the life of the process).
+START_COLD_S, START_WARM_S = 4.0, 0.25
+_started = False                # a pool has started in this process (the forkserver is warm)
 
 _worker_shared = None           # in a worker: (cancel flags, done counts, best values) of its pool
 
@@ -128,10 +133,17 @@ class WorkerPool:
         self._executor = None
         self._closed = False
 
+    @staticmethod
+    def start_cost():
+        """Estimated seconds to start a pool in this process now (START_COLD_S / START_WARM_S)."""
+        return START_WARM_S if _started else START_COLD_S
+
     def _pool(self):
+        global _started
         if self._closed:
             raise Interrupted("cancelled")
         if self._executor is None:
+            _started = True
             self._executor = ProcessPoolExecutor(self.workers, mp_context=self._ctx,
                                                  initializer=_init_worker, initargs=self._shared)
         return self._executor
