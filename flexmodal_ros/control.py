@@ -319,9 +319,6 @@ class FailSafeController:
         self.law = ControlLaw(model, compiled, cache)
         self.use_feedforward = use_feedforward
         self.data = create_data(model)
-        self._sample = self._hold_q = None
-        self.state_timeout = self.start_tolerance = None
-        self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self.mode = Mode.WAITING
         self.events = []
         self.counters = Counters(saturated_per_joint=[0] * model.n)
@@ -330,6 +327,8 @@ class FailSafeController:
         self._advanced = None          # steady time of the last sample whose stamp advanced
         self._hold_q = None
         self._trajectory = None
+        self.state_timeout = self.start_tolerance = None
+        self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self._unsaturated = np.zeros(model.n, dtype=bool)
         self._unsaturated.flags.writeable = False
 
@@ -348,8 +347,7 @@ class FailSafeController:
         before anything changes (InputError naming the field): finite gains, kp > 0, kd >= 0, and
         a closed loop linearized at the last measured position (zeros before the first sample)
         that stays asymptotically stable with them (modal analysis (2.14)). New gains act from the
-        next cycle (law and hold reference); limits from the next sample and trajectory. Returns a
-        one-line description of what changed."""
+        next cycle (law and hold reference); limits from the next sample and trajectory."""
         from .modal import modal_analysis
 
         timeout = self.state_timeout if state_timeout is None else state_timeout
@@ -361,6 +359,8 @@ class FailSafeController:
         limits = self.limits if limits is None else limits
         velocity, acceleration, bounds = limits.resolved(self.model)
         model = self.model if kp is None and kd is None else with_overrides(self.model, kp=kp, kd=kd)
+        if np.array_equal(model.kp, self.model.kp) and np.array_equal(model.kd, self.model.kd):
+            model = self.model                                     # unchanged gains: nothing to check
         if model is not self.model:
             q = self._sample.q if self._sample is not None else np.zeros(model.n)
             result = modal_analysis(model, q, self.data)
@@ -375,7 +375,6 @@ class FailSafeController:
             self.law.set_gains(model.kp, model.kd)
             if self._hold_q is not None:
                 self.law.r_hold[:] = setpoint_reference(model, self.data, self._hold_q)
-        return f"kp {self.model.kp.tolist()}, kd {self.model.kd.tolist()}, {limits}"
 
     @property
     def last_sample(self):

@@ -121,7 +121,7 @@ class FeedforwardPdController(Node):
                               max_trajectory_duration=v["max_trajectory_duration_s"])
         if not 0 < v["velocity_scale"] < float("inf"):
             raise FlexmodalError(f"velocity_scale: must be a positive number, got {v['velocity_scale']}")
-        gains = {key: (v[key] or self.model_gain(key)) for key in ("kp", "kd")}
+        gains = {key: v[key] or getattr(self.model, key) for key in ("kp", "kd")}   # empty = params YAML
         self.ctrl.configure(kp=gains["kp"], kd=gains["kd"], limits=limits, state_timeout=v["state_timeout_s"],
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
@@ -129,10 +129,6 @@ class FeedforwardPdController(Node):
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
         if changed and hasattr(self, "status_pub"):
             self._report("parameters set: " + ", ".join(f"{k} = {values[k]}" for k in changed))
-
-    def model_gain(self, key):
-        """The params-YAML gain ``key`` (kp or kd) per joint (what an empty parameter means)."""
-        return getattr(self.model, key)
 
     def on_joint_state(self, serialized):
         start = time.perf_counter()
