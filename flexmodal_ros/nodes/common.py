@@ -28,10 +28,11 @@ def declare_typed(node, name, default, read_only=True, description=""):
     parameters are refused by rclpy at run time; settable ones are checked by
     :class:`SettableParameters` with the same :func:`typed_value`."""
     kind = default if default is DOUBLE_ARRAY else type(default)
-    given = node.declare_parameter(name, None if default is DOUBLE_ARRAY else default,
-                                   ParameterDescriptor(dynamic_typing=True, description=description)).value
+    stored = node.declare_parameter(name, None if default is DOUBLE_ARRAY else default,
+                                    ParameterDescriptor(dynamic_typing=True, description=description)).value
+    given = default if stored is None and kind is not DOUBLE_ARRAY else stored   # `name:=`: not given
     value = typed_value(name, given, kind)
-    if value is not None and (type(given) is not type(value) or kind is DOUBLE_ARRAY):
+    if value is not None and (type(stored) is not type(value) or kind is DOUBLE_ARRAY):
         node.set_parameters([Parameter(name, value=value)])       # stored as converted (ros2 param get)
     if read_only:
         node.set_descriptor(name, ParameterDescriptor(dynamic_typing=True, read_only=True, description=description))
