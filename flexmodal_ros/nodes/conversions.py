@@ -362,24 +362,27 @@ def trajectory_to_core(model, msg, max_points=None):
     ``max_points`` waypoints."""
     if max_points is not None and len(msg.points) > max_points:
         raise InputError(f"points: {len(msg.points)} waypoints, more than max_trajectory_points ({max_points})")
+    from ..validation import shown, shown_names
+
     names = list(msg.joint_names)
     unknown = [j for j in names if j not in model.joint_names]
     if unknown:
-        raise InputError(f"joint_names: unknown joint(s) {', '.join(unknown)} (robot {model.name} has "
+        raise InputError(f"joint_names: unknown joint(s) {shown_names(unknown)} (robot {model.name} has "
                          f"{', '.join(model.joint_names)})")
     if len(set(names)) != len(names) or len(names) != model.n:
-        raise InputError(f"joint_names: need each of the {model.n} joints exactly once, got {names}")
-    if not msg.points:
+        raise InputError(f"joint_names: need each of the {model.n} joints exactly once, got {shown(names)}")
+    points = msg.points
+    if not points:
         raise InputError("points: the trajectory has no waypoints")
+    sizes = np.array([len(p.positions) for p in points])
+    if (sizes != model.n).any():
+        k = int(np.argmax(sizes != model.n))
+        raise InputError(f"points[{k}].positions: expected {model.n} values, got {sizes[k]}")
     order = [names.index(j) for j in model.joint_names]
-    positions = []
-    for k, point in enumerate(msg.points):
-        if len(point.positions) != model.n:
-            raise InputError(f"points[{k}].positions: expected {model.n} values, got {len(point.positions)}")
-        positions.append(np.asarray(point.positions, dtype=float)[order])
-    times = [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points]
+    positions = np.array([p.positions for p in points], dtype=float)[:, order]
+    times = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in points])
     start = stamp_to_seconds(msg.header.stamp)
-    return np.array(times), np.array(positions), (start if start > 0 else None)
+    return times, positions, (start if start > 0 else None)
 
 
 def core_to_trajectory(joint_names, times, positions, start_time=None):
