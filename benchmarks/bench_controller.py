@@ -16,10 +16,11 @@ import time
 
 import numpy as np
 
-from flexmodal_ros.control import FailSafeController
+from flexmodal_ros.control import FailSafeController, SafetyLimits
 from flexmodal_ros.nodes.conversions import JointStateReader, JointStateWriter, TorqueCommandWriter
 from flexmodal_ros.robots import load_robot
-from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
+from flexmodal_ros.simulation import (THESIS_VELOCITY_SCALE, FlexibleJointPlant, Simulator, rest_state,
+                                     thesis_trajectory)
 
 PERIOD = 1e-3
 
@@ -29,8 +30,9 @@ def controller_cycles(model, cycles, compiled=True):
     times, positions = thesis_trajectory(model)
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model), x0, hold)
-    ctrl = FailSafeController(model, compiled=compiled)
-    read, serialize, state = JointStateReader(model), TorqueCommandWriter(model.n), JointStateWriter(model)
+    ctrl = FailSafeController(model, compiled=compiled, limits=SafetyLimits(velocity_scale=THESIS_VELOCITY_SCALE))
+    read = JointStateReader(model, ctrl.state_bounds)          # plausibility bounds, as in the node
+    serialize, state = TorqueCommandWriter(model.n), JointStateWriter(model)
     out = []
     for k in range(cycles):
         serialized, _ = state(k * PERIOD, *sim.sample(), *sim.efforts())

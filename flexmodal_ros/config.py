@@ -8,7 +8,10 @@ Symbols follow the thesis (T.T. Do 2021, eqs. (2.1), (A I-12)-(A I-18), (4.3)-(4
 robot: scompi                   # name (informational)
 urdf: ../urdf/scompi.urdf       # path relative to this YAML file
 gravity: [-9.81, 0.0, 0.0]      # g0 in frame 0 [m/s^2]
-end_effector_frame: tool0       # URDF frame carrying the tool / wrench point (default: last link)
+end_effector_frame: tool0       # URDF frame carrying the tool / wrench point (default: last link);
+                                # in a branched URDF also the end of the modelled chain
+locked_joints: {finger_joint1: 0.02}   # optional: URDF joints held rigidly at a position [rad or m]
+                                # (joints off the chain to end_effector_frame are locked at 0)
 tool: {mass: 0.0, com: [0, 0, 0], inertia: [0, 0, 0, 0, 0, 0]}   # [kg], [m] in that frame,
                                 # [kg m^2] about the COM: ixx, ixy, ixz, iyy, iyz, izz
 wrench: [0, 0, 0, 0, 0, 0]      # tau_ext = [f; mu] in frame 0 at the tool point [N, N m]
@@ -48,7 +51,7 @@ from .errors import ConfigError
 from .validation import (finite_array, finite_vector, load_yaml_mapping, nonnegative, positive,
                          reject_unknown_keys)
 
-TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "tool", "wrench", "joints",
+TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "locked_joints", "tool", "wrench", "joints",
             "links",  # links: beam-link data, read by flexmodal_ros.links.arm
             "passive_joints", "loop_closures"}
 PASSIVE_KEYS = {"d_f"}
@@ -113,6 +116,7 @@ class FlexibilityConfig:
     urdf_path: Path
     gravity: np.ndarray
     end_effector_frame: str | None
+    locked_joints: dict
     tool: Tool
     wrench: np.ndarray
     joints: dict
@@ -174,7 +178,8 @@ def load_config(path):
         robot=str(raw.get("robot", urdf_path.stem)),
         urdf_path=urdf_path,
         gravity=finite_vector(raw["gravity"], 3, "gravity", ConfigError),
-        end_effector_frame=raw.get("end_effector_frame"),
+        end_effector_frame=None if raw.get("end_effector_frame") is None else str(raw["end_effector_frame"]),
+        locked_joints=_locked_joints(raw.get("locked_joints")),
         tool=make_tool(raw["tool"]) if raw.get("tool") is not None else Tool.none(),
         wrench=finite_vector(raw.get("wrench", [0.0] * 6), 6, "wrench", ConfigError),
         joints={str(name): _joint(spec, f"joints.{name}") for name, spec in joints.items()},
@@ -235,6 +240,16 @@ def _loop_closures(spec):
             raise ConfigError(f"{field_name}.normal: only planar closures have a normal")
         out.append(LoopClosure(name, tuple(frames), kind, normal))
     return tuple(out)
+def _locked_joints(spec):
+    """``locked_joints``: a mapping {joint: position [rad or m]} or a list of joints (locked at 0)."""
+    if spec is None:
+        return {}
+    if isinstance(spec, (list, tuple)):
+        spec = {name: 0.0 for name in spec}
+    if not isinstance(spec, dict):
+        raise ConfigError("locked_joints: expected a mapping {joint: position} or a list of joint names")
+    return {str(name): float(finite_array(value, f"locked_joints.{name}", (), ConfigError))
+            for name, value in spec.items()}
 
 
 def _joint(spec, field):

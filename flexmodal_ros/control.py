@@ -31,20 +31,36 @@ trajectory accepted, start time not reached            HOLD (unchanged; while TR
                                                        position)
 trajectory active                                      TRACKING law (feedforward + PD)
 trajectory finished                                    HOLD at its last waypoint
-joint state with NaN/inf or wrong size                 sample rejected (InputError), no command for it;
-                                                       the last valid sample stays in use
+joint state with NaN/inf, wrong size, or implausible   sample rejected (InputError), no command for it;
+(position beyond the URDF limits ± position_margin,    the last valid sample stays in use
+motor position beyond them ± the spring deflection at
+the effort limit, |velocity| > state_velocity_factor
+× velocity limit)
 no valid joint state for more than ``state_timeout``   STALE: trajectory aborted, constant static torque
-(steady clock)                                         W⁻¹(g(q) − Jᵀ(q) τ_ext) at the last valid position
-                                                       (the feed-through term of (2.2); no feedback on
-                                                       stale data); valid states again → HOLD there
+(steady clock), or joint-state stamps not advancing    W⁻¹(g(q) − Jᵀ(q) τ_ext) at the last valid position
+for that long (frozen stamp)                           (the feed-through term of (2.2); no feedback on
+                                                       stale data); valid states with an advancing stamp
+                                                       again → HOLD there
 joint-state time going backwards (simulator reset)     trajectory aborted, HOLD at the new position
 bad trajectory (empty, wrong sizes, NaN/inf, times     rejected with an InputError naming the field;
 not strictly increasing, outside the position limits,  the current mode continues
-first waypoint far from the measured position, start
-in the past, no joint state yet)
+segment speed or acceleration above the limits, more
+than max_trajectory_points, longer than
+max_trajectory_duration, first waypoint far from the
+measured position, start in the past, no joint state)
+non-finite result of the law (torque or reference)     TRACKING: trajectory aborted, HOLD at the measured
+                                                       position (law evaluated again); non-finite in
+                                                       HOLD: zero torque (no torque rather than an
+                                                       undefined one); reported in ``events``
 torque beyond the URDF effort limit                    clipped to ±limit; saturated joints reported
                                                        in :class:`Command` and counted
 =====================================================  ====================================================
+
+Limits (:class:`SafetyLimits`): velocity limits from the URDF (``DEFAULT_VELOCITY_LIMIT`` where it
+gives none) times ``velocity_scale``, or given per joint; acceleration limits given per joint, or
+``ACCELERATION_PER_VELOCITY`` × the velocity limit. A C⁴ segment (4.29) from q_a to q_b in T
+peaks at |q̇| = η'_max |q_b − q_a| / T and |q̈| = η''_max |q_b − q_a| / T² (η'_max = 630/256,
+η''_max ≈ 9.372). Gains and limits can change between cycles (:meth:`FailSafeController.configure`).
 """
 import math
 from dataclasses import dataclass, field
@@ -58,12 +74,15 @@ from .errors import InputError
 from .inverse_dynamics.build import CompiledFunction, build_library, model_feedforward_function
 from .linearize import setpoint_reference, static_compensation
 from . import trajectory
-from .model import create_data
+from .model import create_data, with_overrides
 from .trajectory import ETA_COEFFICIENTS, PiecewiseC4Trajectory
-from .validation import finite_array
+from .validation import finite_array, per_joint
 
 # Tolerance on URDF position limits for trajectory waypoints [rad or m] (limits are printed rounded).
 LIMIT_TOLERANCE = 1e-9
+DEFAULT_VELOCITY_LIMIT = 10.0        # [rad/s or m/s] where the URDF gives no velocity limit
+ACCELERATION_PER_VELOCITY = 10.0     # [1/s] default acceleration limit = this × velocity limit
+STATE_BOUND = 1e6                    # no measured position or velocity is plausible beyond this
 
 
 class Mode(str, Enum):
@@ -101,9 +120,9 @@ def saturate(tau, limit):
 
 
 # Layout of the control-law vectors (:func:`control_law_function`): scalars, else n entries each.
-LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m")
-LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated")
-_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated")
+LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m", "kp", "kd")
+LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated", "n_nonfinite")
+_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "n_nonfinite")
 
 
 def law_layout(names, n):
@@ -121,11 +140,14 @@ def control_law_function(model, name="flexmodal_law"):
     Inputs: tracking (1 = tracking law, 0 = hold law), use_feedforward (1/0), the segment of the
     C⁴ reference from q_a to q_b [rad or m] of duration T [s] at phase s in [0, 1], the hold law's
     reference term r_hold [N·m] (:func:`~flexmodal_ros.linearize.setpoint_reference`), measured
-    q_m [rad], q̇_m [rad/s]. Link reference q^(k) = η^(k)(s) T⁻ᵏ (q_b − q_a) (+ q_a for k = 0)
+    q_m [rad], q̇_m [rad/s], gains K_P, K_D (inputs, so that they can change at run time without
+    a new library). Link reference q^(k) = η^(k)(s) T⁻ᵏ (q_b − q_a) (+ q_a for k = 0)
     (4.29)-(4.30); feedforward (4.6)-(4.10) of that reference; reference term
     r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
     τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
-    Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated.
+    Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated,
+    n_nonfinite = entries of τ (before clipping) and q^d that are NaN or ±inf (the clipping would
+    turn NaN into a limit: the caller must check this count first).
     """
     n = model.n
     ins, size = law_layout(LAW_INPUTS, n)
@@ -141,11 +163,13 @@ def control_law_function(model, name="flexmodal_law"):
         scale = scale * inv_t
     derivs[0] = derivs[0] + v["q_a"]
     ff = model_feedforward_function(model, f"{name}_ff")(ca.vertcat(*derivs))
-    kp, kd, W = (ca.DM(np.asarray(a, dtype=float)) for a in (model.kp, model.kd, model.W))
+    kp, kd, W = v["kp"], v["kd"], ca.DM(np.asarray(model.W, dtype=float))
     r_ff = ff[6 * n:7 * n] + kp * ff[3 * n:4 * n] + kd * ff[4 * n:5 * n]
     r_pd = W * (kp * derivs[0] + kd * derivs[1])
     r = ca.if_else(v["tracking"], ca.if_else(v["use_feedforward"], r_ff, r_pd), v["r_hold"])
     tau = r - kp * v["q_m"] - kd * v["qd_m"]
+    finite = lambda x: ca.fabs(x) <= np.finfo(float).max        # false for NaN and ±inf
+    nonfinite = ca.sum1(ca.vertcat(*[1 - finite(x) for x in ca.vertsplit(ca.vertcat(tau, derivs[0]))]))
     clipped, saturated = [], []
     for j, limit in enumerate(np.asarray(model.effort_limit, dtype=float)):
         if np.isfinite(limit):
@@ -155,7 +179,7 @@ def control_law_function(model, name="flexmodal_law"):
             clipped.append(tau[j])
             saturated.append(ca.SX(0.0))
     sat = ca.vertcat(*saturated)
-    return ca.Function(name, [u], [ca.cse(ca.vertcat(*clipped, derivs[0], sat, ca.sum1(sat)))])
+    return ca.Function(name, [u], [ca.cse(ca.vertcat(*clipped, derivs[0], sat, ca.sum1(sat), nonfinite))])
 
 
 class ControlLaw:
@@ -165,15 +189,15 @@ class ControlLaw:
     ``law.s[0] = ...``), call :meth:`run`, read the outputs through the LAW_OUTPUTS views.
     compiled=True (default): generated C, compiled once per model and cached like the feedforward
     (:func:`~flexmodal_ros.inverse_dynamics.build.build_library`); compiled=False: CasADi's
-    virtual machine (no C compiler needed, slower). Not thread-safe.
+    virtual machine (no C compiler needed, slower). The gains are inputs, initialised from the
+    model (:meth:`set_gains` changes them). Not thread-safe.
     """
 
     def __init__(self, model, compiled=True, cache=None):
         if compiled:
             self.library = build_library(model, cache, control_law_function, "law",
                                          sources=(__file__, trajectory.__file__),
-                                         parameters={"kp": model.kp, "kd": model.kd, "W": model.W,
-                                                     "effort_limit": model.effort_limit})
+                                         parameters={"W": model.W, "effort_limit": model.effort_limit})
             c_function = CompiledFunction(self.library)
             self.u, self.y, self.run = c_function.x, c_function.y, c_function.run
         else:
@@ -186,6 +210,11 @@ class ControlLaw:
             for key, sl in law_layout(names, model.n)[0].items():
                 setattr(self, key, vector[sl])
         self.T[0] = 1.0      # any valid segment: unused branches of the law stay finite
+        self.set_gains(model.kp, model.kd)
+
+    def set_gains(self, kp, kd):
+        """Motor-side gains K_P [N·m/rad], K_D [N·m·s/rad] (n,) used from the next :meth:`run`."""
+        self.kp[:], self.kd[:] = kp, kd
 
     def _run_vm(self):
         self.y[:] = np.asarray(self._function(self.u)).ravel()
@@ -210,6 +239,60 @@ class _Trajectory:
         law.s[0] = (t - self._begin) / law.T[0]
 
 
+@dataclass(frozen=True)
+class SafetyLimits:
+    """Thresholds of the fail-safe policy (module docstring). Units rad or m (prismatic), per s.
+
+    ``position_margin``: measured link positions beyond the URDF limits by more than this are
+    implausible; ``velocity_scale``: multiplies the URDF velocity limits (inf: no rate checks,
+    for offline what-if simulations); ``velocity_limits`` / ``acceleration_limits``: per joint
+    (scalar or n values) instead of the defaults; ``state_velocity_factor``: measured |velocity|
+    beyond this × velocity limit is implausible; ``max_trajectory_points`` and
+    ``max_trajectory_duration`` [s] bound a reference."""
+    position_margin: float = 0.1
+    velocity_scale: float = 1.0
+    velocity_limits: tuple | None = None
+    acceleration_limits: tuple | None = None
+    state_velocity_factor: float = 3.0
+    max_trajectory_points: int = 1000
+    max_trajectory_duration: float = 3600.0
+
+    def resolved(self, model):
+        """(velocity limits (n,), acceleration limits (n,), state bounds (lo, hi) (4n,) in the order
+        q, q̇, q_m, q̇_m); InputError naming the field for bad values."""
+        n = model.n
+        for name in ("position_margin", "velocity_scale", "state_velocity_factor", "max_trajectory_duration"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and not math.isnan(value)):
+                raise InputError(f"{name}: must be > 0, got {value}")
+        if int(self.max_trajectory_points) < 2:
+            raise InputError(f"max_trajectory_points: must be >= 2, got {self.max_trajectory_points}")
+        if self.velocity_limits is None:
+            velocity = np.where(np.isfinite(model.velocity_limit), model.velocity_limit, DEFAULT_VELOCITY_LIMIT)
+        else:
+            velocity = _positive_per_joint(self.velocity_limits, n, "velocity_limits")
+        velocity = velocity * self.velocity_scale
+        acceleration = (ACCELERATION_PER_VELOCITY * velocity if self.acceleration_limits is None
+                        else _positive_per_joint(self.acceleration_limits, n, "acceleration_limits"))
+        W = np.asarray(model.W, float)
+        margin = self.position_margin
+        deflection = model.effort_limit / model.k                  # spring torque at the effort limit
+        speed = self.state_velocity_factor * velocity
+        lo = np.concatenate([model.position_lower - margin, -speed,
+                             W * (model.position_lower - margin) - deflection, -W * speed])
+        hi = np.concatenate([model.position_upper + margin, speed,
+                             W * (model.position_upper + margin) + deflection, W * speed])
+        bounds = (np.clip(lo, -STATE_BOUND, STATE_BOUND), np.clip(hi, -STATE_BOUND, STATE_BOUND))
+        return velocity, acceleration, bounds
+
+
+def _positive_per_joint(values, n, field):
+    arr = per_joint(values, n, field)
+    if np.any(arr <= 0):
+        raise InputError(f"{field}: must be > 0, got {arr.tolist()}")
+    return arr
+
+
 @dataclass
 class Counters:
     """Cycle, rejection and saturation counts since start (for reports and statistics)."""
@@ -231,24 +314,21 @@ class FailSafeController:
     """
 
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
-                 compiled=True, cache=None):
-        if not state_timeout > 0:
-            raise InputError(f"state_timeout: must be > 0 s, got {state_timeout}")
-        if not start_tolerance > 0:
-            raise InputError(f"start_tolerance: must be > 0, got {start_tolerance}")
+                 compiled=True, cache=None, limits=SafetyLimits()):
         self.model = model
         self.law = ControlLaw(model, compiled, cache)
         self.use_feedforward = use_feedforward
-        self.state_timeout = float(state_timeout)
-        self.start_tolerance = float(start_tolerance)
         self.data = create_data(model)
         self.mode = Mode.WAITING
         self.events = []
         self.counters = Counters(saturated_per_joint=[0] * model.n)
         self._sample = None
         self._received = None
+        self._advanced = None          # steady time of the last sample whose stamp advanced
         self._hold_q = None
         self._trajectory = None
+        self.state_timeout = self.start_tolerance = None
+        self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self._unsaturated = np.zeros(model.n, dtype=bool)
         self._unsaturated.flags.writeable = False
 
@@ -260,6 +340,41 @@ class FailSafeController:
     @use_feedforward.setter
     def use_feedforward(self, value):
         self.law.use_feedforward[0] = bool(value)
+
+    def configure(self, kp=None, kd=None, limits=None, state_timeout=None, start_tolerance=None):
+        """Change gains (scalar or n values [N·m/rad], [N·m·s/rad]), :class:`SafetyLimits`,
+        state_timeout [s] and start_tolerance; None keeps the current value. Everything is checked
+        before anything changes (InputError naming the field): finite gains, kp > 0, kd >= 0, and
+        a closed loop linearized at the last measured position (zeros before the first sample)
+        that stays asymptotically stable with them (modal analysis (2.14)). New gains act from the
+        next cycle (law and hold reference); limits from the next sample and trajectory."""
+        from .modal import modal_analysis
+
+        timeout = self.state_timeout if state_timeout is None else state_timeout
+        tolerance = self.start_tolerance if start_tolerance is None else start_tolerance
+        if not timeout > 0:
+            raise InputError(f"state_timeout: must be > 0 s, got {timeout}")
+        if not tolerance > 0:
+            raise InputError(f"start_tolerance: must be > 0, got {tolerance}")
+        limits = self.limits if limits is None else limits
+        velocity, acceleration, bounds = limits.resolved(self.model)
+        model = self.model if kp is None and kd is None else with_overrides(self.model, kp=kp, kd=kd)
+        if np.array_equal(model.kp, self.model.kp) and np.array_equal(model.kd, self.model.kd):
+            model = self.model                                     # unchanged gains: nothing to check
+        if model is not self.model:
+            q = self._sample.q if self._sample is not None else np.zeros(model.n)
+            result = modal_analysis(model, q, self.data)
+            if not result.stable:
+                raise InputError(f"kp/kd: the closed loop at the measured position would be {result.stability} "
+                                 f"with kp {model.kp.tolist()}, kd {model.kd.tolist()}")
+        self.limits, self.velocity_limit, self.acceleration_limit = limits, velocity, acceleration
+        self.state_bounds = bounds
+        self.state_timeout, self.start_tolerance = float(timeout), float(tolerance)
+        if model is not self.model:
+            self.model = model
+            self.law.set_gains(model.kp, model.kd)
+            if self._hold_q is not None:
+                self.law.r_hold[:] = setpoint_reference(model, self.data, self._hold_q)
 
     @property
     def last_sample(self):
@@ -280,9 +395,12 @@ class FailSafeController:
             raise
         previous = self._sample
         self._sample, self._received = checked, float(received)
+        if previous is None or checked.t != previous.t:
+            self._advanced = self._received
         if self.mode in (Mode.WAITING, Mode.STALE):
-            self._enter_hold(checked.q, f"valid joint state at t={checked.t:.4f} s")
-        elif previous is not None and checked.t < previous.t:
+            if self._advanced == self._received:          # out of STALE only with a new stamp
+                self._enter_hold(checked.q, f"valid joint state at t={checked.t:.4f} s")
+        elif checked.t < previous.t:
             self._enter_hold(checked.q, f"joint-state time went backwards ({previous.t:.4f} -> "
                                         f"{checked.t:.4f} s): trajectory aborted", abort=True)
 
@@ -292,8 +410,9 @@ class FailSafeController:
             block = np.array(sample[1:], dtype=float)
         except (ValueError, TypeError):
             block = None
-        if (block is not None and block.shape == (4, self.model.n) and np.isfinite(block).all()
-                and math.isfinite(sample.t)):
+        lo, hi = self.state_bounds
+        if (block is not None and block.shape == (4, self.model.n) and math.isfinite(sample.t)
+                and ((block.ravel() >= lo) & (block.ravel() <= hi)).all()):
             return JointSample(float(sample.t), *block)
         return self._checked_fields(sample)
 
@@ -308,6 +427,9 @@ class FailSafeController:
                 raise InputError(f"{f}: contains NaN or inf")
         if not np.isfinite(sample.t):
             raise InputError("t: contains NaN or inf")
+        problem = implausible_state(self.model, np.concatenate(list(arrays.values())), self.state_bounds)
+        if problem:
+            raise InputError(problem)
         return JointSample(float(sample.t), **arrays)
 
     def set_trajectory(self, times, positions, start_time=None):
@@ -348,17 +470,37 @@ class FailSafeController:
         law.q_m[:] = s.q_m
         law.qd_m[:] = s.qd_m
         law.run()
+        if law.n_nonfinite[0]:
+            return self._nonfinite_command(tracking)
         return self._finish(law.q_ref.copy() if tracking else self._hold_q)
+
+    def _nonfinite_command(self, tracking):
+        """Fail-safe for a non-finite law result (module docstring): HOLD at the measured position
+        when tracking, zero torque when the hold law itself is not finite."""
+        s, law = self._sample, self.law
+        if tracking:
+            self._enter_hold(s.q, f"non-finite torque from the tracking law at t={s.t:.4f} s: trajectory "
+                                  "aborted", abort=True)
+            law.tracking[0] = 0.0
+            law.run()
+            if not law.n_nonfinite[0]:
+                return self._finish(self._hold_q)
+        self.events.append(f"fault: non-finite torque from the hold law at t={s.t:.4f} s: zero torque")
+        return self._command(np.zeros(self.model.n), self._unsaturated, self._hold_q)
 
     def watchdog(self, now):
         """STALE command if no valid sample arrived for more than state_timeout before steady time
         ``now`` [s], else None."""
-        if self._sample is None or now - self._received <= self.state_timeout:
+        if self._sample is None or now - self._advanced <= self.state_timeout:
             return None
         if self.mode != Mode.STALE:
             self._trajectory = None
-            self._set_mode(Mode.STALE, f"no valid joint state for {now - self._received:.3f} s "
-                                       f"(> {self.state_timeout:g} s): static hold, trajectory aborted")
+            if now - self._received <= self.state_timeout:
+                why = (f"joint-state stamp frozen at t={self._sample.t:.4f} s for {now - self._advanced:.3f} s "
+                       f"(> {self.state_timeout:g} s)")
+            else:
+                why = f"no valid joint state for {now - self._received:.3f} s (> {self.state_timeout:g} s)"
+            self._set_mode(Mode.STALE, f"{why}: static hold, trajectory aborted")
         q = self._sample.q
         tau, saturated = saturate(static_compensation(self.model, self.data, q) / self.model.W,
                                   self.model.effort_limit)
@@ -385,11 +527,17 @@ class FailSafeController:
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
         times = finite_array(times, "time_from_start", (None,))
+        if times.size > self.limits.max_trajectory_points:
+            raise InputError(f"points: {times.size} waypoints, more than max_trajectory_points "
+                             f"({self.limits.max_trajectory_points})")
         positions = finite_array(positions, "positions", (times.size, self.model.n))
         if times.size == 0:
             raise InputError("points: the trajectory has no waypoints")
         if times[0] < 0:
             raise InputError(f"time_from_start: must be >= 0, got {times[0]:g} s at point 0")
+        if times[-1] > self.limits.max_trajectory_duration:
+            raise InputError(f"time_from_start: the trajectory lasts {times[-1]:g} s, longer than "
+                             f"max_trajectory_duration ({self.limits.max_trajectory_duration:g} s)")
         if times[0] > 0:
             times = np.concatenate([[0.0], times])
             positions = np.vstack([s.q, positions])
@@ -403,7 +551,21 @@ class FailSafeController:
         if t0 < s.t:
             raise InputError(f"header.stamp: start time {t0:.4f} s is in the past (joint-state time "
                              f"{s.t:.4f} s)")
-        return _Trajectory(PiecewiseC4Trajectory(times, positions), t0)
+        path = PiecewiseC4Trajectory(times, positions)
+        self._check_rates(path)
+        return _Trajectory(path, t0)
+
+    def _check_rates(self, path):
+        """InputError naming the segment and joint whose peak speed or acceleration exceeds the limits."""
+        velocity, acceleration = path.peak_rates()
+        for peaks, limit, what, unit in ((velocity, self.velocity_limit, "speed", "/s"),
+                                         (acceleration, self.acceleration_limit, "acceleration", "/s^2")):
+            bad = np.argwhere(peaks > limit * (1 + 1e-9))
+            if bad.size:
+                k, j = bad[0]
+                raise InputError(f"points: segment {k} -> {k + 1} needs a peak {what} of {peaks[k, j]:.4g}{unit} on "
+                                 f"{self.model.joint_names[j]}, above its limit {limit[j]:.4g}{unit} (slow the "
+                                 f"segment down, or raise the controller's velocity/acceleration limits)")
 
     def _check_limits(self, positions):
         m = self.model
@@ -426,3 +588,22 @@ class FailSafeController:
     def _set_mode(self, mode, reason):
         self.mode = mode
         self.events.append(f"{mode.value}: {reason}")
+
+
+_STATE_FIELDS = ("position", "velocity")
+
+
+def implausible_state(model, values, bounds):
+    """Message for the first entry of ``values`` = [q; q̇; q_m; q̇_m] (4n,) outside ``bounds`` =
+    (lo, hi) of :meth:`SafetyLimits.resolved` (NaN and inf included), or "" when all are in."""
+    lo, hi = bounds
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= lo) & (values <= hi)))
+    if bad.size == 0:
+        return ""
+    k, n = int(bad[0]), model.n
+    field = _STATE_FIELDS[(k // n) % 2]
+    joint = model.joint_names[k % n] + ("_motor" if k >= 2 * n else "")
+    if not np.isfinite(values[k]):
+        return f"joint_states.{field}: NaN or inf for {joint}"
+    return (f"joint_states.{field}: {joint} = {values[k]:.6g} is implausible (outside [{lo[k]:.6g}, {hi[k]:.6g}]: "
+            f"URDF limits with the controller's margins)")

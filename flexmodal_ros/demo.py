@@ -38,7 +38,8 @@ import numpy as np
 
 from .errors import FlexmodalError
 from .robots import load_robot
-from .simulation import ClosedLoopResult, run_closed_loop, save_closed_loop_plot, thesis_trajectory
+from .simulation import (THESIS_VELOCITY_SCALE, ClosedLoopResult, run_closed_loop, save_closed_loop_plot,
+                         thesis_trajectory)
 from .trajectory import PiecewiseC4Trajectory
 
 DEFAULT_OUTPUT = "flexmodal_output/demo"
@@ -275,7 +276,7 @@ def node_parameters(positions, lockstep, realtime, engine="builtin"):
     simulator, rate, _ = ENGINES[engine]
     params = {simulator: {"initial_positions": positions[0], "real_time_factor": 1.0,
                           "integration_rate_hz": rate, "lockstep": lockstep},
-              "feedforward_pd_controller": {}}
+              "feedforward_pd_controller": {"velocity_scale": THESIS_VELOCITY_SCALE}}
     if realtime:
         for node, (priority, cpu) in REALTIME.items():
             params[simulator if node == "flexible_joint_simulator" else node].update(realtime_priority=priority, cpu=cpu)

@@ -37,7 +37,7 @@ import pinocchio as pin
 
 from .config import inertia_matrix
 from .errors import ConfigError
-from .validation import finite_vector, load_yaml_mapping, positive
+from .validation import finite_vector, load_yaml_mapping, positive, shown
 
 LINK_KEYS = {"joint", "type", "theta", "d", "a", "alpha", "mass", "com", "inertia", "limits"}
 LIMIT_KEYS = {"lower", "upper", "effort", "velocity"}
@@ -140,7 +140,7 @@ def _link(spec, field):
     if missing:
         raise ConfigError(f"{field}: missing key(s) {', '.join(missing)}")
     if spec["type"] not in ("revolute", "prismatic"):
-        raise ConfigError(f"{field}.type: must be 'revolute' or 'prismatic', got {spec['type']!r}")
+        raise ConfigError(f"{field}.type: must be 'revolute' or 'prismatic', got {shown(spec['type'])}")
     lim = spec["limits"]
     if not isinstance(lim, dict) or set(lim) != LIMIT_KEYS:
         raise ConfigError(f"{field}.limits: expected exactly {', '.join(sorted(LIMIT_KEYS))}")

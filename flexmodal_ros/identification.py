@@ -25,13 +25,22 @@ chosen by the noise comparison in README ("Identification").
 
 Units: f [Hz], ζ fraction (0.05 = 5 %), k [N·m/rad] (prismatic: as in the config), d [N·m·s/rad
 or N·s/m]. Residuals and F are dimensionless per objective (determinant: [rad/s]^{2n} scaling).
+
+Success (:attr:`IdentificationResult.success`) means more than convergence: the residual must be
+within ``RESIDUAL_NOISE_LIMIT`` times the level the assumed measurement noise explains, and every
+unknown must be identifiable from the data (standard deviation at most ``NOT_IDENTIFIABLE_STD``
+times its value); otherwise the message says what is wrong and how to change the request.
+
+Sizes are bounded (``MAX_STARTS``, ``MAX_CONFIGURATIONS``, ``MAX_MEASURED_MODES``, and the
+precomputed problem ``MAX_PROBLEM_BYTES``): a larger request is an InputError before anything of
+that size is allocated. Multistarts run on a :class:`~flexmodal_ros.workers.WorkerPool` (given,
+or a temporary one) and stop early through a :class:`~flexmodal_ros.workers.StopToken`.
 """
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +53,8 @@ from .model import create_data, mass_matrix
 from .modal import check_configurations
 from .robots import resolve_model
 from .validation import (finite_array, finite_scalar, finite_vector, frozen, load_yaml_mapping, positive,
-                         reject_unknown_keys)
+                         reject_unknown_keys, shown)
+from .workers import NO_STOP, Interrupted, WorkerPool
 
 KINDS = ("k", "d_f", "d_fm")
 OBJECTIVES = ("determinant", "eigenvalue")
@@ -60,8 +70,16 @@ DEFAULT_STARTS = 30
 # 0.05 pp in thesis Table 2.5.
 NOISE_FREQUENCY_REL = 0.001
 NOISE_DAMPING = 0.0005
-REL_STD_LIMIT = 0.5                      # std > 50 % of the value → "not determined by the data"
+REL_STD_LIMIT = 0.5                      # std > 50 % of the value → "not determined by the data" (warning)
+NOT_IDENTIFIABLE_STD = 1.0               # std > 100 % of the value → not identifiable: no success
+RESIDUAL_NOISE_LIMIT = 10.0              # RMS residual > 10× the noise-explained level: no success
 RANK_RTOL = 1e-10                        # singular values below RANK_RTOL·σ_max count as zero
+# Size limits of one identification (a request beyond them is refused before allocating).
+MAX_STARTS = 10_000
+MAX_CONFIGURATIONS = 1_000
+MAX_MEASURED_MODES = 5_000
+MAX_PROBLEM_BYTES = 512 * 2 ** 20        # precomputed characteristic matrices [bytes]
+MAX_BOUND = 1e12                         # k_max, d_max beyond this overflow the residuals
 
 
 # ----------------------------------------------------------------------------- data model
@@ -92,6 +110,7 @@ def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalD
     if not isinstance(measurements, (list, tuple)) or not measurements:
         raise InputError(f"{field_name}: empty (need at least one configuration with measured modes)")
     qs, config, freq, zeta, index = [], [], [], [], []
+    check_sizes(len(measurements), 0)
     for i, meas in enumerate(measurements):
         where = f"{field_name}[{i}]"
         if not isinstance(meas, dict) or "q" not in meas or "modes" not in meas:
@@ -127,6 +146,7 @@ def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None) -
     idx = np.full(f.size, -1) if mode_index is None else np.asarray(mode_index, dtype=int).reshape(-1)
     if f.size == 0 or q.shape[0] == 0:
         raise InputError("measurements: empty (need at least one measured mode)")
+    check_sizes(q.shape[0], f.size)
     if c.size != f.size or idx.size != f.size:
         raise InputError(f"config/mode_index: expected {f.size} entries (one per measured mode)")
     if c.min() < 0 or c.max() >= q.shape[0]:
@@ -141,6 +161,14 @@ def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None) -
     return ModalData(*(frozen(a) for a in (q, c, f, z, idx)))
 
 
+def check_sizes(configurations, measured_modes):
+    """InputError if the data exceed MAX_CONFIGURATIONS / MAX_MEASURED_MODES."""
+    if configurations > MAX_CONFIGURATIONS:
+        raise InputError(f"num_configurations: {configurations} is more than the maximum of {MAX_CONFIGURATIONS}")
+    if measured_modes > MAX_MEASURED_MODES:
+        raise InputError(f"measured modes: {measured_modes} is more than the maximum of {MAX_MEASURED_MODES}")
+
+
 def _entry(config, i):
     """Name of flat entry ``i`` as measurements[c].modes[j] (modes are stored config by config)."""
     return f"measurements[{config[i]}].modes[{i - int(np.flatnonzero(config == config[i])[0])}]"
@@ -148,7 +176,7 @@ def _entry(config, i):
 
 def _mode_index(value, where):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{where}: expected an integer (0-based mode number), got {value!r}")
+        raise InputError(f"{where}: expected an integer (0-based mode number), got {shown(value)}")
     return int(value)
 
 
@@ -195,6 +223,29 @@ def _positive(value, field):
     return float(positive(finite_scalar(value, field), field))
 
 
+def _bound(value, field):
+    value = _positive(value, field)
+    if value > MAX_BOUND:
+        raise InputError(f"{field}: must be <= {MAX_BOUND:g}, got {value:g}")
+    return value
+
+
+def problem_bytes(n, configurations, measured_modes, unknowns):
+    """Estimated memory [bytes] of the precomputed problem: complex (N, P+1, 2n, 2n) characteristic
+    terms and real (m, P+1, 2n, 2n) damping/stiffness bases with their temporaries."""
+    block = (unknowns + 1) * (2 * n) ** 2
+    return 16 * measured_modes * block + 48 * configurations * block
+
+
+def check_problem_size(n, configurations, measured_modes, unknowns):
+    """InputError naming the sizes if the problem would exceed MAX_PROBLEM_BYTES."""
+    need = problem_bytes(n, configurations, measured_modes, unknowns)
+    if need > MAX_PROBLEM_BYTES:
+        raise InputError(f"measurements: {configurations} configurations, {measured_modes} measured modes and "
+                         f"{unknowns} unknowns need about {need / 2 ** 20:.0f} MiB, more than the limit of "
+                         f"{MAX_PROBLEM_BYTES / 2 ** 20:.0f} MiB; use fewer measurements or unknowns")
+
+
 # ----------------------------------------------------------------------------- problem
 
 def parse_unknowns(unknowns) -> tuple:
@@ -221,7 +272,7 @@ class IdentificationProblem:
     def __init__(self, model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
                  k_max=None, d_max=None):
         if objective not in OBJECTIVES:
-            raise InputError(f"objective: must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+            raise InputError(f"objective: must be one of {', '.join(OBJECTIVES)}, got {shown(objective)}")
         self.objective_name = objective
         self.kinds = parse_unknowns(unknowns)
         check_configurations(model, data.q, "measurements.q")
@@ -233,8 +284,9 @@ class IdentificationProblem:
         if len(self.names) >= data.num_measurements:
             raise InputError(f"unknowns: {len(self.names)} unknowns need more than {len(self.names)} measured "
                              f"modes (3.32), got {data.num_measurements}; measure more modes or fix parameters")
-        k_max = K_MAX_DEFAULT if k_max is None else _positive(k_max, "k_max")
-        d_max = D_MAX_DEFAULT if d_max is None else _positive(d_max, "d_max")
+        check_problem_size(n, data.q.shape[0], data.num_measurements, len(self.names))
+        k_max = K_MAX_DEFAULT if k_max is None else _bound(k_max, "k_max")
+        d_max = D_MAX_DEFAULT if d_max is None else _bound(d_max, "d_max")
         self.upper = np.repeat([k_max if k == "k" else d_max for k in self.kinds], n)
         self.base = {kind: np.array(getattr(model, kind), float) for kind in KINDS}
         self.fixed = dict(W=np.array(model.W), B=np.array(model.B), kp=np.array(model.kp),
@@ -383,6 +435,10 @@ class IdentificationResult:
     measured mode; ``jacobian_rank``/``jacobian_condition`` of the residual Jacobian with columns
     scaled by the parameter magnitudes; ``unidentifiable``: unknowns not determined by the data;
     ``warnings``: human-readable notes; ``start_objectives``: F of every local solution.
+    ``residual_noise_ratio``: RMS residual over the RMS residual the assumed noise explains;
+    ``not_identifiable``: unknowns whose std exceeds NOT_IDENTIFIABLE_STD × value (no success).
+    ``success``: converged, residual_noise_ratio <= RESIDUAL_NOISE_LIMIT and every unknown
+    identifiable; otherwise ``message`` says why and how to change the request.
     """
     joint_names: tuple
     stiffness: np.ndarray
@@ -404,6 +460,8 @@ class IdentificationResult:
     starts: int
     seed: int
     function_evaluations: int
+    residual_noise_ratio: float
+    not_identifiable: tuple
 
     def to_dict(self) -> dict:
         """JSON-ready dict (keys of ``flexmodal identify --json``)."""
@@ -418,55 +476,110 @@ class IdentificationResult:
             "jacobian_rank": self.jacobian_rank, "jacobian_condition": self.jacobian_condition,
             "residuals": self.residuals.tolist(), "starts": self.starts, "seed": self.seed,
             "function_evaluations": self.function_evaluations,
+            "residual_noise_ratio": self.residual_noise_ratio, "not_identifiable": list(self.not_identifiable),
             "start_objectives": self.start_objectives.tolist(),
         }
 
 
 def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE, starts=DEFAULT_STARTS,
              seed=0, k_max=None, d_max=None, workers=2, noise=(NOISE_FREQUENCY_REL, NOISE_DAMPING),
-             run_starts=None):
+             pool=None, stop=NO_STOP, progress=None, run_starts=None):
     """Identify the ``unknowns`` (subset of k, d_f, d_fm; default all) of ``model`` from ``data``.
 
     Bounded least squares (3.28)-(3.30) from ``starts`` points drawn uniformly in the box
     [0, k_max] / [0, d_max] (default (3.42): 5000, 100) with ``numpy.random.default_rng(seed)``
     (the result does not depend on ``workers``, the number of processes; scripts using
-    ``workers`` > 1 need the ``if __name__ == "__main__"`` guard of multiprocessing).
-    ``noise`` = (σ_f/f, σ_ζ) is the measurement noise assumed by the identifiability report.
-    ``run_starts(problem, x0)`` replaces the local process pool: it returns what
-    :func:`solve_starts` gives for ``x0`` (starts, P), in start order (e.g. on Dask:
-    :func:`flexmodal_ros.distributed.run_starts`).
+    ``workers`` > 1 need the ``if __name__ == "__main__"`` guard of multiprocessing). With
+    ``workers`` > 1 the first start runs in this process and times the problem: the others go to
+    a temporary pool only if starting it (:meth:`~flexmodal_ros.workers.WorkerPool.start_cost`)
+    plus their share per worker takes less than running them here.
+    ``noise`` = (σ_f/f, σ_ζ) is the measurement noise assumed by the success test and the
+    identifiability report. ``pool``: a :class:`~flexmodal_ros.workers.WorkerPool` to use instead
+    of a temporary one of ``workers`` processes; ``stop``: a
+    :class:`~flexmodal_ros.workers.StopToken` (raises :class:`~flexmodal_ros.workers.Interrupted`);
+    ``progress(done, total, best_F)`` is called as local solutions finish.
+    ``run_starts(problem, x0)`` replaces both: it returns what :func:`solve_starts` gives for ``x0``
+    (starts, P), in start order (e.g. on Dask: :func:`flexmodal_ros.distributed.run_starts`).
     """
+    starts, seed, noise = check_options(model, data, unknowns, objective, starts, seed, k_max, d_max, noise)
+    workers = _count(workers, "workers", 64)
     problem = IdentificationProblem(model, data, unknowns, objective, k_max, d_max)
-    starts = int(starts)
-    if starts < 1:
-        raise InputError(f"starts: must be >= 1, got {starts}")
-    if int(workers) < 1:
-        raise InputError(f"workers: must be >= 1, got {workers}")
-    x0 = np.random.default_rng(int(seed)).uniform(size=(starts, len(problem.names)))
-    local = _run_starts(problem, x0, int(workers)) if run_starts is None else run_starts(problem, x0)
+    x0 = np.random.default_rng(seed).uniform(size=(starts, len(problem.names)))
+    if run_starts is not None:
+        local = run_starts(problem, x0)
+    elif pool is not None and starts > 1:
+        local = _run_starts(pool, problem, x0, stop, progress)
+    elif pool is None and workers > 1 and starts > 1:
+        began = time.perf_counter()
+        local = solve_starts(problem, x0[:1], stop)                 # times one start in this process
+        alone = (time.perf_counter() - began) * (starts - 1)       # the rest here [s]
+        if WorkerPool.start_cost() + alone / workers < alone:      # a temporary pool pays
+            with WorkerPool(workers, preload=[__name__]) as own:
+                local += _run_starts(own, problem, x0[1:], own.token(stop.deadline), progress)
+        else:
+            local += solve_starts(problem, x0[1:], stop, progress)
+    else:
+        local = solve_starts(problem, x0, stop, progress)
     best = min(range(starts), key=lambda i: (local[i][1], i))
-    x, F, _, status, message = _polish(problem, local[best])
+    x, F, _, status, message = _polish(problem, local[best], stop)
     p = x * problem.upper
-    return _result(problem, p, F, status > 0, message, local, int(seed), noise)
+    return _result(problem, p, F, status > 0, message, local, seed, noise)
 
 
-def _local_solve(problem: IdentificationProblem, x0):
+def check_options(model, data, unknowns=None, objective=DEFAULT_OBJECTIVE, starts=DEFAULT_STARTS, seed=0,
+                  k_max=None, d_max=None, noise=(NOISE_FREQUENCY_REL, NOISE_DAMPING)):
+    """The cheap checks of :func:`identify` (same arguments), without building the problem:
+    InputError naming the field. Returns (starts, seed, noise) as int, int, (float, float)."""
+    kinds = parse_unknowns(unknowns)
+    if objective not in OBJECTIVES:
+        raise InputError(f"objective: must be one of {', '.join(OBJECTIVES)}, got {shown(objective)}")
+    starts = _count(starts, "starts", MAX_STARTS)
+    seed = int(seed)
+    if seed < 0:
+        raise InputError(f"seed: must be >= 0, got {seed}")
+    for value, field in ((k_max, "k_max"), (d_max, "d_max")):
+        if value is not None:
+            _bound(value, field)
+    noise = tuple(_positive(v, name) for v, name in zip(noise, ("frequency_noise", "damping_noise")))
+    check_problem_size(model.n, data.q.shape[0], data.num_measurements, len(kinds) * model.n)
+    return starts, seed, noise
+
+
+def _count(value, field, maximum):
+    """An integer in 1..maximum (InputError naming the field)."""
+    if isinstance(value, bool) or not float(value).is_integer():
+        raise InputError(f"{field}: expected an integer, got {shown(value)}")
+    value = int(value)
+    if not 1 <= value <= maximum:
+        raise InputError(f"{field}: must be in 1..{maximum}, got {value}")
+    return value
+
+
+def _local_solve(problem: IdentificationProblem, x0, stop=NO_STOP):
     """One bounded TRF least-squares run in scaled unknowns x = p / upper ∈ [0, 1]."""
     up = problem.upper
-    fun = lambda x: problem.residuals(x * up)
+
+    def fun(x):
+        stop.check()
+        return problem.residuals(x * up)
+
     jac = lambda x: problem.jacobian(x * up) * up
     sol = least_squares(fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf",
                         xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=200 * (x0.size + 1))
     return sol.x, float(sol.fun @ sol.fun), int(sol.nfev), int(sol.status), str(sol.message)
 
 
-def _polish(problem, best):
+def _polish(problem, best, stop=NO_STOP):
     """Refine the best multistart solution with unbounded Levenberg-Marquardt, kept only if it
     stays in the box and lowers F. TRF stops on its gradient test in weakly determined, nearly
     flat directions (e.g. the wrist stiffnesses of scompi from low modes); LM finishes them."""
     up = problem.upper
-    sol = least_squares(lambda x: problem.residuals(x * up), best[0],
-                        jac=lambda x: problem.jacobian(x * up) * up, method="lm",
+
+    def fun(x):
+        stop.check()
+        return problem.residuals(x * up)
+
+    sol = least_squares(fun, best[0], jac=lambda x: problem.jacobian(x * up) * up, method="lm",
                         xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=100 * (up.size + 1))
     F = float(sol.fun @ sol.fun)
     if np.all((sol.x >= 0) & (sol.x <= 1)) and F < best[1]:
@@ -474,46 +587,102 @@ def _polish(problem, best):
     return best
 
 
-def solve_starts(problem, x0s):
+def solve_starts(problem, x0s, stop=NO_STOP, progress=None):
     """Local solutions (x, F, nfev, status, message) from each start of ``x0s`` (s, P), in order:
-    the unit of work that every multistart executor maps over chunks of starts."""
-    return [_local_solve(problem, x0) for x0 in x0s]
+    the unit of work that every multistart executor maps over chunks of starts (``stop`` and
+    ``progress`` as in :func:`identify`)."""
+    out = []
+    for x0 in x0s:
+        out.append(_local_solve(problem, x0, stop))
+        stop.report(out[-1][1])
+        if progress:
+            progress(len(out), len(x0s), min(r[1] for r in out))
+    return out
 
 
-def _run_starts(problem, x0, workers):
-    """Local solutions for every start; ``workers`` > 1 splits the starts over processes
-    (forkserver: safe from a multithreaded ROS node)."""
-    workers = min(workers, len(x0))
-    if workers == 1:
-        return solve_starts(problem, x0)
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
-    chunks = np.array_split(np.arange(len(x0)), workers)
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        parts = list(pool.map(partial(solve_starts, problem), [x0[c] for c in chunks]))
+def _run_starts(pool, problem, x0, stop, progress=None):
+    """Local solutions for every start, in chunks on ``pool``'s workers (a few per worker); the
+    workers count finished starts in ``stop``'s shared counters, reported to ``progress`` every
+    0.5 s. The first failure or interruption stops the other chunks."""
+    chunks = np.array_split(np.arange(len(x0)), min(len(x0), 4 * pool.workers))
+    futures = {pool.submit(solve_starts, problem, x0[c], stop): k for k, c in enumerate(chunks)}
+    parts, reported = [None] * len(chunks), 0
+    try:
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            stop.check()
+            for future in finished:
+                parts[futures[future]] = future.result()
+            done, best = stop.progress()
+            if progress and done > reported:
+                reported = done
+                progress(min(done, len(x0)), len(x0), best)
+    except BaseException as exc:
+        for future in futures:
+            future.cancel()
+        pool.cancel(stop)
+        pool.discard_if_broken(exc)
+        raise
     return [r for part in parts for r in part]
 
 
 # ----------------------------------------------------------------------------- report
 
-def _result(problem, p, F, success, message, local, seed, noise):
+def _result(problem, p, F, converged, message, local, seed, noise):
     r = problem.residuals(p)
-    std, rank, cond = _standard_deviations(problem, p, r, noise)
+    std, rank, cond, noise_F = _standard_deviations(problem, p, r, noise)
+    ratio = float(np.sqrt(F / noise_F)) if noise_F > 0 else float("inf")
     k, d_f, d_fm = problem.full_parameters(p)
     scale = np.maximum(np.abs(p), 1e-3 * problem.upper)
     weak = tuple(nm for nm, s, sc in zip(problem.names, std, scale) if not s <= REL_STD_LIMIT * sc)
+    lost = tuple(nm for nm, s, sc in zip(problem.names, std, scale) if not s <= NOT_IDENTIFIABLE_STD * sc)
     warnings = [_weak_warning(problem, nm, p, s) for nm, s in zip(problem.names, std) if nm in weak]
-    warnings += [f"{nm} = {v:g} is at its upper bound: raise {'k_max' if nm[0] == 'k' else 'd_max'}"
-                 for nm, v, u in zip(problem.names, p, problem.upper) if v >= u * (1 - 1e-9)]
-    if not success:
-        warnings.append(f"the best local solution did not converge: {message}")
+    at_bound = [nm for nm, v, u in zip(problem.names, p, problem.upper) if v >= u * (1 - 1e-9)]
+    warnings += [f"{nm} = {p[problem.names.index(nm)]:g} is at its upper bound: raise "
+                 f"{'k_max' if nm[0] == 'k' else 'd_max'}" for nm in at_bound]
+    failures = [] if converged else [f"the best local solution did not converge: {message}"]
+    if ratio > RESIDUAL_NOISE_LIMIT:
+        failures.append(_misfit_reason(ratio, noise, at_bound, problem))
+    if lost:
+        failures.append(_lost_reason(problem, lost))
     return IdentificationResult(
         joint_names=problem.joint_names, stiffness=k, link_damping=d_f, motor_damping=d_fm,
         unknown_names=problem.names, values=p, standard_deviations=std, objective=float(F),
-        objective_name=problem.objective_name, residuals=r.reshape(-1, 2), success=bool(success),
-        message=message, jacobian_rank=rank, jacobian_condition=cond, unidentifiable=weak,
-        warnings=tuple(warnings), start_objectives=np.array([loc[1] for loc in local]),
-        starts=len(local), seed=seed, function_evaluations=sum(loc[2] for loc in local))
+        objective_name=problem.objective_name, residuals=r.reshape(-1, 2), success=not failures,
+        message="; ".join(failures) if failures else message, jacobian_rank=rank, jacobian_condition=cond,
+        unidentifiable=weak, warnings=tuple(warnings), start_objectives=np.array([loc[1] for loc in local]),
+        starts=len(local), seed=seed, function_evaluations=sum(loc[2] for loc in local),
+        residual_noise_ratio=ratio, not_identifiable=lost)
+
+
+def _misfit_reason(ratio, noise, at_bound, problem):
+    """Why a fit whose residual is far above the noise level is no success, and what to check."""
+    hints = []
+    if (problem.data.mode_index < 0).any():
+        hints.append("give mode_index for every measured mode (automatic matching can pair a measured "
+                     "mode with the wrong model mode)")
+    if at_bound:
+        hints.append(f"raise the bounds ({', '.join(at_bound)} at the upper bound)")
+    else:
+        bounds = {("k_max" if kind == "k" else "d_max"): problem.upper[i * problem.n]
+                  for i, kind in enumerate(problem.kinds)}
+        hints.append("make sure the true values lie in the search box ("
+                     + ", ".join(f"{name} = {value:g}" for name, value in bounds.items()) + ")")
+    hints += ["check that damping ratios are fractions and frequencies in Hz",
+              "check the parameters that are not unknowns (from the robot config)"]
+    return (f"the model does not reproduce the data: RMS residual {ratio:.3g}x the level expected from the "
+            f"assumed measurement noise (sigma_f/f = {noise[0]:g}, sigma_zeta = {noise[1]:g}; limit "
+            f"{RESIDUAL_NOISE_LIMIT:g}x): " + "; ".join(hints))
+
+
+def _lost_reason(problem, lost):
+    """Why unknowns with a standard deviation above their value make the result no success."""
+    joints = sorted({nm.split("/", 1)[1] for nm in lost}, key=problem.joint_names.index)
+    return (f"not identifiable from the given modes: {', '.join(lost)} (standard deviation above "
+            f"{100 * NOT_IDENTIFIABLE_STD:g} % of the value): measure modes in which {', '.join(joints)} "
+            "move, or more configurations, or remove these from the unknowns (their config values are "
+            "then used)")
 
 
 def _standard_deviations(problem, p, r, noise):
@@ -523,7 +692,8 @@ def _standard_deviations(problem, p, r, noise):
     (a) the assumed measurement noise (σ_f/f, σ_ζ) mapped through ∂r/∂(f̂, ζ̂) (sandwich
     J⁺ R J⁺ᵀ, R from the noise) and (b) the residual scatter s² J⁺J⁺ᵀ, s² = F/(2N − P).
     Directions with σ_i < RANK_RTOL·σ_max (rank deficiency) give infinite deviations.
-    Returns (std (P,), rank, condition number)."""
+    Returns (std (P,), rank, condition number, F_noise = Σ r² that the assumed noise alone
+    produces to first order)."""
     scale = np.maximum(np.abs(p), 1e-3 * problem.upper)
     J = problem.jacobian(p) * scale
     U, s, Vt = np.linalg.svd(J, full_matrices=False)
@@ -531,20 +701,22 @@ def _standard_deviations(problem, p, r, noise):
     cond = float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
     pinv = (Vt[:rank].T / s[:rank]) @ U[:, :rank].T                        # (P, 2N)
     d = problem.data
-    sens = []
+    sens, noise_F = [], 0.0
     for field_name, sigma, base in (("frequency_hz", noise[0] * d.frequency_hz, d.frequency_hz),
                                     ("damping_ratio", np.full(d.num_measurements, noise[1]),
                                      d.damping_ratio)):
         h = 1e-6 * np.maximum(np.abs(base), 1e-3)
         hi = problem.residuals(p, **{field_name: base + h})
         lo = problem.residuals(p, **{field_name: base - h})
-        sens.append(_blockwise(pinv, (hi - lo).reshape(-1, 2) * (sigma / (2 * h))[:, None]))
+        dr = (hi - lo).reshape(-1, 2) * (sigma / (2 * h))[:, None]
+        noise_F += float(np.sum(dr ** 2))
+        sens.append(_blockwise(pinv, dr))
     var_noise = sum(np.sum(v ** 2, axis=1) for v in sens)
     dof = r.size - p.size
     var_resid = (r @ r) / dof * np.sum(pinv ** 2, axis=1) if dof > 0 else np.zeros(p.size)
     var = np.maximum(var_noise, var_resid)
     null = np.any(np.abs(Vt[rank:]) > 0.1, axis=0) if rank < p.size else np.zeros(p.size, bool)
-    return np.where(null, np.inf, np.sqrt(var) * scale), rank, cond
+    return np.where(null, np.inf, np.sqrt(var) * scale), rank, cond, noise_F
 
 
 def _blockwise(pinv, dr):
@@ -572,7 +744,7 @@ def write_params(model, result: IdentificationResult, out_path) -> Path:
     params file with k, d_f, d_fm replaced by the identified values; the urdf path is made absolute."""
     if model.params_path is None:
         raise InputError("write-params: the model has no params file to start from")
-    raw = yaml.safe_load(Path(model.params_path).read_text())
+    raw = load_yaml_mapping(model.params_path, "params file")
     urdf = Path(str(raw["urdf"]))
     raw["urdf"] = str(urdf if urdf.is_absolute() else (Path(model.params_path).parent / urdf).resolve())
     for j, name in enumerate(result.joint_names):

@@ -59,6 +59,28 @@ def check_configurations(model, qs, field="q") -> np.ndarray:
     return arr
 
 
+LIMIT_TOLERANCE = 1e-9   # URDF limits are printed rounded [rad or m]
+
+
+def limit_warnings(model, qs, field="q", max_listed=5) -> list[str]:
+    """Warnings for configurations ``qs`` (n,) or (m, n) outside the URDF position limits (the model
+    is still evaluated there: the warning says the result is for a pose the robot cannot take).
+    One line per offending configuration, at most ``max_listed`` lines plus a count."""
+    q = np.atleast_2d(np.asarray(qs, float))
+    low = q < model.position_lower - LIMIT_TOLERANCE
+    high = q > model.position_upper + LIMIT_TOLERANCE
+    rows = np.flatnonzero((low | high).any(axis=1))
+    out = []
+    for i in rows[:max_listed]:
+        where = field if q.shape[0] == 1 else f"{field}[{i}]"
+        joints = ", ".join(f"{model.joint_names[j]} = {q[i, j]:.6g} outside [{model.position_lower[j]:.6g}, "
+                           f"{model.position_upper[j]:.6g}]" for j in np.flatnonzero(low[i] | high[i]))
+        out.append(f"{where}: {joints} (URDF position limits)")
+    if rows.size > max_listed:
+        out.append(f"{field}: {rows.size - max_listed} more configurations outside the URDF position limits")
+    return out
+
+
 def configuration_from_names(model, joint_names: Sequence[str], values, field="positions"):
     """Reorder per-joint ``values`` given for ``joint_names`` into URDF order (n,).
 

@@ -22,11 +22,13 @@ import pinocchio as pin
 
 from .config import Tool, load_config, make_tool
 from .errors import ConfigError, InputError
-from .validation import finite_vector, frozen, nonnegative, per_joint, positive
+from .validation import (finite_vector, frozen, nonnegative, per_joint, positive, read_file_bytes, shown,
+                         shown_names)
 
 TOOL_FRAME = "flexmodal_tool_point"
 _PRISMATIC = ("PX", "PY", "PZ", "PrismaticUnaligned")
 _REVOLUTE = ("RX", "RY", "RZ", "RevoluteUnaligned")
+LOCK_TOLERANCE = 1e-9   # locked positions may sit on a (rounded) joint limit [rad or m]
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,23 +91,40 @@ def load_model(urdf_path, params_path):
     """Build a :class:`FlexibleJointModel` from a URDF file and a flexibility YAML file.
 
     ``urdf_path=None`` takes the URDF named in the YAML. Raises ConfigError naming the problem.
+    URDF joints: revolute, prismatic, continuous (= revolute without position limits); fixed
+    joints are merged. A branched URDF (e.g. an arm with gripper fingers) is reduced to the chain
+    that ends at the YAML's ``end_effector_frame``; joints off that chain, and those named in
+    ``locked_joints``, are locked (Pinocchio ``buildReducedModel``) at the position given there
+    (default 0). Mimic joints left in the chain are refused (they would become independent
+    flexible joints).
     """
     cfg = load_config(params_path)
+    _refuse_closed_chain(cfg)            # before the tree is reduced to a serial chain
     urdf = Path(urdf_path) if urdf_path is not None else cfg.urdf_path
-    return build_model(_parse_urdf(urdf), cfg, urdf)
+    full, mimics = _parse_urdf(urdf)
+    rigid, locked = _reduce_to_chain(full, cfg, mimics)
+    return build_model(rigid, cfg, urdf, locked)
 
 
-def build_model(rigid, cfg, urdf_path=None):
-    """Combine a Pinocchio model of the rigid links with a parsed :class:`FlexibilityConfig`."""
+def _refuse_closed_chain(cfg):
     if cfg.closed_chain:
         raise ConfigError(f"robot {cfg.robot}: declares passive joints / loop closures (a closed "
                           "chain); load it with flexmodal_ros.constrained.robot.load_closed_chain "
                           "(CLI/node: --method mcs|rcs|ucs)")
+
+
+def build_model(rigid, cfg, urdf_path=None, locked=()):
+    """Combine a Pinocchio model of the rigid links with a parsed :class:`FlexibilityConfig`
+    (``locked``: names of URDF joints locked out of ``rigid``, for the error messages)."""
+    _refuse_closed_chain(cfg)
     names = _movable_joints(rigid)
     missing = [j for j in names if j not in cfg.joints]
     unknown = [j for j in cfg.joints if j not in names]
+    if set(unknown) & set(locked):
+        raise ConfigError(f"joints: {shown_names(sorted(set(unknown) & set(locked)))} locked (off the chain "
+                          f"to end_effector_frame, or in locked_joints): remove from joints")
     if unknown:
-        raise ConfigError(f"joints: unknown joint name(s) {', '.join(unknown)} "
+        raise ConfigError(f"joints: unknown joint name(s) {shown_names(unknown)} "
                           f"(URDF {rigid.name} has: {', '.join(names)})")
     if missing:
         raise ConfigError(f"joints: missing parameters for URDF joint(s) {', '.join(missing)}")
@@ -248,20 +267,90 @@ def _with_tool(model, tool, gravity):
 
 
 def _parse_urdf(path):
+    """Pinocchio model of a URDF file and its mimic joints {joint: mimicked joint}.
+
+    The file is read once (regular file, size-limited, no XML entity declarations); continuous
+    joints are given to Pinocchio as revolute joints (one coordinate, not its cos/sin pair) and
+    get infinite position limits."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"urdf: file not found: {path}")
+    data = read_file_bytes(path, "urdf", ConfigError)
+    if b"<!ENTITY" in data:
+        raise ConfigError(f"urdf {path}: XML entity declarations are not allowed (expand them, e.g. with xacro)")
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(data)
     except ET.ParseError as exc:
         raise ConfigError(f"urdf {path}: malformed XML: {exc}") from None
     if root.tag != "robot":
-        raise ConfigError(f"urdf {path}: root element is <{root.tag}>, expected <robot>")
+        raise ConfigError(f"urdf {path}: root element is <{root.tag[:80]}>, expected <robot>")
     _check_urdf_numbers(root, path)
+    continuous = []
+    mimics = {}
+    for joint in root.findall("joint"):
+        if joint.get("type") == "continuous":
+            joint.set("type", "revolute")
+            limit = joint.find("limit")
+            if limit is None:
+                limit = ET.SubElement(joint, "limit", effort="0", velocity="0")
+            limit.set("lower", "-1")
+            limit.set("upper", "1")
+            continuous.append(joint.get("name"))
+        if (mimic := joint.find("mimic")) is not None:
+            mimics[joint.get("name")] = mimic.get("joint")
     try:
-        return pin.buildModelFromUrdf(str(path))
+        model = pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
     except (RuntimeError, ValueError) as exc:
-        raise ConfigError(f"urdf {path}: {' '.join(str(exc).split())}") from None
+        raise ConfigError(f"urdf {path}: {shown(' '.join(str(exc).split()), 300)}") from None
+    lower, upper = model.lowerPositionLimit.copy(), model.upperPositionLimit.copy()
+    for name in continuous:
+        if model.existJointName(name):
+            i = model.joints[model.getJointId(name)].idx_q
+            lower[i], upper[i] = -np.inf, np.inf
+    model.lowerPositionLimit, model.upperPositionLimit = lower, upper
+    return model, mimics
+
+
+def _reduce_to_chain(full, cfg, mimics):
+    """(Pinocchio model with the locked joints removed, their names). Locked: joints named in
+    ``cfg.locked_joints`` and, for a branched URDF, every joint off the chain from the root to
+    ``cfg.end_effector_frame``; each at its locked_joints value (default 0)."""
+    movable = list(full.names)[1:]
+    unknown = [j for j in cfg.locked_joints if j not in movable]
+    if unknown:
+        raise ConfigError(f"locked_joints: unknown joint name(s) {shown_names(unknown)} "
+                          f"(URDF {full.name} has: {shown_names(movable, 40)})")
+    positions = dict(cfg.locked_joints)
+    if any(full.parents[i] != i - 1 for i in range(1, full.njoints)):
+        if not cfg.end_effector_frame:
+            raise ConfigError(f"urdf {full.name}: the robot is branched (e.g. gripper fingers): set "
+                              "end_effector_frame in the params YAML to the frame that ends the chain "
+                              "(joints off the chain are locked at 0, or at their locked_joints value)")
+        if not full.existFrame(cfg.end_effector_frame):
+            raise ConfigError(f"end_effector_frame: frame {shown(cfg.end_effector_frame)} not in the URDF")
+        chain, j = set(), full.frames[full.getFrameId(cfg.end_effector_frame)].parentJoint
+        while j > 0:
+            chain.add(full.names[j])
+            j = full.parents[j]
+        positions.update({name: positions.get(name, 0.0) for name in movable if name not in chain})
+    ids = [full.getJointId(name) for name in positions]
+    rigid = full
+    if ids:
+        q_ref = pin.neutral(full)
+        for name, value in positions.items():
+            jm = full.joints[full.getJointId(name)]
+            if jm.nq != 1:
+                raise ConfigError(f"locked_joints.{name}: only 1-DOF joints can be locked")
+            lo, hi = full.lowerPositionLimit[jm.idx_q], full.upperPositionLimit[jm.idx_q]
+            if not lo - LOCK_TOLERANCE <= value <= hi + LOCK_TOLERANCE:
+                raise ConfigError(f"locked_joints.{name}: {value:g} outside the joint limits [{lo:g}, {hi:g}]")
+            q_ref[jm.idx_q] = value
+        rigid = pin.buildReducedModel(full, ids, q_ref)
+        rigid.name = full.name
+    for name in list(rigid.names)[1:]:
+        if name in mimics:
+            raise ConfigError(f"urdf joint '{name}' mimics '{mimics[name]}': mimic joints are not supported "
+                              f"(it would become an independent flexible joint); lock it in the params "
+                              f"YAML (locked_joints: {{{name}: 0.0}}) or remove the mimic tag")
+    return rigid, tuple(positions)
 
 
 _NUMERIC_ATTRIBUTES = {"mass": ("value",), "inertia": ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"),
@@ -298,9 +387,10 @@ def _movable_joints(rigid):
         jm = rigid.joints[i]
         if jm.nq != 1 or jm.nv != 1 or not jm.shortname().endswith(_PRISMATIC + _REVOLUTE):
             raise ConfigError(f"urdf joint '{name}': type {jm.shortname()} not supported "
-                              "(only 1-DOF revolute and prismatic joints; no continuous/floating)")
+                              "(only 1-DOF revolute, continuous and prismatic joints; no floating/planar)")
         if rigid.parents[i] != i - 1:
-            raise ConfigError(f"urdf joint '{name}': the robot must be a serial chain")
+            raise ConfigError(f"urdf joint '{name}': the robot must be a serial chain (set end_effector_frame "
+                              "or locked_joints in the params YAML)")
     if not names:
         raise ConfigError(f"urdf {rigid.name}: no movable joints")
     return names

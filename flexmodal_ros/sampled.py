@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as sla
 
 from .errors import InputError
 from .linearize import linearize, state_matrix
@@ -74,7 +73,9 @@ def sampled_modal_analysis(model, q, controller_rate_hz: float, hold: str = "zoh
     T = 1.0 / rate
     aug = np.zeros((5 * n, 5 * n))
     aug[:4 * n, :4 * n], aug[:4 * n, 4 * n:] = A_p, B_u
-    E = sla.expm(aug * T)
+    from scipy.linalg import expm      # SciPy imported only when a sampled-data loop is asked for
+
+    E = expm(aug * T)
     Phi, Gamma = E[:4 * n, :4 * n], E[:4 * n, 4 * n:]
     if hold == "zoh":
         A_d = Phi - Gamma @ F

@@ -126,14 +126,45 @@ class FlexibleJointPlant:
                 + 0.5 * defl @ (self._k * defl) + pin.computePotentialEnergy(self.model.pin, self.data, q))
 
 
+@dataclass(frozen=True)
+class ImpulseLimits:
+    """Bounds on :meth:`Simulator.apply_impulse`: force magnitude |f| [N], moment magnitude |μ|
+    [N·m], duration [s], impulses active at once. The defaults are far above a hand or hammer
+    impact on an arm (hundreds of N for milliseconds) and far below what breaks the integration."""
+    force: float = 1.0e4
+    moment: float = 1.0e3
+    duration: float = 60.0
+    active: int = 32
+
+
+def check_impulse(wrench, duration, limits, active):
+    """(wrench (6,), duration [s]) of an impulse request checked against :class:`ImpulseLimits`
+    with ``active`` impulses already running: InputError naming the field (every simulator)."""
+    wrench = finite_vector(wrench, 6, "wrench")
+    duration = float(finite_array(duration, "duration", ()))
+    if duration <= 0:
+        raise InputError(f"duration: must be > 0 s, got {duration:g}")
+    if duration > limits.duration:
+        raise InputError(f"duration: {duration:g} s is longer than the limit of {limits.duration:g} s")
+    for part, size, limit, unit in (("force", np.linalg.norm(wrench[:3]), limits.force, "N"),
+                                    ("moment", np.linalg.norm(wrench[3:]), limits.moment, "N m")):
+        if size > limit:
+            raise InputError(f"wrench: {part} magnitude {size:g} {unit} is above the limit of {limit:g} {unit}")
+    if active >= limits.active:
+        raise InputError(f"wrench: {limits.active} impulses are already active (limit); wait until one ends")
+    return wrench, duration
+
+
 class Simulator:
     """A plant with a clock, a zero-order-held motor torque command and scheduled impulses.
 
     ``advance(duration)`` integrates whole steps; the command and impulses are set between calls.
+    ``impulse_limits`` (:class:`ImpulseLimits`) bounds the impulses.
     """
 
-    def __init__(self, plant, x0, tau0=None):
+    def __init__(self, plant, x0, tau0=None, impulse_limits=ImpulseLimits()):
         self.plant = plant
+        self.impulse_limits = impulse_limits
         self.x0 = finite_vector(x0, 4 * plant.n, "x0")
         self.tau0 = np.zeros(plant.n) if tau0 is None else finite_vector(tau0, plant.n, "tau0")
         self._base_wrench = bool(np.any(plant.model.wrench))
@@ -159,11 +190,10 @@ class Simulator:
         self.tau = law
 
     def apply_impulse(self, wrench, duration):
-        """Wrench [f; μ] (frame 0, at E) [N, N·m] for ``duration`` [s] from now."""
-        wrench = finite_vector(wrench, 6, "wrench")
-        duration = float(finite_array(duration, "duration", ()))
-        if duration <= 0:
-            raise InputError(f"duration: must be > 0 s, got {duration:g}")
+        """Wrench [f; μ] (frame 0, at E) [N, N·m] for ``duration`` [s] from now (InputError naming
+        the field beyond :attr:`impulse_limits`)."""
+        self.impulses = [i for i in self.impulses if i.end > self.t + 1e-12]
+        wrench, duration = check_impulse(wrench, duration, self.impulse_limits, len(self.impulses))
         self.impulses.append(Impulse(wrench, self.t, self.t + duration))
 
     def wrench(self):
@@ -263,15 +293,18 @@ def run_closed_loop(model, times, positions, duration, use_feedforward=True, con
     control instant t_k = k / control_rate_hz the controller sees the exact state and its command
     is applied (zero-order hold) from t_{k + command_delay_cycles} on (0 = no transport delay; the
     ROS loop has about 1). The waypoint reference (``times`` [s], ``positions`` (m, n)) starts at
-    t = 0; the run lasts ``duration`` [s]. Returns a :class:`ClosedLoopResult`.
+    t = 0; the run lasts ``duration`` [s]. Returns a :class:`ClosedLoopResult`. The default
+    controller checks no speed or acceleration limits (``SafetyLimits(velocity_scale=inf)``): an
+    offline run may ask more of the model than the robot allows (the thesis LWR4 motion needs
+    1.53x the URDF speed limit of joint 6); pass ``controller`` for the node's checks.
     """
-    from .control import FailSafeController, JointSample
+    from .control import FailSafeController, JointSample, SafetyLimits
     positions = finite_array(positions, "positions", (None, model.n))
     period = 1.0 / control_rate_hz
     ratio = period / dt
     if abs(ratio - round(ratio)) > 1e-9:
         raise InputError(f"control_rate_hz: 1/control_rate_hz must be a multiple of dt={dt:g} s")
-    ctrl = controller or FailSafeController(model, use_feedforward)
+    ctrl = controller or FailSafeController(model, use_feedforward, limits=SafetyLimits(velocity_scale=np.inf))
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model, dt), x0, hold)
     pending = [hold] * command_delay_cycles
@@ -315,6 +348,11 @@ def simulate_setpoint(model, q_d, duration, impulses=(), dt=DEFAULT_DT):
         ts.append(sim.t)
         xs.append(sim.x.copy())
     return np.array(ts), np.array(xs)
+
+
+# The thesis LWR4 motion (T = 3 s) needs up to 1.53x the URDF speed limits (joint 6: 3.01 vs
+# 1.96 rad/s): controllers that check rates (the ROS node) run it with velocity_scale = 1.6.
+THESIS_VELOCITY_SCALE = 1.6
 
 
 def thesis_trajectory(model):

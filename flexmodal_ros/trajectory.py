@@ -29,6 +29,18 @@ for _ in range(4):
     _ETA.append(np.polyder(_ETA[-1]))
 ETA_COEFFICIENTS = np.array([np.pad(c, (10 - c.size, 0)) for c in _ETA])   # (5, 10), highest power first
 _POWERS = np.arange(9.0, -1.0, -1.0)
+
+
+def _peak(coeffs):
+    """max |p(s)| over s in [0, 1] of the polynomial ``coeffs`` (at its stationary points or ends)."""
+    roots = np.roots(np.polyder(coeffs))
+    candidates = [0.0, 1.0] + [r.real for r in roots if abs(r.imag) < 1e-12 and 0.0 <= r.real <= 1.0]
+    return max(abs(np.polyval(coeffs, s)) for s in candidates)
+
+
+# max |η'| = 630/256 (at s = 1/2) and max |η''| ≈ 9.372 over [0, 1]: peak speed and acceleration of a
+# segment are these times |Δq|/T and |Δq|/T².
+ETA_PEAKS = (_peak(ETA_COEFFICIENTS[1]), _peak(ETA_COEFFICIENTS[2]))
 _DERIVATIVE_ORDERS = np.arange(5.0)
 
 
@@ -95,6 +107,12 @@ class PiecewiseC4Trajectory:
     def duration(self):
         """times[-1] [s]."""
         return float(self.times[-1])
+
+    def peak_rates(self):
+        """(peak |q̇|, peak |q̈|) of every segment, each (m-1, n) [per s, per s²] (ETA_PEAKS)."""
+        dq = np.abs(np.diff(self.positions, axis=0))
+        T = np.diff(self.times)[:, None]
+        return ETA_PEAKS[0] * dq / T, ETA_PEAKS[1] * dq / T ** 2
 
     def segment_index(self, t):
         """Index k of the segment from waypoint k to k+1 that holds time t [s] (times[k] <= t <

@@ -2,14 +2,17 @@
 import numpy as np
 import pytest
 
-from flexmodal_ros.control import ControlLaw, FailSafeController, JointSample, Mode, saturate
+from flexmodal_ros.control import ControlLaw, FailSafeController, JointSample, Mode, SafetyLimits, saturate
 from flexmodal_ros.errors import InputError
 from flexmodal_ros.inverse_dynamics import feedforward_numeric
 from flexmodal_ros.linearize import motor_equilibrium, setpoint_motor_torque, setpoint_reference, static_compensation
 from flexmodal_ros.model import create_data
 from flexmodal_ros.robots import load_robot
-from flexmodal_ros.simulation import rest_state, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
 from flexmodal_ros.trajectory import PiecewiseC4Trajectory, point_to_point
+
+
+THESIS_LIMITS = SafetyLimits(velocity_scale=THESIS_VELOCITY_SCALE)
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +192,7 @@ def test_bad_trajectories_are_rejected_naming_the_field(lwr, ctrl_factory, times
 
 
 def test_trajectory_before_any_state_or_in_the_past_is_rejected(lwr, ctrl_factory):
-    ctrl = ctrl_factory()
+    ctrl = ctrl_factory(limits=THESIS_LIMITS)
     q0 = thesis_trajectory(lwr)[1][0]
     with pytest.raises(InputError, match="no valid joint state"):
         ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1])
@@ -232,10 +235,11 @@ def test_trajectory_accepted_while_tracking_replaces_it_with_a_hold_until_its_st
     np.testing.assert_allclose(new.q_ref, q + 0.01 - 0.11 / 2, rtol=1e-12)   # η(1/2) = 1/2 on the new one
 
 
-def test_law_library_is_keyed_by_gains_and_limits(lwr, law):
+def test_law_library_serves_any_gains(lwr, law):
+    """Gains are inputs of the generated law (issue 11 item 10: set at run time, no new library)."""
     from flexmodal_ros.model import with_overrides
     stiffer = ControlLaw(with_overrides(lwr, kp=lwr.kp * 2))
-    assert stiffer.library.hash != law.library.hash
+    assert stiffer.library.hash == law.library.hash
     for target in (law, stiffer):
         load_segment(target, np.zeros(lwr.n), np.zeros(lwr.n), 1.0, 0.0, np.full(lwr.n, -1e-3), np.zeros(lwr.n),
                      tracking=0.0, r_hold=np.zeros(lwr.n))
@@ -250,3 +254,107 @@ def test_validated_samples_are_taken_as_is_and_others_are_copied(lwr, ctrl_facto
     later = at_rest(lwr, np.zeros(lwr.n), t=0.001)
     ctrl.update_state(later, 0.001, validated=True)
     assert ctrl.last_sample is later
+
+
+# ----------------------------------------------------------------------------- issue 11 items 7-10
+
+def test_huge_finite_state_is_rejected_like_nan(lwr, ctrl_factory):
+    """Item 7: ±1e308 is finite but implausible: rejected (checked path and the node's reader)."""
+    from flexmodal_ros.nodes.conversions import JointStateReader, plant_joint_state
+    ctrl = ctrl_factory()
+    sample = at_rest(lwr, np.zeros(lwr.n))
+    bad = sample._replace(q_m=np.full(lwr.n, 1e308), qd_m=np.full(lwr.n, -1e308))
+    with pytest.raises(InputError, match=r"joint_states\.position: joint_1_motor = 1e\+308 is implausible"):
+        ctrl.update_state(bad, 0.0)
+    assert ctrl.counters.rejected_samples == 1 and ctrl.mode == Mode.WAITING
+    moving = sample._replace(qd=np.full(lwr.n, 10.0))          # 5x the LWR4's 1.96 rad/s
+    with pytest.raises(InputError, match=r"joint_states\.velocity: joint_1 = 10 is implausible"):
+        ctrl.update_state(moving, 0.0)
+    outside = sample._replace(q=np.full(lwr.n, 3.2))           # URDF limit 2.97 + margin 0.1
+    with pytest.raises(InputError, match=r"joint_states\.position: joint_1 = 3\.2 is implausible"):
+        ctrl.update_state(outside, 0.0)
+    reader = JointStateReader(lwr, ctrl.state_bounds)
+    msg = plant_joint_state(lwr, 0.0, *(np.zeros(lwr.n),) * 2, np.full(lwr.n, 1e308), *(np.zeros(lwr.n),) * 3)
+    with pytest.raises(InputError, match="joint_1_motor = 1e\\+308 is implausible"):
+        reader(msg)
+
+
+def test_nonfinite_law_result_fails_safe_and_saturation_is_truthful(lwr, law, ctrl_factory):
+    """Item 7: inf - inf = NaN used to be clamped to -limit on every joint with no saturation
+    flag. The law counts non-finite results; the controller holds (tracking) or commands zero
+    torque (hold law); saturation flags stay truthful."""
+    load_segment(law, np.zeros(lwr.n), np.zeros(lwr.n), 1.0, 0.0, np.full(lwr.n, 1e308),
+                 np.full(lwr.n, -1e308), tracking=0.0, r_hold=np.zeros(lwr.n))
+    assert law.n_nonfinite[0] == lwr.n
+    ctrl = ctrl_factory(limits=SafetyLimits(velocity_scale=np.inf))     # no rate check: a 1e-80 s segment
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=1.0), 0.0)
+    ctrl.set_trajectory([0.0, 1e-80], [q, q])                # T⁻⁴ overflows: the feedforward is NaN
+    cmd = ctrl.compute()
+    assert cmd.mode == Mode.HOLD and np.isfinite(cmd.tau).all() and not cmd.saturated.any()
+    np.testing.assert_allclose(cmd.tau, static_compensation(lwr, create_data(lwr), q) / lwr.W, atol=1e-8)
+    assert any("non-finite torque from the tracking law" in e for e in ctrl.events)
+    huge = at_rest(lwr, q, t=1.001)._replace(q_m=np.full(lwr.n, 1e308), qd_m=np.full(lwr.n, -1e308))
+    ctrl.update_state(huge, 0.001, validated=True)          # a caller that skipped the checks
+    zero = ctrl.compute()
+    np.testing.assert_array_equal(zero.tau, 0.0)
+    assert not zero.saturated.any() and ctrl.events[-1].startswith("fault: non-finite torque")
+    ctrl.update_state(at_rest(lwr, q, t=1.002)._replace(q_m=q + 1.0), 0.002)   # 4000 N m off: clipped
+    sat = ctrl.compute()
+    assert sat.saturated.all() and np.array_equal(np.abs(sat.tau), lwr.effort_limit)
+
+
+@pytest.mark.parametrize("times, positions, limits, message", [
+    ([0.0, 0.002], lambda q: [q, q + 0.5], SafetyLimits(), r"segment 0 -> 1 needs a peak speed of 615\.2/s on joint_1"),
+    ([0.0, 1.0], lambda q: [q, q + 0.5], SafetyLimits(acceleration_limits=2.0),
+     r"peak acceleration of 4\.686/s\^2 on joint_1, above its limit 2/s\^2"),
+    ([0.0, 1e9], lambda q: [q, q + 0.5], SafetyLimits(), r"lasts 1e\+09 s, longer than max_trajectory_duration"),
+    (np.linspace(0, 100, 1001), lambda q: np.tile(q, (1001, 1)), SafetyLimits(),
+     r"points: 1001 waypoints, more than max_trajectory_points \(1000\)"),
+])
+def test_trajectory_rates_duration_and_size_are_bounded(lwr, ctrl_factory, times, positions, limits, message):
+    """Item 8: a 0.5 rad step in 2 ms, a 1e9 s trajectory, too many points: rejected."""
+    ctrl = ctrl_factory(limits=limits)
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q), 0.0)
+    with pytest.raises(InputError, match=message):
+        ctrl.set_trajectory(times, positions(q))
+    assert ctrl.mode == Mode.HOLD and ctrl.counters.rejected_trajectories == 1
+
+
+def test_frozen_stamp_goes_stale_and_only_a_new_stamp_recovers(lwr, ctrl_factory):
+    """Item 9: states keep arriving with one stamp: stale after state_timeout (by arrival they
+    look fresh); the same stamp again does not leave STALE, an advancing one does."""
+    ctrl = ctrl_factory(state_timeout=0.05)
+    q = np.full(lwr.n, 0.2)
+    for k in range(8):                                      # 8 arrivals, 10 ms apart, one stamp
+        ctrl.update_state(at_rest(lwr, q, t=3.0), 10.0 + 0.01 * k)
+        command = ctrl.watchdog(10.0 + 0.01 * k)
+    assert command is not None and command.mode == Mode.STALE
+    assert "joint-state stamp frozen at t=3.0000 s" in ctrl.events[-1]
+    ctrl.update_state(at_rest(lwr, q, t=3.0), 10.09)
+    assert ctrl.mode == Mode.STALE and ctrl.compute() is None
+    ctrl.update_state(at_rest(lwr, q, t=3.001), 10.1)
+    assert ctrl.mode == Mode.HOLD and ctrl.compute() is not None
+
+
+def test_gains_change_between_cycles_and_are_validated(lwr, ctrl_factory):
+    """Item 10: new kp/kd act from the next cycle (law and hold reference); bad or destabilizing
+    gains are refused and nothing changes."""
+    from flexmodal_ros.linearize import setpoint_motor_torque
+    from flexmodal_ros.model import with_overrides
+    ctrl = ctrl_factory()
+    q = np.full(lwr.n, 0.3)
+    sample = at_rest(lwr, q)._replace(q_m=at_rest(lwr, q).q_m + 1e-3, qd_m=np.full(lwr.n, 0.01))
+    ctrl.update_state(sample, 0.0)
+    ctrl.compute()
+    ctrl.configure(kp=2500.0, kd=np.linspace(80, 140, lwr.n))
+    softer = with_overrides(lwr, kp=2500.0, kd=np.linspace(80, 140, lwr.n))
+    np.testing.assert_allclose(ctrl.compute().tau, setpoint_motor_torque(softer, create_data(lwr), q, sample.q_m,
+                                                                         sample.qd_m), rtol=1e-10)
+    for kwargs, message in ((dict(kp=-1.0), "kp: must be > 0"), (dict(kd=[1.0, 2.0]), "kd: expected 1 or 7"),
+                            (dict(kp=float("nan")), "kp: contains NaN"), (dict(kp=1.0), "would be unstable")):
+        with pytest.raises(InputError, match=message):
+            ctrl.configure(**kwargs)
+    np.testing.assert_array_equal(ctrl.model.kp, softer.kp)
+    np.testing.assert_array_equal(ctrl.law.kp, softer.kp)

@@ -329,7 +329,7 @@ def test_embedded_local_cluster_listens_on_loopback_only():
 # ----------------------------------------------------------------------------- ROS
 
 def test_modal_map_service_refuses_maps_above_the_inline_limit(ros):
-    """~/compute_modal_map answers small maps inline; above max_inline_configurations it answers
+    """~/compute_modal_map answers small maps inline; above max_map_configurations it answers
     success=false with a pointer to the store path, and keeps serving."""
     from rclpy.parameter import Parameter
 
@@ -337,7 +337,7 @@ def test_modal_map_service_refuses_maps_above_the_inline_limit(ros):
     from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 
     node = ros.add_node(ModalAnalysisServer(context=ros.context, parameter_overrides=[
-        Parameter("robot", value="planar_2r"), Parameter("max_inline_configurations", value=6)]))
+        Parameter("robot", value="planar_2r"), Parameter("max_map_configurations", value=6)]))
     client = ros.node("map_client").create_client(ComputeModalMap, "/modal_analysis/compute_modal_map")
 
     def request(m):
@@ -349,7 +349,7 @@ def test_modal_map_service_refuses_maps_above_the_inline_limit(ros):
 
     big = ros.call(client, request(7))
     assert not big.success and not big.results
-    assert "max_inline_configurations = 6" in big.message and "--store" in big.message, big.message
+    assert "max_map_configurations (6)" in big.message and "--store" in big.message, big.message
     small = ros.call(client, request(6))
     assert small.success and len(small.results) == 6 and len(small.mode_order) == 6 * 4
-    assert node.max_inline == 6
+    assert node.max_map == 6

@@ -21,8 +21,8 @@ ECHO_SERVICE = "/flexmodal_test/compute_modal_parameters"
 MODAL_PARAMETERS_FIELDS = [
     "stamp", "joint_names", "positions", "motor_equilibrium", "num_modes", "frequencies_hz",
     "damping_ratios", "eigenvalues_real", "eigenvalues_imag", "mode_shape_rows", "mode_shape_cols",
-    "mode_shapes_real", "mode_shapes_imag", "real_eigenvalues", "stable",
-    "unstable_eigenvalues_real", "unstable_eigenvalues_imag",
+    "mode_shapes_real", "mode_shapes_imag", "real_eigenvalues", "stable", "stability",
+    "unstable_eigenvalues_real", "unstable_eigenvalues_imag", "warnings",
 ]
 
 
@@ -102,6 +102,12 @@ def test_generated_types_match_the_interface_contract():
     identify = IdentifyJointParameters.Request.get_fields_and_field_types()
     assert identify["mode_indices"] == "sequence<int32>" and identify["seed"] == "int64"
     assert len(ApplyWrench.Request().wrench) == 6
+    # The action ~/identify carries the service's request and response fields (issue 11 item 5).
+    from flexmodal_interfaces.action import Identify
+    assert Identify.Goal.get_fields_and_field_types() == IdentifyJointParameters.Request.get_fields_and_field_types()
+    assert Identify.Result.get_fields_and_field_types() == IdentifyJointParameters.Response.get_fields_and_field_types()
+    assert list(Identify.Feedback.get_fields_and_field_types()) == ["starts_done", "starts_total",
+                                                                    "best_objective", "elapsed_s"]
 
 
 def test_process_uses_loopback_and_a_private_domain(ros):

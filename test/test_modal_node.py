@@ -211,3 +211,37 @@ def test_launch_file_references_exist():
         assert all(p.is_file() for p in robot_paths(robot))
     declared = {"publish_rate_hz", "joint_state_timeout_s"}       # robot/urdf_path/params_path:
     assert all(f'"{name}"' in text for name in declared) and "ROBOT_ARGUMENTS" in text   # test_ros_user.py
+
+
+# ----------------------------------------------------------------------------- issue 11 items 13, 14
+
+def test_marginal_stability_and_limit_warnings_in_the_service(ros):
+    """Item 14: an undamped closed loop (Re λ ≈ 1e-15 from round-off) is "marginally stable",
+    not unstable; a configuration outside the URDF limits is computed with a warning."""
+    node = ModalAnalysisServer(context=ros.context, parameter_overrides=[
+        Parameter("params_path", value=str(REPO / "test" / "data" / "planar_2r_undamped.yaml"))])
+    ros.add_node(node)
+    client = ros.node("marginal_client").create_client(ComputeModalParameters, SRV)
+    resp = ros.call(client, _request([0.3, -0.7]))
+    assert resp.success and resp.result.stability == "marginally stable" and resp.result.stable is False
+    assert np.abs(resp.result.damping_ratios).max() < 1e-12 and list(resp.result.warnings) == []
+    outside = ros.call(client, _request([4.0, -0.7]))
+    assert outside.success and len(outside.result.warnings) == 1
+    assert "joint_1 = 4 outside [-3.14159, 3.14159] (URDF position limits)" in outside.result.warnings[0]
+    damped = ros.call(client, _request([0.3, -0.7], kd=[60.0]))
+    assert damped.result.stability == "stable" and damped.result.stable
+
+
+def test_map_size_is_bounded_with_a_pointer_to_the_cli(ros):
+    """Item 13: 50 000 configurations used to block the node for 13 s and leave 1.1 GB resident."""
+    node = ModalAnalysisServer(context=ros.context, parameter_overrides=[
+        Parameter("robot", value="planar_2r"), Parameter("max_map_configurations", value=100)])
+    ros.add_node(node)
+    client = ros.node("big_map_client").create_client(ComputeModalMap, MAP_SRV)
+    t0 = time.monotonic()
+    resp = ros.call(client, _map_request(np.zeros((50_000, 2))))
+    assert not resp.success and time.monotonic() - t0 < 5.0
+    assert "num_configurations: 50000 is more than this node's max_map_configurations (100)" in resp.message
+    assert "flexmodal sweep" in resp.message and "--store" in resp.message
+    ok = ros.call(client, _map_request([[0.1, 0.2], [3.5, 0.3]]))
+    assert ok.success and ok.results[1].warnings and not ok.results[0].warnings

@@ -1,9 +1,11 @@
 """The flexible-joint model: loading, rigid-body terms, derivatives, bad input (issue 2)."""
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 import pytest
+import yaml
 
 from flexmodal_ros.config import Tool
 from flexmodal_ros.dh import dh_to_urdf, dh_transform, load_dh
@@ -250,3 +252,101 @@ def test_missing_files_and_unknown_robot():
         load_robot("ur5")
     with pytest.raises(InputError, match="unknown joint 'elbow'"):
         load_robot("planar_2r").joint_index("elbow")
+
+
+# ----------------------------------------------------------------------------- issue 11 items 11, 14
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_continuous_joint_is_a_revolute_joint_without_limits():
+    """Item 14: joint_1 of planar_gripper.urdf is continuous (used to be refused)."""
+    model = load_model(None, DATA / "planar_gripper.yaml")
+    assert model.joint_names == ("joint_1", "joint_2")
+    assert model.position_lower[0] == -np.inf and model.position_upper[0] == np.inf
+    assert model.effort_limit[0] == 1000.0 and model.velocity_limit[0] == 3.0
+    assert model.pin.nq == 2                                   # one coordinate, not cos/sin
+
+
+def test_branched_urdf_reduced_to_the_chain_with_locked_fingers(tmp_path):
+    """Item 14: the branched URDF (arm + two fingers) reduced to the arm chain with the fingers
+    locked at 0.01 m has the modes of the same arm with the fingers welded there (fixed joints,
+    merged by Pinocchio's URDF parser): an independent construction of the same rigid body."""
+    from flexmodal_ros.modal import modal_analysis
+    locked = load_model(None, DATA / "planar_gripper.yaml")
+    raw = yaml.safe_load((DATA / "planar_gripper.yaml").read_text())
+    del raw["locked_joints"]
+    raw["urdf"] = str(DATA / "planar_gripper_welded.urdf")
+    welded = load_model(None, write_yaml(tmp_path / "welded.yaml", raw))
+    for q in ([0.3, -0.7], [2.0, 1.1]):
+        a, b = modal_analysis(locked, q), modal_analysis(welded, q)
+        np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-12)
+    plain = modal_analysis(load_robot("planar_2r"), [0.3, -0.7])
+    assert abs(plain.frequencies_hz[0] / modal_analysis(locked, [0.3, -0.7]).frequencies_hz[0] - 1) > 0.05
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda raw: raw.pop("end_effector_frame"), "the robot is branched .*set end_effector_frame"),
+    (lambda raw: raw.update(end_effector_frame="finger_right", locked_joints=None, joints={
+        **raw["joints"], "finger_joint2": dict(raw["joints"]["joint_2"], r=0.01)}),
+     "urdf joint 'finger_joint2' mimics 'finger_joint1': mimic joints are not supported"),
+    (lambda raw: raw.update(locked_joints={"finger_joint1": 0.5}), r"locked_joints.finger_joint1: 0.5 outside the joint limits"),
+    (lambda raw: raw.update(locked_joints={"wrist": 0.0}), "locked_joints: unknown joint name"),
+    (lambda raw: raw["joints"].update(finger_joint1=dict(raw["joints"]["joint_2"])), "finger_joint1 locked .*remove from joints"),
+])
+def test_branched_and_mimic_urdfs_are_refused_with_a_way_out(tmp_path, change, message):
+    raw = yaml.safe_load((DATA / "planar_gripper.yaml").read_text())
+    raw["urdf"] = str(DATA / "planar_gripper.urdf")
+    change(raw)
+    with pytest.raises(ConfigError, match=message):
+        load_model(None, write_yaml(tmp_path / "p.yaml", raw))
+
+
+def write_yaml(path, raw):
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("content, message", [
+    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+     "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n",
+     "more than 1000000 nodes once its aliases are expanded"),
+    (b"robot: \xff\xfe\n", r"not UTF-8 text \(byte 0xff at offset 7\)"),
+    ("[" * 600, "nested too deeply|malformed YAML"),
+    ("&a [*a]\n", "malformed YAML|recursive"),
+])
+def test_yaml_bombs_and_bad_encodings_give_clear_errors(tmp_path, content, message):
+    """Item 11: a 500-byte YAML of nested aliases stands for 9^8 = 43 million nodes."""
+    path = tmp_path / "bomb.yaml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert path.stat().st_size < 1_000_000
+    with pytest.raises(ConfigError, match=message):
+        load_model(None, path)
+
+
+def test_special_files_are_refused_without_reading_them(tmp_path):
+    """Item 11: /dev/zero (endless), a FIFO without writer (blocks on open), a directory."""
+    import os
+    fifo = tmp_path / "params.fifo"
+    os.mkfifo(fifo)
+    for path, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO"), (tmp_path, "a directory")):
+        with pytest.raises(ConfigError, match=f"not a regular file \\({kind}\\)"):
+            load_model(None, path)
+        with pytest.raises(ConfigError, match=f"not a regular file \\({kind}\\)"):
+            load_model(path, DATA / "planar_2r_undamped.yaml")
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as fh:
+        fh.truncate(17 * 2 ** 20)
+    with pytest.raises(ConfigError, match="more than the limit of 16777216"):
+        load_model(None, big)
+
+
+def test_echoed_values_are_capped():
+    """Item 11: a huge bad value is not copied into the error message."""
+    from flexmodal_ros.validation import finite_array, shown
+    with pytest.raises(InputError) as info:
+        finite_array("x" * 1_000_000, "q")
+    assert len(str(info.value)) < 200 and "(1000002 characters)" in str(info.value)
+    assert shown(list(range(10_000))) == "<list of 10000 items>"

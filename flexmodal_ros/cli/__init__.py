@@ -52,6 +52,9 @@ def main(argv=None):
     except FlexmodalError as exc:
         print(f"flexmodal {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"flexmodal {args.command}: error: out of memory (make the problem smaller)", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which exited early
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

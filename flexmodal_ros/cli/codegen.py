@@ -3,6 +3,9 @@
     flexmodal codegen --robot kuka_lwr4 --json
     flexmodal invdyn --robot kuka_lwr4 --q 0,0,0,0,0,0,0 --qd ... --qdd ... --q3 ... --q4 ... --json
     flexmodal invdyn --robot kuka_lwr4 --trajectory thesis --plot plots/    # thesis §4.4.4 figures
+
+Output file names start with the robot name of the params YAML, reduced to a plain file name
+(:func:`~flexmodal_ros.validation.safe_filename`): they always land inside --out-dir / --plot.
 """
 import shutil
 from pathlib import Path
@@ -13,7 +16,7 @@ from ..errors import InputError
 from ..inverse_dynamics import FeedforwardOutput, FlexibleJointFeedforward, feedforward_numeric
 from ..inverse_dynamics.build import count_operations, emit_c, feedforward_function
 from ..trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
-from ..validation import finite_vector
+from ..validation import finite_vector, output_path
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
 _STATE = (("q", "position [rad or m]"), ("qd", "velocity"), ("qdd", "acceleration"),
@@ -49,7 +52,7 @@ def run(args):
     source = info.source
     if args.out_dir:
         Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-        source = shutil.copy(info.source, Path(args.out_dir) / f"{model.name}_feedforward.c")
+        source = shutil.copy(info.source, output_path(args.out_dir, f"{model.name}_feedforward", ".c"))
     result = {"robot": model.name, "n": model.n, "operations": info.operations,
               "operations_rigid_terms": rigid, "source": str(source), "library": info.library,
               "symbol": info.symbol, "hash": info.hash, "generation_s": info.generation_s,
@@ -126,12 +129,12 @@ def _save_plots(folder, model, times, series):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, ncol=4)
         fig.tight_layout()
-        path = folder / f"{model.name}_{field}.png"
+        path = output_path(folder, f"{model.name}_{field}", ".png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         files.append(str(path))
     header = ",".join(["t"] + [f"{f}_{j}" for f in FeedforwardOutput._fields for j in model.joint_names])
     table = np.column_stack([times] + [getattr(series, f) for f in FeedforwardOutput._fields])
-    csv = folder / f"{model.name}_feedforward.csv"
+    csv = output_path(folder, f"{model.name}_feedforward", ".csv")
     np.savetxt(csv, table, delimiter=",", header=header, comments="")
     return files + [str(csv)]

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..robots import resolve_model
+from ..validation import shown
 
 
 def add_model_options(parser):
@@ -62,7 +63,7 @@ def parse_floats(text, field):
     try:
         values = [float(v) for v in str(text).split(",") if v.strip() != ""]
     except ValueError:
-        raise InputError(f"{field}: expected comma-separated numbers, got {text!r}") from None
+        raise InputError(f"{field}: expected comma-separated numbers, got {shown(text)}") from None
     if not values:
         raise InputError(f"{field}: no values given")
     return np.array(values)

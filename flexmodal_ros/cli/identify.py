@@ -4,8 +4,8 @@ import functools
 
 import numpy as np
 
-from ..identification import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, OBJECTIVES, identify, load_data_file,
-                              write_params)
+from ..identification import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, NOISE_DAMPING, NOISE_FREQUENCY_REL, OBJECTIVES,
+                              identify, load_data_file, write_params)
 from .common import add_json_option, print_json
 from .scheduler import add_scheduler_options, check_scheduler
 
@@ -26,6 +26,10 @@ def add_parser(sub):
     p.add_argument("--k-max", type=float, help="upper bound of k [N m/rad] (default: data file, else 5000)")
     p.add_argument("--d-max", type=float, help="upper bound of d [N m s/rad] (default: data file, else 100)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--noise-frequency", type=float, default=NOISE_FREQUENCY_REL,
+                   help=f"assumed relative frequency noise sigma_f/f (default {NOISE_FREQUENCY_REL})")
+    p.add_argument("--noise-damping", type=float, default=NOISE_DAMPING,
+                   help=f"assumed damping-ratio noise sigma_zeta, a fraction (default {NOISE_DAMPING})")
     p.add_argument("--write-params", metavar="OUT.yaml",
                    help="write a complete flexibility YAML with the identified values")
     add_scheduler_options(p)
@@ -46,7 +50,8 @@ def run(args):
         result = identify(data_file.model, data_file.data, unknowns=args.unknowns,
                           objective=args.objective, starts=args.starts, seed=args.seed,
                           k_max=pick(args.k_max, data_file.k_max), d_max=pick(args.d_max, data_file.d_max),
-                          workers=args.workers, run_starts=runner)
+                          workers=args.workers, noise=(args.noise_frequency, args.noise_damping),
+                          run_starts=runner)
     if args.write_params:
         write_params(data_file.model, result, args.write_params)
     if args.json:
@@ -58,7 +63,7 @@ def run(args):
 
 def _report(result, written):
     lines = [f"objective {result.objective_name}: F* = {result.objective:.6g} "
-             f"({'converged' if result.success else 'NOT converged'}; {result.starts} starts, "
+             f"({'success' if result.success else 'no success'}; {result.starts} starts, "
              f"seed {result.seed}, {result.function_evaluations} evaluations)",
              f"{'joint':<14}{'k [N m/rad]':>14}{'d_f':>11}{'d_fm':>11}"]
     for j, name in enumerate(result.joint_names):
@@ -69,8 +74,11 @@ def _report(result, written):
         lines.append(f"{name:<14}{v:>11.6g}{s:>14.3g}")
     lines.append(f"Jacobian rank {result.jacobian_rank}/{len(result.unknown_names)}, "
                  f"condition {result.jacobian_condition:.3g}; max |residual| "
-                 f"{np.abs(result.residuals).max():.3g} over {len(result.residuals)} measured modes")
+                 f"{np.abs(result.residuals).max():.3g} over {len(result.residuals)} measured modes; "
+                 f"residual {result.residual_noise_ratio:.3g}x the noise level")
     lines += [f"warning: {w}" for w in result.warnings]
+    if not result.success:
+        lines.append(f"NO SUCCESS: {result.message}")
     if written:
         lines.append(f"wrote {written}")
     return "\n".join(lines)

@@ -1,16 +1,20 @@
-"""``flexmodal modal`` (one configuration) and ``flexmodal sweep`` (modal map) subcommands."""
+"""``flexmodal modal`` (one configuration) and ``flexmodal sweep`` (modal map) subcommands.
+
+Configurations outside the URDF position limits are computed and warned about on stderr."""
 import contextlib
+import io
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from ..config import Tool
-from ..distributed import open_executor
 from ..errors import InputError
-from ..modal import modal_analysis
+from ..modal import limit_warnings, modal_analysis
 from ..model import with_overrides
-from ..sampled import HOLDS, sampled_modal_analysis
-from ..sweep import config_line, grid_spec, modal_map
+from ..sampled import HOLDS
+from ..sweep import MAX_CONFIGURATIONS, check_map_size, config_grid, config_line, grid_spec, modal_map
+from ..validation import read_text_file, shown
 from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
@@ -41,6 +45,8 @@ def add_parser(sub):
     where.add_argument("--configs", metavar="FILE",
                        help="CSV file, one configuration per row (URDF joint order, no header)")
     s.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
+    s.add_argument("--max-configurations", type=int, default=MAX_CONFIGURATIONS,
+                   help=f"refuse maps larger than this (default {MAX_CONFIGURATIONS}, about 0.3 GB)")
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
     _add_override_options(s)
     add_sweep_output_options(s, "modal_map")
@@ -77,9 +83,11 @@ def run(args):
     model = _model(args)
     q = parse_floats(args.q, "--q")
     if args.controller_rate_hz is not None:
+        from ..sampled import sampled_modal_analysis
         result = sampled_modal_analysis(model, q, args.controller_rate_hz, args.hold)
     else:
         result = modal_analysis(model, q)
+    _warn(limit_warnings(model, result.q, "--q"))
     if args.json:
         print_json(result.to_dict(model.joint_names))
         return 0
@@ -101,37 +109,45 @@ def run(args):
     return 0
 
 
+def _warn(lines):
+    """Warnings go to stderr (stdout stays parseable, e.g. with --json)."""
+    for line in lines:
+        print(f"flexmodal: warning: {line}", file=sys.stderr)
+
+
 def _configurations(args, model, lazy=False):
-    """The configurations of --line/--grid/--configs; a --grid stays lazy with ``lazy``."""
+    """The configurations of --line/--grid/--configs (at most --max-configurations); a --grid stays
+    lazy with ``lazy`` (the out-of-core store path, which only bounds each axis)."""
+    limit = args.max_configurations
     if args.line:
         return config_line(model, parse_floats(args.line[0], "--line Q_START"),
-                           parse_floats(args.line[1], "--line Q_END"), args.num)
+                           parse_floats(args.line[1], "--line Q_END"), args.num, limit)
     if args.grid:
         base = np.zeros(model.n) if args.q is None else parse_floats(args.q, "--q")
-        grid = grid_spec(model, base, dict(_grid_axis(spec) for spec in args.grid))
-        return grid if lazy else grid.rows()
+        axes = dict(_grid_axis(spec, limit) for spec in args.grid)
+        return grid_spec(model, base, axes) if lazy else config_grid(model, base, axes, limit)
     return _read_configs(Path(args.configs))
 
 
-def _grid_axis(spec):
+def _grid_axis(spec, limit):
     """'joint_2=-1:1:11' -> ('joint_2', 11 values)."""
     name, sep, rng = spec.partition("=")
     parts = rng.split(":")
     if not sep or len(parts) != 3:
-        raise InputError(f"--grid: expected JOINT=START:STOP:NUM, got {spec!r}")
+        raise InputError(f"--grid: expected JOINT=START:STOP:NUM, got {shown(spec)}")
     start, stop, num = parse_floats(",".join(parts), f"--grid {name}")
     if num < 1 or num != int(num):
-        raise InputError(f"--grid {name}: NUM must be a positive integer, got {parts[2]}")
+        raise InputError(f"--grid {name}: NUM must be a positive integer, got {shown(parts[2])}")
+    check_map_size(int(num), limit, f"--grid {name}")
     return name.strip(), np.linspace(start, stop, int(num))
 
 
 def _read_configs(path):
-    if not path.is_file():
-        raise InputError(f"--configs: file not found: {path}")
+    text = read_text_file(path, "--configs")
     try:
-        return np.loadtxt(path, delimiter=",", ndmin=2)
+        return np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2)
     except ValueError as exc:
-        raise InputError(f"--configs {path}: not a numeric CSV ({exc})") from None
+        raise InputError(f"--configs {path}: not a numeric CSV ({shown(str(exc), 200)})") from None
 
 
 def run_sweep(args):
@@ -142,10 +158,15 @@ def run_sweep(args):
         if args.store:
             return run_store_sweep(args, model, _configurations(args, model, lazy=True), print_json)
         check_scheduler(args)
-        dask = open_executor(args.scheduler, timeout=args.scheduler_timeout) if args.scheduler else None
+        dask = None
+        if args.scheduler:                  # Dask is imported only when asked for
+            from ..distributed import open_executor
+            dask = open_executor(args.scheduler, timeout=args.scheduler_timeout)
         with dask or contextlib.nullcontext() as executor:
             mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                             workers=args.workers, progress=not args.no_progress, scheduler=executor)
+                             workers=args.workers, progress=not args.no_progress, scheduler=executor,
+                             max_configurations=args.max_configurations)
+        _warn(limit_warnings(model, mmap.configurations, "configurations"))
     files = write_map_outputs(mmap, args.out_dir, "modal_map", f"{model.name}: modal map", not args.no_plot)
     f = mmap.tracked("frequencies_hz")
     z = mmap.tracked("damping_ratios")

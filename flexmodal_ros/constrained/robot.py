@@ -106,7 +106,10 @@ def load_closed_chain(urdf_path, params_path) -> ClosedChainRobot:
     """
     cfg = load_config(params_path)
     urdf = Path(urdf_path) if urdf_path is not None else cfg.urdf_path
-    tree = _parse_urdf(urdf)
+    tree, mimics = _parse_urdf(urdf)
+    if mimics:
+        raise ConfigError(f"urdf joint(s) {', '.join(sorted(mimics))}: mimic joints are not supported "
+                          "in closed-chain robots (declare the coupling as a loop closure)")
     names = list(tree.names)[1:]
     for i, name in enumerate(names, start=1):
         jm = tree.joints[i]

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..linearize import motor_equilibrium, setpoint_reference, static_compensation
 from ..model import create_data
+from ..simulation import ImpulseLimits, check_impulse
 from ..validation import finite_array, finite_vector
 from .mjcf import load_mujoco_model, write_mjcf
 from .tree import MOTOR_SUFFIX, build_export
@@ -129,10 +130,10 @@ class MujocoSimulator:
     elastic-joint spring effort −k W² s_e and the applied efforts. Starts at rest in the
     equilibrium (2.3) of ``q0``, held by the static effort of (2.2)."""
 
-    def __init__(self, robot, q0):
+    def __init__(self, robot, q0, impulse_limits=ImpulseLimits()):
         import mujoco
 
-        self.robot, self.mujoco = robot, mujoco
+        self.robot, self.mujoco, self.impulse_limits = robot, mujoco, impulse_limits
         model = robot.model
         self.data = mujoco.MjData(robot.mj)
         pdata = create_data(model)
@@ -163,11 +164,10 @@ class MujocoSimulator:
         self.data.ctrl[self.robot.actuators] = finite_vector(effort, self.robot.model.n, "command")
 
     def apply_impulse(self, wrench, duration):
-        """Wrench [f; μ] (frame 0, at the tool point E) [N, N m] for ``duration`` [s] from now."""
-        wrench = finite_vector(wrench, 6, "wrench")
-        duration = float(finite_array(duration, "duration", ()))
-        if duration <= 0:
-            raise InputError(f"duration: must be > 0 s, got {duration:g}")
+        """Wrench [f; μ] (frame 0, at the tool point E) [N, N m] for ``duration`` [s] from now
+        (InputError naming the field beyond :attr:`impulse_limits`)."""
+        self.impulses = [i for i in self.impulses if i[2] > self.t + 1e-12]
+        wrench, duration = check_impulse(wrench, duration, self.impulse_limits, len(self.impulses))
         self.impulses.append((wrench, self.t, self.t + duration))
 
     def _external_force(self):

@@ -15,14 +15,23 @@ Euler-Bernoulli (EB‡), both frequency regimes ω ≷ ω_lim; elastic joints be
 - :mod:`.shapes` — deformed-arm plots; :mod:`.maps` — sweeps with tracking;
 - :mod:`.fe` — an independent finite-element model (the cross-check).
 """
-from .arm import (JOINT_MODELS, LinkArm, has_links, link_arm_from_model, load_link_arm, make_arm,
-                  with_joints, with_thickness)
-from .beam import BEAM_MODELS, Beam, Section, cowper_rectangle, hollow_rectangle, make_beam, rectangle
-from .characteristic import characteristic_matrix
-from .maps import link_modal_map, link_modes_batch
-from .solve import LinkModes, link_modes, natural_frequencies
+import importlib
 
-__all__ = ["BEAM_MODELS", "JOINT_MODELS", "Beam", "LinkArm", "LinkModes", "Section", "characteristic_matrix",
-           "cowper_rectangle", "has_links", "hollow_rectangle", "link_arm_from_model", "link_modal_map",
-           "link_modes", "link_modes_batch", "load_link_arm", "make_arm", "make_beam", "natural_frequencies",
-           "rectangle", "with_joints", "with_thickness"]
+# Names exported from the submodules, imported on first use (PEP 562): a process that only asks
+# whether a robot has links (the modal server at start-up) does not load the solvers and SciPy.
+_EXPORTS = {
+    "arm": ("JOINT_MODELS", "LinkArm", "has_links", "link_arm_from_model", "load_link_arm", "make_arm",
+            "with_joints", "with_thickness"),
+    "beam": ("BEAM_MODELS", "Beam", "Section", "cowper_rectangle", "hollow_rectangle", "make_beam", "rectangle"),
+    "characteristic": ("characteristic_matrix",),
+    "maps": ("link_modal_map", "link_modes_batch"),
+    "solve": ("LinkModes", "link_modes", "natural_frequencies"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)

@@ -66,8 +66,9 @@ def modal_map_request_to_core(model, request):
     return _modal_overrides(model, request), qs
 
 
-def modal_result_to_msg(result, joint_names, stamp=None):
-    """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time)."""
+def modal_result_to_msg(result, joint_names, stamp=None, warnings=()):
+    """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time;
+    ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.modal.limit_warnings`)."""
     from flexmodal_interfaces.msg import ModalParameters
 
     msg = ModalParameters()
@@ -86,14 +87,21 @@ def modal_result_to_msg(result, joint_names, stamp=None):
     msg.mode_shapes_imag = result.mode_shapes.imag.ravel().tolist()
     msg.real_eigenvalues = result.real_eigenvalues.tolist()
     msg.stable = bool(result.stable)
+    msg.stability = result.stability
     msg.unstable_eigenvalues_real = result.unstable_eigenvalues.real.tolist()
     msg.unstable_eigenvalues_imag = result.unstable_eigenvalues.imag.tolist()
+    msg.warnings = list(warnings)
     return msg
 
 
-def modal_map_to_response(mmap, response, stamp=None):
-    """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings)."""
-    response.results = [modal_result_to_msg(r, mmap.joint_names, stamp) for r in mmap.results]
+def modal_map_to_response(mmap, response, stamp=None, model=None):
+    """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings); with
+    ``model``, each result carries its URDF-limit warnings."""
+    from ..modal import limit_warnings
+
+    response.results = [modal_result_to_msg(r, mmap.joint_names, stamp,
+                                            () if model is None else limit_warnings(model, r.q, "positions"))
+                        for r in mmap.results]
     response.mode_order = [] if mmap.mode_order is None else mmap.mode_order.ravel().tolist()
     response.crossings = [c.description for c in mmap.crossings]
     return response
@@ -125,17 +133,20 @@ def joint_state_to_configuration(model, msg, link_state="absolute"):
 def identification_request_to_core(model, request):
     """IdentifyJointParameters.Request → keyword arguments of
     :func:`flexmodal_ros.identification.identify` except the node defaults: ``data`` (ModalData),
-    ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``."""
-    from ..identification import modal_data_arrays
+    ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``,
+    ``noise`` (σ_f/f, σ_ζ; a zero field takes the core default). Sizes are checked against the
+    identification maxima before anything is built from them."""
+    from ..identification import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
     from ..modal import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n
+    if m < 1:
+        raise InputError("num_configurations: must be >= 1 (no measurements given)")
+    check_sizes(m, len(request.frequencies_hz))
     positions = list(request.positions)
     counts = [int(c) for c in request.modes_per_configuration]
     freq, zeta = list(request.frequencies_hz), list(request.damping_ratios)
-    if m < 1:
-        raise InputError("num_configurations: must be >= 1 (no measurements given)")
     if len(positions) != m * width:
         raise InputError(f"positions: expected num_configurations x {width} = {m * width} values, "
                          f"got {len(positions)}")
@@ -150,16 +161,20 @@ def identification_request_to_core(model, request):
     qs = [configuration_from_names(model, list(request.joint_names),
                                    positions[i * width:(i + 1) * width]) for i in range(m)]
     data = modal_data_arrays(np.array(qs), np.repeat(np.arange(m), counts), freq, zeta, index or None)
+    noise = (float(request.frequency_noise) or NOISE_FREQUENCY_REL, float(request.damping_noise) or NOISE_DAMPING)
     return dict(data=data, unknowns=list(request.unknowns) or None,
                 objective=request.objective or None, starts=int(request.starts) or None,
                 seed=int(request.seed), k_max=float(request.k_max) or None,
-                d_max=float(request.d_max) or None)
+                d_max=float(request.d_max) or None, noise=noise)
 
 
 def identification_result_to_response(result, response):
-    """core IdentificationResult → IdentifyJointParameters.Response (filled in place)."""
+    """core IdentificationResult → IdentifyJointParameters.Response or Identify.Result (filled in
+    place; the two have the same fields)."""
     response.success = bool(result.success)
     response.message = "; ".join(result.warnings) if result.success else result.message
+    response.warnings = list(result.warnings)
+    response.residual_noise_ratio = float(result.residual_noise_ratio)
     response.joint_names = list(result.joint_names)
     response.stiffness = result.stiffness.tolist()
     response.link_damping = result.link_damping.tolist()
@@ -227,18 +242,22 @@ class JointStateReader:
     (finite float vectors of length n, new for each sample: ``update_state(..., validated=True)``).
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
-    names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf.
+    names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf, and
+    with ``bounds`` = (lo, hi) over [q; q̇; q_m; q̇_m] (4n,) (the controller's
+    :attr:`~flexmodal_ros.control.FailSafeController.state_bounds`; replace the attribute to
+    change them) values outside them — one comparison covers NaN, inf and implausible values.
     Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
     (a publisher sends the same names every time), and the four vectors are gathered in one step.
     :meth:`from_bytes` reads a serialized message (raw subscription: the executor builds no
     message object, ~20 µs less per sample).
     """
 
-    def __init__(self, model, link_state="absolute"):
+    def __init__(self, model, link_state="absolute", bounds=None):
         from ..control import JointSample
         from ..export.convention import StateConvention
 
         self.model = model
+        self.bounds = bounds
         self._sample = JointSample
         self._names = None
         self._take = None
@@ -256,10 +275,7 @@ class JointStateReader:
         if names != self._names:
             self._take, self._names = self._gather_index(names), list(names)
         values = np.concatenate((pos, vel))[self._take]           # q, q̇, q_m, q̇_m
-        if not np.isfinite(values).all():
-            raise InputError(self._nonfinite(values))
-        if self._to_model is not None:
-            self._to_model(values)
+        self._check(values)
         n, stamp = self.model.n, msg.header.stamp
         return self._sample(stamp.sec + 1e-9 * stamp.nanosec, values[:n], values[n:2 * n],
                             values[2 * n:3 * n], values[3 * n:])
@@ -274,10 +290,7 @@ class JointStateReader:
         layout = self._layout
         if layout is not None and layout.matches(buf):
             values = np.frombuffer(buf, float, layout.count, layout.start)[layout.take]
-            if not np.isfinite(values).all():
-                raise InputError(self._nonfinite(values))
-            if self._to_model is not None:
-                self._to_model(values)
+            self._check(values)
             sec, nanosec = layout.stamp(buf)
             n = self.model.n
             return self._sample(sec + 1e-9 * nanosec, values[:n], values[n:2 * n], values[2 * n:3 * n],
@@ -306,6 +319,19 @@ class JointStateReader:
         rows = [[index[j] + offset for j in group] for group, offset in
                 ((links, 0), (links, m), (motors, 0), (motors, m))]
         return np.array(rows).ravel()
+
+    def _check(self, values):
+        """InputError naming the field and joints of every NaN/inf in the gathered ``values`` (with
+        the hint on state interfaces), or with ``bounds`` of the first value outside them (after a
+        deflection-convention sample is converted to the model's, in place)."""
+        if not np.isfinite(values).all():
+            raise InputError(self._nonfinite(values))
+        if self._to_model is not None:
+            self._to_model(values)
+        bounds = self.bounds
+        if bounds is not None and not ((values >= bounds[0]) & (values <= bounds[1])).all():
+            from ..control import implausible_state
+            raise InputError(implausible_state(self.model, values, bounds))
 
     def _nonfinite(self, values):
         """Error text naming the field and joints of every NaN/inf in gathered ``values``."""
@@ -363,28 +389,42 @@ def joint_state_to_sample(model, msg):
     return JointStateReader(model)(msg)
 
 
-def trajectory_to_core(model, msg):
+def max_trajectory_bytes(n, points):
+    """Largest serialized trajectory_msgs/JointTrajectory that can hold ``points`` waypoints of
+    ``n`` joints with positions, velocities, accelerations and efforts (CDR: four sequences of
+    n float64 with their lengths and alignment, the duration) plus 64 kiB of header and names:
+    a bigger message is refused before it is deserialized."""
+    return 65536 + points * (4 * (8 + 8 * n) + 8)
+
+
+def trajectory_to_core(model, msg, max_points=None):
     """trajectory_msgs/JointTrajectory → (times [s] (m,), positions (m, n) in URDF order, start
     time [s] or None when header.stamp is zero = "start now"). InputError naming the field for
-    unknown/missing/duplicate joint names, empty points, wrong position counts."""
+    unknown/missing/duplicate joint names, empty points, wrong position counts, more than
+    ``max_points`` waypoints."""
+    if max_points is not None and len(msg.points) > max_points:
+        raise InputError(f"points: {len(msg.points)} waypoints, more than max_trajectory_points ({max_points})")
+    from ..validation import shown, shown_names
+
     names = list(msg.joint_names)
     unknown = [j for j in names if j not in model.joint_names]
     if unknown:
-        raise InputError(f"joint_names: unknown joint(s) {', '.join(unknown)} (robot {model.name} has "
+        raise InputError(f"joint_names: unknown joint(s) {shown_names(unknown)} (robot {model.name} has "
                          f"{', '.join(model.joint_names)})")
     if len(set(names)) != len(names) or len(names) != model.n:
-        raise InputError(f"joint_names: need each of the {model.n} joints exactly once, got {names}")
-    if not msg.points:
+        raise InputError(f"joint_names: need each of the {model.n} joints exactly once, got {shown(names)}")
+    points = msg.points
+    if not points:
         raise InputError("points: the trajectory has no waypoints")
+    sizes = np.array([len(p.positions) for p in points])
+    if (sizes != model.n).any():
+        k = int(np.argmax(sizes != model.n))
+        raise InputError(f"points[{k}].positions: expected {model.n} values, got {sizes[k]}")
     order = [names.index(j) for j in model.joint_names]
-    positions = []
-    for k, point in enumerate(msg.points):
-        if len(point.positions) != model.n:
-            raise InputError(f"points[{k}].positions: expected {model.n} values, got {len(point.positions)}")
-        positions.append(np.asarray(point.positions, dtype=float)[order])
-    times = [p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in msg.points]
+    positions = np.array([p.positions for p in points], dtype=float)[:, order]
+    times = np.array([p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in points])
     start = stamp_to_seconds(msg.header.stamp)
-    return np.array(times), np.array(positions), (start if start > 0 else None)
+    return times, positions, (start if start > 0 else None)
 
 
 def core_to_trajectory(joint_names, times, positions, start_time=None):

@@ -9,21 +9,32 @@ simulation time with ``use_sim_time``) publishes
 the STALE static-hold command when no valid joint state arrived for ``state_timeout_s`` (the drive
 holds the last command in between, zero-order hold).
 
-Parameters: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd and effort limits from
-there); ``link_state`` ("absolute": /joint_states of the built-in simulator; "deflection":
+Parameters, read-only: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd and effort limits
+from there); ``link_state`` ("absolute": /joint_states of the built-in simulator; "deflection":
 exported robots in Gazebo or ``mujoco_simulator``, whose commands are then the motor-joint efforts
 W τ_m: flexmodal_ros/export/convention.py); ``use_sim_time`` (watchdog and stale-state checks on
 the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
-statistics when they are more than one period apart); ``watchdog_rate_hz`` (100); ``use_feedforward`` (true; false = PD only; may be changed at run
-time); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first waypoint must be
-this close to the measured position); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning,
-off by default: flexmodal_ros/nodes/realtime.py).
+statistics when they are more than one period apart); ``watchdog_rate_hz`` (100);
+``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning, off by default:
+flexmodal_ros/nodes/realtime.py).
+Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
+cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (empty = the params YAML;
+one value = every joint, or one per joint; refused if the closed loop at the measured position
+would not be stable); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first
+waypoint must be this close to the measured position); ``position_margin`` (0.1), ``velocity_scale``
+(1.0 × the URDF velocity limits), ``velocity_limits`` / ``acceleration_limits`` (empty = URDF / 10 ×
+the velocity limit per s), ``state_velocity_factor`` (3.0), ``max_trajectory_points`` (1000),
+``max_trajectory_duration_s`` (3600): see :class:`flexmodal_ros.control.SafetyLimits`. Integers
+are accepted for double parameters; other type mismatches are refused with a one-line reason.
 
 Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
 (trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
-time_from_start; header.stamp = start time on the joint-state clock, zero = now). Out:
+time_from_start; header.stamp = start time on the joint-state clock, zero = now; a message too
+large for max_trajectory_points is refused before it is deserialized, so that a huge trajectory
+cannot hold up the control cycles). Out:
 ``/effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
-saturation). Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
+saturation; a message repeated within 1 s is sent once, the next one counts the suppressed ones).
+Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
 per cycle [µs] = from the start of the joint-state callback (serialized sample in hand: reading
 it is part of the cycle) to the command handed to the publisher: compute_us_p50/p90/p99/p999/max over the last 20 s, compute_us_samples and
 compute_us_over (count above 200 µs); late_cycles = cycles that started
@@ -33,19 +44,20 @@ clears the compute-time window and late_cycles, e.g. right before a trajectory).
 import json
 import time
 
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from ..control import FailSafeController
+from ..control import FailSafeController, SafetyLimits
 from ..errors import FlexmodalError
 from ..export.convention import check_link_state
-from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
-from .conversions import JointStateReader, TorqueCommandWriter, trajectory_to_core
+from .common import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
+                     run_node, seconds, timing_clock)
+from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
@@ -58,21 +70,33 @@ class FeedforwardPdController(Node):
     def __init__(self, **kwargs):
         super().__init__("feedforward_pd_controller", **kwargs)
         self.model = declare_robot_model(self)
-        p = {name: self.declare_parameter(name, default).value for name, default in (
-            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("use_feedforward", True),
-            ("state_timeout_s", 0.05), ("start_tolerance", 0.05), ("link_state", "absolute"))}
+        p = {name: declare_typed(self, name, default) for name, default in (
+            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"))}
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
         self._clock = timing_clock(self)      # sim time with use_sim_time, else steady
         for name in ("rate_hz", "watchdog_rate_hz"):
             if not p[name] > 0:
                 raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
         realtime = declare_realtime(self)
-        self.ctrl = FailSafeController(self.model, p["use_feedforward"], p["state_timeout_s"],
-                                       p["start_tolerance"])
-        self.compute_us = TimingWindow(STATS_WINDOW)
-        self._throttle = Throttle(1.0)
-        self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        defaults = SafetyLimits()
+        self.settable = SettableParameters(self)
+        for name, default in (("use_feedforward", True), ("kp", DOUBLE_ARRAY), ("kd", DOUBLE_ARRAY),
+                              ("state_timeout_s", 0.05), ("start_tolerance", 0.05),
+                              ("position_margin", defaults.position_margin),
+                              ("velocity_scale", defaults.velocity_scale),
+                              ("velocity_limits", DOUBLE_ARRAY), ("acceleration_limits", DOUBLE_ARRAY),
+                              ("state_velocity_factor", defaults.state_velocity_factor),
+                              ("max_trajectory_points", defaults.max_trajectory_points),
+                              ("max_trajectory_duration_s", defaults.max_trajectory_duration)):
+            self.settable.declare(name, default)
+        self.ctrl = FailSafeController(self.model)
         self._read_state = JointStateReader(self.model, link_state)
+        self._apply_parameters(self.settable.values)
+        self.settable.on_change(self._apply_parameters)
+        self.compute_us = TimingWindow(STATS_WINDOW)
+        self._throttle = MessageThrottle(1.0)
+        self._event_mode = None             # mode of the last reported controller event
+        self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
         self._serialize_command = TorqueCommandWriter(
             self.model.n, self.model.W if link_state == "deflection" else None)
         self.status_pub = self.create_publisher(
@@ -82,18 +106,37 @@ class FeedforwardPdController(Node):
         # the callback gets the serialized bytes (no message object built per sample).
         self.create_subscription(JointState, "/joint_states", self.on_joint_state,
                                  QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT), raw=True)
-        self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10)
+        self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
         self.create_service(Trigger, "~/reset_statistics", self.on_reset_statistics)
         self.period = 1.0 / p["rate_hz"]
         self._last_cycle = None
         self.late_cycles = 0
         self.create_timer(1.0 / p["watchdog_rate_hz"], self.on_watchdog, clock=self._clock)
-        self.add_on_set_parameters_callback(self.on_parameters)
         scheduling = apply_realtime(self.get_logger(), *realtime)
-        self.get_logger().info(f"controlling '{self.model.name}' (kp {self.model.kp.tolist()}, kd "
-                               f"{self.model.kd.tolist()}), feedforward {'on' if p['use_feedforward'] else 'off'}, "
-                               f"{scheduling}")
+        self.get_logger().info(f"controlling '{self.model.name}' (kp {self.ctrl.model.kp.tolist()}, kd "
+                               f"{self.ctrl.model.kd.tolist()}), feedforward "
+                               f"{'on' if self.ctrl.use_feedforward else 'off'}, {scheduling}")
+
+    def _apply_parameters(self, values):
+        """The settable parameters → controller (checked first, then taken over together)."""
+        v = values
+        limits = SafetyLimits(position_margin=v["position_margin"], velocity_scale=v["velocity_scale"],
+                              velocity_limits=v["velocity_limits"] or None,
+                              acceleration_limits=v["acceleration_limits"] or None,
+                              state_velocity_factor=v["state_velocity_factor"],
+                              max_trajectory_points=v["max_trajectory_points"],
+                              max_trajectory_duration=v["max_trajectory_duration_s"])
+        if not 0 < v["velocity_scale"] < float("inf"):
+            raise FlexmodalError(f"velocity_scale: must be a positive number, got {v['velocity_scale']}")
+        gains = {key: v[key] or getattr(self.model, key) for key in ("kp", "kd")}   # empty = params YAML
+        self.ctrl.configure(kp=gains["kp"], kd=gains["kd"], limits=limits, state_timeout=v["state_timeout_s"],
+                            start_tolerance=v["start_tolerance"])
+        self.ctrl.use_feedforward = v["use_feedforward"]
+        self._read_state.bounds = self.ctrl.state_bounds
+        changed = [k for k in values if values[k] != self.settable.values.get(k)]
+        if changed and hasattr(self, "status_pub"):
+            self._report("parameters set: " + ", ".join(f"{k} = {values[k]}" for k in changed))
 
     def on_joint_state(self, serialized):
         start = time.perf_counter()
@@ -123,31 +166,27 @@ class FeedforwardPdController(Node):
             self._send(command)
         self._flush_events()
 
-    def on_trajectory(self, msg):
+    def on_trajectory(self, serialized):
+        limit = max_trajectory_bytes(self.model.n, self.ctrl.limits.max_trajectory_points)
         try:
-            reference = trajectory_to_core(self.model, msg)
+            if len(serialized) > limit:
+                raise FlexmodalError(f"points: {len(serialized)} bytes, more than max_trajectory_points "
+                                     f"({self.ctrl.limits.max_trajectory_points}) waypoints can take")
+            try:
+                msg = deserialize_message(serialized, JointTrajectory)
+            except RuntimeError as exc:
+                raise FlexmodalError(f"not a valid serialized JointTrajectory ({exc})") from None
+            reference = trajectory_to_core(self.model, msg, self.ctrl.limits.max_trajectory_points)
         except FlexmodalError as exc:
             self.ctrl.counters.rejected_trajectories += 1
-            self._report(f"trajectory rejected: {exc}", warn=True)
+            self._report_throttled(f"trajectory rejected: {exc}")
             return
         try:
             description = self.ctrl.set_trajectory(*reference)
         except FlexmodalError as exc:
-            self._report(f"trajectory rejected: {exc}", warn=True)
+            self._report_throttled(f"trajectory rejected: {exc}")
             return
         self._report(description)
-
-    def on_parameters(self, params):
-        for param in params:
-            if param.name == "use_feedforward":
-                if param.type_ != param.Type.BOOL:
-                    return SetParametersResult(successful=False, reason="use_feedforward: expected a bool")
-                self.ctrl.use_feedforward = param.value
-                self._report(f"use_feedforward set to {param.value}")
-            elif param.name in ("robot", "urdf_path", "params_path", "rate_hz", "watchdog_rate_hz", "link_state",
-                                "state_timeout_s", "start_tolerance", "realtime_priority", "cpu"):
-                return SetParametersResult(successful=False, reason=f"{param.name}: read-only after start")
-        return SetParametersResult(successful=True)
 
     def on_statistics(self, request, response):
         response.success = True
@@ -176,12 +215,23 @@ class FeedforwardPdController(Node):
             self._report_throttled(f"torque saturated at the effort limit: {', '.join(joints)}")
 
     def _flush_events(self):
+        """Report the controller's events: a change of mode always, a repeat of the same mode
+        (e.g. HOLD re-entered because the joint-state time keeps going backwards at 1 kHz)
+        throttled per kind of message."""
         while self.ctrl.events:
-            self._report(self.ctrl.events.pop(0))
+            text = self.ctrl.events.pop(0)
+            mode = text.split(":", 1)[0]
+            if mode == self._event_mode:
+                text = self._throttle(text)
+            self._event_mode = mode
+            if text:
+                self._report(text)
 
     def _report_throttled(self, text):
-        """Warn and publish ``text`` at most once per second (bad inputs can arrive at 1 kHz)."""
-        if self._throttle():
+        """Warn and publish ``text``, each kind of message at most once per second (bad inputs can
+        arrive at 1 kHz); the next one of a kind says how many were suppressed."""
+        text = self._throttle(text)
+        if text:
             self._report(text, warn=True)
 
     def _report(self, text, warn=False):

@@ -16,7 +16,9 @@ and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py); ``setpoint_la
 simulator itself holds the robot at ``initial_positions`` with the set-point law (2.2), evaluated
 continuously inside every integration step (the thesis' impact-test set-up, ch. 2.4.3, as a drive's
 fast internal loop would; :class:`flexmodal_ros.simulation.SetpointLaw`) — commands received on
-``/effort_controller/commands`` are then rejected and counted.
+``/effort_controller/commands`` are then rejected and counted; ``max_wrench_force_n`` (1e4),
+``max_wrench_moment_nm`` (1e3), ``max_wrench_duration_s`` (60): bounds of ``~/apply_wrench``
+(force and moment magnitudes, duration; at most 32 impulses active at once).
 
 Command timing. Real time (default): every period the loop publishes the state, samples the latest
 received command (zero-order hold) and integrates one period with it, then sleeps until the next
@@ -47,7 +49,6 @@ import threading
 import time
 import rclpy
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -57,8 +58,8 @@ from std_srvs.srv import Trigger
 from flexmodal_interfaces.srv import ApplyWrench
 
 from ..errors import FlexmodalError
-from ..simulation import FlexibleJointPlant, SetpointLaw, Simulator, rest_state
-from .common import Throttle, declare_robot_model, run_node
+from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
+from .common import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime
@@ -83,15 +84,21 @@ class FlexibleJointSimulator(Node):
     def __init__(self, **kwargs):
         super().__init__(self.NODE_NAME, **kwargs)
         self.model = declare_robot_model(self)
-        p = {name: self.declare_parameter(name, default).value for name, default in (
+        p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0),
             ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
-            ("initial_positions", Parameter.Type.DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02),
+            ("initial_positions", DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02),
             ("setpoint_law", False))}
         self._check(p)
         realtime = declare_realtime(self)
         q0 = [0.0] * self.model.n if p["initial_positions"] is None else list(p["initial_positions"])
-        self.sim = self._make_simulator(q0, 1.0 / p["integration_rate_hz"])
+        defaults = ImpulseLimits()
+        limits = ImpulseLimits(*(declare_typed(self, name, float(default)) for name, default in (
+            ("max_wrench_force_n", defaults.force), ("max_wrench_moment_nm", defaults.moment),
+            ("max_wrench_duration_s", defaults.duration))))
+        if not min(limits.force, limits.moment, limits.duration) > 0:
+            raise FlexmodalError(f"parameters: max_wrench_* must be > 0, got {limits}")
+        self.sim = self._make_simulator(q0, 1.0 / p["integration_rate_hz"], limits)
         self.law = SetpointLaw(self.model, q0) if p["setpoint_law"] else None
         if self.law is not None:
             if not hasattr(self.sim, "set_law"):
@@ -129,11 +136,12 @@ class FlexibleJointSimulator(Node):
                                f"{'lockstep' if self.lockstep else 'real time (1 period command delay)'}, "
                                f"{scheduling}")
 
-    def _make_simulator(self, q0, dt):
-        """The plant at rest in the equilibrium (2.3) of q0, integrated with step dt [s]."""
+    def _make_simulator(self, q0, dt, limits):
+        """The plant at rest in the equilibrium (2.3) of q0, integrated with step dt [s], impulse
+        wrenches bounded by ``limits`` (:class:`~flexmodal_ros.simulation.ImpulseLimits`)."""
         plant = FlexibleJointPlant(self.model, dt)
         x0, hold = rest_state(self.model, q0, field="initial_positions")
-        return Simulator(plant, x0, hold)
+        return Simulator(plant, x0, hold, limits)
 
     def _check(self, p):
         if not p["rate_hz"] > 0:

@@ -10,8 +10,10 @@ reports the link position, flexmodal_ros/export/convention.py); polynomial fast 
 re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic);
 ``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
 default mcs; set for a serial robot it selects the constrained path too);
-``max_inline_configurations`` (largest ``~/compute_modal_map`` answered inline, default
-10000; larger maps are refused with a pointer to ``flexmodal sweep --store``).
+``max_map_configurations`` (largest ``~/compute_modal_map`` answered inline, default 2000 ≈ 0.5 s
+for the 7-joint LWR4; larger maps are refused with a pointer to the out-of-core CLI path,
+``flexmodal sweep ... --store``). Integers are accepted for the double parameters; a wrong type
+ends the node with a one-line error.
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
 ``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.sampled`),
@@ -21,7 +23,8 @@ Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParame
 ``/joint_states`` (sensor_msgs/JointState,
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
-Bad requests are answered with ``success=false`` and a message naming the field.
+Bad requests are answered with ``success=false`` and a message naming the field. Results for
+configurations outside the URDF position limits carry a warning (ModalParameters.warnings).
 """
 import warnings
 
@@ -35,13 +38,12 @@ from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, Compute
                                       ExpandModalParameters)
 
 from ..errors import FlexmodalError, InputError
-from ..links import has_links, link_arm_from_model, link_modes
-from ..modal import modal_analysis
-from ..sampled import sampled_modal_analysis
+from ..export.convention import check_link_state
+from ..links.arm import has_links, link_arm_from_model
+from ..modal import limit_warnings, modal_analysis
 from ..model import create_data
 from ..sweep import modal_map
-from ..export.convention import check_link_state
-from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
+from .common import Throttle, declare_robot_model, declare_typed, run_node, seconds, timing_clock
 from .constrained_modal import ClosedChainModal
 from .polled import PolledSubscription
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
@@ -49,17 +51,17 @@ from .conversions import (expansion_request_to_core, expansion_to_response, join
                           modal_map_request_to_core, modal_map_to_response, modal_request_to_core,
                           modal_result_to_msg, sampled_request_options)
 
-REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
-MAX_INLINE_DEFAULT = 10000  # configurations: ~5 s of one core for 7 joints (README "Dask")
+REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError, MemoryError)
+MAX_MAP_CONFIGURATIONS = 2000   # ≈ 0.5 s of one core for the 7-joint LWR4
 
 
-def check_inline_size(num_configurations, limit):
+def check_map_request_size(num_configurations, limit):
     """Refuse maps above ``limit`` configurations: they belong to the out-of-core CLI path."""
     if num_configurations > limit:
         raise FlexmodalError(
-            f"num_configurations: {num_configurations} exceeds max_inline_configurations = {limit}; "
-            f"compute large maps out of core with `flexmodal sweep --robot NAME --grid ... "
-            f"--store MAP.zarr [--scheduler local:N|tcp://HOST:PORT]` (README: Dask)")
+            f"num_configurations: {num_configurations} is more than this node's max_map_configurations "
+            f"({limit}); compute large maps out of core with `flexmodal sweep --robot NAME --grid ... "
+            f"--store MAP.zarr [--scheduler local:N|tcp://HOST:PORT]` (README: Dask), or split the request")
 
 
 class ModalAnalysisServer(Node):
@@ -69,20 +71,19 @@ class ModalAnalysisServer(Node):
         super().__init__("modal_analysis", **kwargs)
         # Closed-chain robots (YAML loop closures), or any robot with `method` set, go through
         # flexmodal_ros.constrained (method: mcs | rcs | ucs; nodes/constrained_modal.py).
-        method = self.declare_parameter("method", "").value
+        method = declare_typed(self, "method", "")
         self.model = declare_robot_model(self, closed_chain=True, constrained=bool(method))
         self.closed_chain = (ClosedChainModal(self.model, method)
                              if getattr(self.model, "closed_chain", False) else None)
-        rate = self.declare_parameter("publish_rate_hz", 10.0).value
-        self.timeout = self.declare_parameter("joint_state_timeout_s", 0.5).value
-        self.link_state = check_link_state(self.declare_parameter("link_state", "absolute").value,
-                                           error=FlexmodalError)
+        rate = declare_typed(self, "publish_rate_hz", 10.0)
+        self.timeout = declare_typed(self, "joint_state_timeout_s", 0.5)
+        self.link_state = check_link_state(declare_typed(self, "link_state", "absolute"), error=FlexmodalError)
         self._clock = timing_clock(self)    # stale-state checks in sim time with use_sim_time
+        self.max_map = declare_typed(self, "max_map_configurations", MAX_MAP_CONFIGURATIONS)
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
-        self.max_inline = self.declare_parameter("max_inline_configurations", MAX_INLINE_DEFAULT).value
-        if not self.max_inline >= 1:
-            raise FlexmodalError("parameters: max_inline_configurations must be >= 1")
+        if self.max_map < 1:
+            raise FlexmodalError(f"parameter max_map_configurations: must be >= 1, got {self.max_map}")
         self.data = create_data(self.model)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
@@ -104,12 +105,15 @@ class ModalAnalysisServer(Node):
         try:
             model, q = modal_request_to_core(self.model, request)
             rate, hold = sampled_request_options(request)
-            result = (modal_analysis(model, q, self.data) if rate is None
-                      else sampled_modal_analysis(model, q, rate, hold, self.data))
+            if rate is None:
+                result = modal_analysis(model, q, self.data)
+            else:                                  # SciPy's expm: imported only when asked for
+                from ..sampled import sampled_modal_analysis
+                result = sampled_modal_analysis(model, q, rate, hold, self.data)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
-        response.result = modal_result_to_msg(result, self.model.joint_names,
-                                              self.get_clock().now().to_msg())
+        response.result = modal_result_to_msg(result, self.model.joint_names, self.get_clock().now().to_msg(),
+                                              limit_warnings(self.model, q, "positions"))
         response.success, response.message = True, ""
         return response
 
@@ -125,16 +129,18 @@ class ModalAnalysisServer(Node):
         if self.closed_chain:
             return self.on_closed_chain_map(request, response)
         try:
-            check_inline_size(request.num_configurations, self.max_inline)
+            check_map_request_size(request.num_configurations, self.max_map)
             model, qs = modal_map_request_to_core(self.model, request)
             mmap = modal_map(model, qs, track=request.track_modes)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
-        modal_map_to_response(mmap, response, self.get_clock().now().to_msg())
+        modal_map_to_response(mmap, response, self.get_clock().now().to_msg(), self.model)
         response.success, response.message = True, ""
         return response
 
     def on_link_modes(self, request, response):
+        from ..links import link_modes
+
         try:
             if self.link_arm is None:
                 raise InputError(f"robot {self.model.name} has no flexible links (no links: section in its YAML)")
@@ -148,6 +154,7 @@ class ModalAnalysisServer(Node):
 
     def on_closed_chain_map(self, request, response):
         try:
+            check_map_request_size(request.num_configurations, self.max_map)
             self.closed_chain.modal_map(request, response, self.get_clock().now().to_msg())
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
@@ -171,7 +178,8 @@ class ModalAnalysisServer(Node):
             return
         stamp = msg.header.stamp
         result = self._live_result(q)
-        self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp))
+        self.publisher.publish(modal_result_to_msg(result, self.model.joint_names, stamp,
+                                                   limit_warnings(self.model, q, "joint_states")))
 
     # --- polynomial fast path (live topic) and ~/expand_modal_parameters ---------------------------
     def _init_polynomial_fast_path(self):
@@ -240,7 +248,8 @@ class ModalAnalysisServer(Node):
 
 
 def _failed(response, exc):
-    response.success, response.message = False, str(exc)
+    text = "out of memory: the request is too large" if isinstance(exc, MemoryError) else str(exc)
+    response.success, response.message = False, text
     return response
 
 

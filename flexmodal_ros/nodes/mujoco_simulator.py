@@ -18,7 +18,7 @@ export the robot model now). ``integration_rate_hz``: MuJoCo steps per second, >
 tracked to 3.5e-5 rad at 2 kHz, 7.1e-5 at 1 kHz, the built-in RK4 simulator's 2.9e-5); stiff
 robots need more (scompi's 851 Hz mode: >= 5000).
 """
-from .common import run_node
+from .common import declare_typed, run_node
 from .flexible_joint_simulator import FlexibleJointSimulator
 
 
@@ -30,11 +30,11 @@ class MujocoSimulatorNode(FlexibleJointSimulator):
     MIN_INTEGRATION_RATE_HZ = 1000.0
     DEFAULT_INTEGRATION_RATE_HZ = 2000.0
 
-    def _make_simulator(self, q0, dt):
+    def _make_simulator(self, q0, dt, limits):
         from ..export.mujoco_plant import MujocoRobot, MujocoSimulator
 
-        path = self.declare_parameter("model_path", "").value
-        return MujocoSimulator(MujocoRobot.from_model(self.model, path or None, dt), q0)
+        path = declare_typed(self, "model_path", "")
+        return MujocoSimulator(MujocoRobot.from_model(self.model, path or None, dt), q0, limits)
 
 
 def main(args=None):

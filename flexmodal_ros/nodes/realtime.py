@@ -26,8 +26,10 @@ _held_requests = []   # open PM QoS file descriptors: the request lasts as long 
 
 def declare_realtime(node):
     """Declare ``realtime_priority`` and ``cpu``; FlexmodalError naming the field if out of range."""
-    priority = node.declare_parameter("realtime_priority", 0).value
-    cpu = node.declare_parameter("cpu", -1).value
+    from .common import declare_typed
+
+    priority = declare_typed(node, "realtime_priority", 0)
+    cpu = declare_typed(node, "cpu", -1)
     if not 0 <= priority <= 99:
         raise FlexmodalError(f"realtime_priority: must be 0 (normal) or 1..99 (SCHED_FIFO), got {priority}")
     if cpu < -1:
