@@ -34,11 +34,12 @@ Eigenvalue-only stores (no ``track``, no shapes): MAC tracking needs mode shapes
 tracked; modes stay in ascending-frequency order per configuration and crossings are not
 detected (as ``flexmodal sweep --no-track``).
 """
-from .executors import DaskExecutor, LocalExecutor, open_executor, parse_scheduler
-from .maps import DEFAULT_CHUNK, StoreRun, map_results, sweep_to_store
-from .multistart import run_starts
-from .store import open_store, plot_store, tracked_rows
+from ..lazy import lazy_exports
 
-__all__ = ["DaskExecutor", "LocalExecutor", "open_executor", "parse_scheduler", "DEFAULT_CHUNK",
-           "StoreRun", "map_results", "sweep_to_store", "run_starts", "open_store", "plot_store",
-           "tracked_rows"]
+# Names imported on first use: parsing --scheduler does not load Dask or the identification.
+__getattr__, __all__ = lazy_exports(__name__, {
+    "executors": ("DaskExecutor", "LocalExecutor", "open_executor", "parse_scheduler"),
+    "maps": ("DEFAULT_CHUNK", "StoreRun", "map_results", "sweep_to_store"),
+    "multistart": ("run_starts",),
+    "store": ("open_store", "plot_store", "tracked_rows"),
+})

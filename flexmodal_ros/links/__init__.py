@@ -15,23 +15,15 @@ Euler-Bernoulli (EB‡), both frequency regimes ω ≷ ω_lim; elastic joints be
 - :mod:`.shapes` — deformed-arm plots; :mod:`.maps` — sweeps with tracking;
 - :mod:`.fe` — an independent finite-element model (the cross-check).
 """
-import importlib
+from ..lazy import lazy_exports
 
-# Names exported from the submodules, imported on first use (PEP 562): a process that only asks
-# whether a robot has links (the modal server at start-up) does not load the solvers and SciPy.
-_EXPORTS = {
+# Names imported on first use: a process that only asks whether a robot has links (the modal
+# server at start-up) does not load the solvers and SciPy.
+__getattr__, __all__ = lazy_exports(__name__, {
     "arm": ("JOINT_MODELS", "LinkArm", "has_links", "link_arm_from_model", "load_link_arm", "make_arm",
             "with_joints", "with_thickness"),
     "beam": ("BEAM_MODELS", "Beam", "Section", "cowper_rectangle", "hollow_rectangle", "make_beam", "rectangle"),
     "characteristic": ("characteristic_matrix",),
     "maps": ("link_modal_map", "link_modes_batch"),
     "solve": ("LinkModes", "link_modes", "natural_frequencies"),
-}
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name):
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+})
