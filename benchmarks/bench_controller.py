@@ -31,7 +31,7 @@ def controller_cycles(model, cycles, compiled=True):
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model), x0, hold)
     ctrl = FailSafeController(model, compiled=compiled, limits=SafetyLimits(velocity_scale=THESIS_VELOCITY_SCALE))
-    read = JointStateReader(model, ctrl.state_bounds)          # plausibility bounds, as in the node
+    read = JointStateReader(model, bounds=ctrl.state_bounds)        # plausibility bounds, as in the node
     serialize, state = TorqueCommandWriter(model.n), JointStateWriter(model)
     out = []
     for k in range(cycles):

@@ -273,7 +273,7 @@ def test_huge_finite_state_is_rejected_like_nan(lwr, ctrl_factory):
     outside = sample._replace(q=np.full(lwr.n, 3.2))           # URDF limit 2.97 + margin 0.1
     with pytest.raises(InputError, match=r"joint_states\.position: joint_1 = 3\.2 is implausible"):
         ctrl.update_state(outside, 0.0)
-    reader = JointStateReader(lwr, ctrl.state_bounds)
+    reader = JointStateReader(lwr, bounds=ctrl.state_bounds)
     msg = plant_joint_state(lwr, 0.0, *(np.zeros(lwr.n),) * 2, np.full(lwr.n, 1e308), *(np.zeros(lwr.n),) * 3)
     with pytest.raises(InputError, match="joint_1_motor = 1e\\+308 is implausible"):
         reader(msg)

@@ -12,7 +12,7 @@ import pytest
 
 from flexmodal_ros.export.convention import StateConvention
 from flexmodal_ros.robots import load_robot
-from flexmodal_ros.simulation import run_closed_loop, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,8 @@ def test_ros_controller_on_mujoco_tracks_within_twice_the_builtin(ros_process, l
     ros_process(["mujoco_simulator", "--ros-args", "-p", "robot:=kuka_lwr4", "-p",
                  f"initial_positions:={_ros_list(positions[0])}", "-p", "lockstep:=true"])
     ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p",
-                 "link_state:=deflection", "-p", "use_sim_time:=true"])
+                 "link_state:=deflection", "-p", "use_sim_time:=true", "-p",
+                 f"velocity_scale:={THESIS_VELOCITY_SCALE}"])   # the thesis motion exceeds the URDF speeds
     client = SuiteClient(lwr, name="flexmodal_test_mujoco_client", simulator="/mujoco_simulator",
                          link_state="deflection")
     try:

@@ -23,12 +23,17 @@ def model_from_args(args):
 
 
 def add_sweep_output_options(parser, stem, workers="worker threads"):
-    """--out-dir, --no-track, --no-plot, --workers, --no-progress of the sweep commands."""
+    """--out-dir, --no-track, --no-plot, --workers, --no-progress, --max-configurations of the
+    sweep commands."""
+    from ..sweep import MAX_CONFIGURATIONS
+
     parser.add_argument("--out-dir", default=".", help=f"directory for {stem}.{{csv,json,png}} (default .)")
     parser.add_argument("--no-track", action="store_true", help="keep modes in frequency order (no MAC tracking)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     parser.add_argument("--workers", type=int, default=None, help=f"{workers} (default: up to 2 CPUs)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--max-configurations", type=int, default=MAX_CONFIGURATIONS,
+                        help=f"refuse maps larger than this (default {MAX_CONFIGURATIONS}, about 0.3 GB)")
 
 
 MAX_CROSSINGS_SHOWN = 10

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..modal import limit_warnings, modal_analysis
 from ..model import with_overrides
 from ..sampled import HOLDS
-from ..sweep import MAX_CONFIGURATIONS, check_map_size, config_grid, config_line, grid_spec, modal_map
+from ..sweep import check_map_size, config_grid, config_line, grid_spec, modal_map
 from ..validation import read_text_file, shown
 from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
@@ -45,8 +45,6 @@ def add_parser(sub):
     where.add_argument("--configs", metavar="FILE",
                        help="CSV file, one configuration per row (URDF joint order, no header)")
     s.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
-    s.add_argument("--max-configurations", type=int, default=MAX_CONFIGURATIONS,
-                   help=f"refuse maps larger than this (default {MAX_CONFIGURATIONS}, about 0.3 GB)")
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
     _add_override_options(s)
     add_sweep_output_options(s, "modal_map")

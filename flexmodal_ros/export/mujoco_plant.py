@@ -211,10 +211,11 @@ class MujocoSimulator:
 
 def run_closed_loop_mujoco(model, times, positions, duration, use_feedforward=True, control_rate_hz=1000.0,
                            timestep=1e-3, command_delay_cycles=0, path=None):
-    """:func:`flexmodal_ros.simulation.run_closed_loop` with MuJoCo as the plant: the controller
+    """:func:`flexmodal_ros.simulation.run_closed_loop` with MuJoCo as the plant (like it, no speed
+    or acceleration limits are checked: offline studies may exceed the URDF's): the controller
     reads the exported joint states through the ``deflection`` convention and commands W τ_m.
     ``path``: an exported MJCF (None = export ``model`` now). Returns a ClosedLoopResult."""
-    from ..control import FailSafeController, JointSample
+    from ..control import FailSafeController, JointSample, SafetyLimits
     from ..simulation import ClosedLoopResult
     from .convention import StateConvention
 
@@ -224,7 +225,7 @@ def run_closed_loop_mujoco(model, times, positions, duration, use_feedforward=Tr
         raise InputError(f"control_rate_hz: 1/control_rate_hz must be a multiple of timestep={timestep:g} s")
     convention, n = StateConvention(model, "deflection"), model.n
     sim = MujocoSimulator(MujocoRobot.from_model(model, path, timestep), positions[0])
-    ctrl = FailSafeController(model, use_feedforward)
+    ctrl = FailSafeController(model, use_feedforward, limits=SafetyLimits(velocity_scale=np.inf))
     pending = [sim.hold.copy()] * command_delay_cycles
     log = {k: [] for k in ("t", "q", "q_ref", "q_m", "tau", "saturated")}
     for k in range(int(round(duration / period)) + 1):
