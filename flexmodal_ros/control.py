@@ -101,16 +101,18 @@ def saturate(tau, limit):
 
 
 # Layout of the control-law vectors (:func:`control_law_function`): scalars, else n entries each.
-LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m")
+LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m", "explicit",
+              "reference")
 LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated")
-_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated")
+_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "explicit")
+_LAW_DERIVATIVES = ("reference",)        # q^d, q̇^d, q̈^d, q⃛^d, q^d(4): 5n entries
 
 
 def law_layout(names, n):
     """{name: slice} of the named blocks packed in order into one vector, and its length."""
     slices, k = {}, 0
     for name in names:
-        size = 1 if name in _LAW_SCALARS else n
+        size = 1 if name in _LAW_SCALARS else 5 * n if name in _LAW_DERIVATIVES else n
         slices[name], k = slice(k, k + size), k + size
     return slices, k
 
@@ -122,7 +124,8 @@ def control_law_function(model, name="flexmodal_law"):
     C⁴ reference from q_a to q_b [rad or m] of duration T [s] at phase s in [0, 1], the hold law's
     reference term r_hold [N·m] (:func:`~flexmodal_ros.linearize.setpoint_reference`), measured
     q_m [rad], q̇_m [rad/s]. Link reference q^(k) = η^(k)(s) T⁻ᵏ (q_b − q_a) (+ q_a for k = 0)
-    (4.29)-(4.30); feedforward (4.6)-(4.10) of that reference; reference term
+    (4.29)-(4.30), or, with explicit = 1, the given ``reference`` [q^d; q̇^d; q̈^d; q⃛^d; q^d(4)]
+    (any C⁴ reference, e.g. a shaped one: flexmodal_ros/shaping); feedforward (4.6)-(4.10) of that reference; reference term
     r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
     τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
     Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated.
@@ -140,6 +143,7 @@ def control_law_function(model, name="flexmodal_law"):
         derivs.append(eta * scale * dq)
         scale = scale * inv_t
     derivs[0] = derivs[0] + v["q_a"]
+    derivs = [ca.if_else(v["explicit"], v["reference"][k * n:(k + 1) * n], d) for k, d in enumerate(derivs)]
     ff = model_feedforward_function(model, f"{name}_ff")(ca.vertcat(*derivs))
     kp, kd, W = (ca.DM(np.asarray(a, dtype=float)) for a in (model.kp, model.kd, model.W))
     r_ff = ff[6 * n:7 * n] + kp * ff[3 * n:4 * n] + kd * ff[4 * n:5 * n]
@@ -198,10 +202,16 @@ class _Trajectory:
     def __init__(self, path, t0):
         self.path, self.t0 = path, t0
         self.duration = path.duration
+        self.explicit = float(getattr(path, "explicit", False))
         self._begin, self._end = 0.0, -1.0          # times of the loaded segment (none yet)
 
     def load(self, law, t):
-        """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``."""
+        """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``
+        (a path with ``explicit`` set, e.g. a shaped reference: its derivatives at t)."""
+        law.explicit[0] = self.explicit
+        if self.explicit:
+            law.reference[:] = np.concatenate(self.path.sample(t))
+            return
         if not self._begin <= t < self._end:
             k = self.path.segment_index(t)
             times, pos = self.path.times, self.path.positions
@@ -227,7 +237,10 @@ class FailSafeController:
     [s]), then :meth:`compute` for the command of that sample; call :meth:`watchdog` periodically
     with the steady-clock time to get the STALE command when states stop. :meth:`set_trajectory`
     accepts a reference. Events (mode changes, aborts) are queued in ``events`` for the caller to
-    log/publish. Not thread-safe: serialize calls.
+    log/publish. ``shaper``: None, or a callable mapping each accepted
+    :class:`~flexmodal_ros.trajectory.PiecewiseC4Trajectory` to the reference actually tracked
+    (e.g. :class:`flexmodal_ros.shaping.ReferenceShaper`: input shaping). Not thread-safe:
+    serialize calls.
     """
 
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
@@ -251,6 +264,7 @@ class FailSafeController:
         self._trajectory = None
         self._unsaturated = np.zeros(model.n, dtype=bool)
         self._unsaturated.flags.writeable = False
+        self.shaper = None
 
     @property
     def use_feedforward(self):
@@ -327,7 +341,7 @@ class FailSafeController:
             self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
         self._trajectory = traj
         return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
-                f"starting at t={traj.t0:.4f} s")
+                f"starting at t={traj.t0:.4f} s" + (f"; {traj.path.summary}" if getattr(traj.path, "summary", "") else ""))
 
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""
@@ -403,7 +417,8 @@ class FailSafeController:
         if t0 < s.t:
             raise InputError(f"header.stamp: start time {t0:.4f} s is in the past (joint-state time "
                              f"{s.t:.4f} s)")
-        return _Trajectory(PiecewiseC4Trajectory(times, positions), t0)
+        path = PiecewiseC4Trajectory(times, positions)
+        return _Trajectory(path if self.shaper is None else self.shaper(path), t0)
 
     def _check_limits(self, positions):
         m = self.model

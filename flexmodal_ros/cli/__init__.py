@@ -12,7 +12,7 @@ import sys
 
 from ..errors import FlexmodalError
 
-SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export")
+SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "shape")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")

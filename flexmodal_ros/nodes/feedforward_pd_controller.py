@@ -16,7 +16,9 @@ W τ_m: flexmodal_ros/export/convention.py); ``use_sim_time`` (watchdog and stal
 the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100); ``use_feedforward`` (true; false = PD only; may be changed at run
 time); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first waypoint must be
-this close to the measured position); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning,
+this close to the measured position); ``shaping`` (none | zv | zvd | ei, read-only: each accepted
+reference is input-shaped with the modes of the configurations along it, flexmodal_ros/shaping;
+the added delay is reported on ``~/status`` with the acceptance); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning,
 off by default: flexmodal_ros/nodes/realtime.py).
 
 Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
@@ -44,6 +46,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ..control import FailSafeController
 from ..errors import FlexmodalError
 from ..export.convention import check_link_state
+from ..shaping import ReferenceShaper, check_shaping
 from .common import Throttle, declare_robot_model, run_node, seconds, timing_clock
 from .conversions import JointStateReader, TorqueCommandWriter, trajectory_to_core
 from .realtime import TimingWindow, apply_realtime, declare_realtime
@@ -60,7 +63,7 @@ class FeedforwardPdController(Node):
         self.model = declare_robot_model(self)
         p = {name: self.declare_parameter(name, default).value for name, default in (
             ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("use_feedforward", True),
-            ("state_timeout_s", 0.05), ("start_tolerance", 0.05), ("link_state", "absolute"))}
+            ("state_timeout_s", 0.05), ("start_tolerance", 0.05), ("link_state", "absolute"), ("shaping", "none"))}
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
         self._clock = timing_clock(self)      # sim time with use_sim_time, else steady
         for name in ("rate_hz", "watchdog_rate_hz"):
@@ -69,6 +72,8 @@ class FeedforwardPdController(Node):
         realtime = declare_realtime(self)
         self.ctrl = FailSafeController(self.model, p["use_feedforward"], p["state_timeout_s"],
                                        p["start_tolerance"])
+        if check_shaping(p["shaping"], FlexmodalError) != "none":
+            self.ctrl.shaper = ReferenceShaper(self.model, p["shaping"], rate_hz=p["rate_hz"])
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = Throttle(1.0)
         self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
@@ -93,7 +98,7 @@ class FeedforwardPdController(Node):
         scheduling = apply_realtime(self.get_logger(), *realtime)
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.model.kp.tolist()}, kd "
                                f"{self.model.kd.tolist()}), feedforward {'on' if p['use_feedforward'] else 'off'}, "
-                               f"{scheduling}")
+                               f"shaping {p['shaping']}, {scheduling}")
 
     def on_joint_state(self, serialized):
         start = time.perf_counter()
@@ -135,7 +140,7 @@ class FeedforwardPdController(Node):
         except FlexmodalError as exc:
             self._report(f"trajectory rejected: {exc}", warn=True)
             return
-        self._report(description)
+        self._report(description, warn="WARNING" in description)
 
     def on_parameters(self, params):
         for param in params:
@@ -144,7 +149,7 @@ class FeedforwardPdController(Node):
                     return SetParametersResult(successful=False, reason="use_feedforward: expected a bool")
                 self.ctrl.use_feedforward = param.value
                 self._report(f"use_feedforward set to {param.value}")
-            elif param.name in ("robot", "urdf_path", "params_path", "rate_hz", "watchdog_rate_hz", "link_state",
+            elif param.name in ("robot", "urdf_path", "params_path", "rate_hz", "watchdog_rate_hz", "link_state", "shaping",
                                 "state_timeout_s", "start_tolerance", "realtime_priority", "cpu"):
                 return SetParametersResult(successful=False, reason=f"{param.name}: read-only after start")
         return SetParametersResult(successful=True)
