@@ -73,7 +73,7 @@ class FeedforwardPdController(Node):
         self.ctrl = FailSafeController(self.model, p["use_feedforward"], p["state_timeout_s"],
                                        p["start_tolerance"])
         if check_shaping(p["shaping"], FlexmodalError) != "none":
-            self.ctrl.shaper = ReferenceShaper(self.model, p["shaping"], rate_hz=p["rate_hz"])
+            self.ctrl.shaper = ReferenceShaper(self.model, p["shaping"])
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = Throttle(1.0)
         self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)

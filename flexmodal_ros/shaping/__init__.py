@@ -17,7 +17,7 @@ Modules:
 """
 from ..errors import InputError
 from ..trajectory import PiecewiseC4Trajectory
-from .reference import ShapedTrajectory, ShaperSchedule, path_derivatives, shape_with
+from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory, ShaperSchedule, path_derivatives, shape_with
 from .schedule import (DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD, PathModes, path_modes,
                        shape_trajectory, shaper_schedule)
 from .shapers import (DEFAULT_TOLERANCE, KINDS, Shaper, convolve, design, ei, insensitivity,
@@ -48,22 +48,28 @@ class PassThrough:
 class ReferenceShaper:
     """Callable path → shaped reference for :class:`~flexmodal_ros.control.FailSafeController`.
 
-    ``kind``: none | zv | zvd | ei; ``rate_hz``: the controller rate (the shaped reference is
-    tabulated at it, so that a cycle only reads a row); the other options as in
+    ``kind``: none | zv | zvd | ei; ``knot_rate_hz``: knots of the piecewise polynomial a control
+    cycle evaluates (:class:`~flexmodal_ros.shaping.reference.ShapedTrajectory`); the other options as in
     :func:`~flexmodal_ros.shaping.schedule.shape_trajectory`. A path without a selectable mode is
     returned as a :class:`PassThrough` whose summary starts with "WARNING". Errors (unstable closed
     loop along the path, bad options) are InputErrors: the trajectory is rejected.
     """
 
-    def __init__(self, model, kind, rate_hz=1000.0, **options):
+    def __init__(self, model, kind, knot_rate_hz=DEFAULT_KNOT_RATE_HZ, **options):
         self.model, self.kind = model, check_shaping(kind)
-        self.rate_hz, self.options = rate_hz, options
+        self.knot_rate_hz, self.options = knot_rate_hz, options
         self.last_modes = None
+        # what the first reference would otherwise load inside a control-loop callback (~1 s)
+        import scipy.interpolate  # noqa: F401
+        import scipy.optimize  # noqa: F401
+        if self.kind == "ei":
+            from .shapers import ei_table
+            ei_table(options.get("tolerance", DEFAULT_TOLERANCE))
 
     def __call__(self, path: PiecewiseC4Trajectory):
         if self.kind == "none":
             return path
-        traj, self.last_modes = shape_trajectory(self.model, path, self.kind, table_rate_hz=self.rate_hz,
+        traj, self.last_modes = shape_trajectory(self.model, path, self.kind, knot_rate_hz=self.knot_rate_hz,
                                                  **self.options)
         if traj is None:
             return PassThrough(path, f"WARNING not shaped ({self.kind}): no mode of the closed loop "
@@ -72,7 +78,7 @@ class ReferenceShaper:
         return traj
 
 
-__all__ = ["DEFAULT_AMA_RATE_HZ", "DEFAULT_MAX_DAMPING", "DEFAULT_THRESHOLD", "DEFAULT_TOLERANCE", "KINDS",
+__all__ = ["DEFAULT_AMA_RATE_HZ", "DEFAULT_KNOT_RATE_HZ", "DEFAULT_MAX_DAMPING", "DEFAULT_THRESHOLD", "DEFAULT_TOLERANCE", "KINDS",
            "PassThrough", "PathModes", "ReferenceShaper", "SHAPING_CHOICES", "ShapedTrajectory", "Shaper",
            "ShaperSchedule", "check_shaping", "convolve", "design", "ei", "insensitivity", "path_derivatives",
            "path_modes", "percentage_vibration", "shape_trajectory", "shape_with", "shaper_schedule", "zv", "zvd"]

@@ -8,7 +8,8 @@ of every mode: eigenvalues only at every sample; eigenvalues and mode shapes at 
 MAC (:func:`~flexmodal_ros.modes.track_modes`). Between two anchors a tracked mode is the
 eigenvalue closest to the straight-line interpolation of its anchor eigenvalues.
 
-Mode selection (default): the end-effector contribution of tracked mode k at an anchor is the
+Mode selection (default): the end-effector contribution of tracked mode k at an anchor (the first,
+middle and last anchor of every segment) is the
 amplitude of its term in the end-effector step response to a motor-reference step K_P W Δq in the
 segment's direction Δq. With the symmetric linearized matrices M̄, D̄, K̄ (2.9)-(2.11), the
 receptance (λ² M̄ + λ D̄ + K̄)⁻¹ has the residue u uᵀ / (uᵀ (2λ M̄ + D̄) u) at the mode (λ, u)
@@ -51,7 +52,7 @@ class PathModes:
     """Modes along a path. ``segment``, ``eta`` (m,) sample positions, ``configurations`` (m, n);
     ``frequencies_hz`` / ``damping_ratios`` (m, K) of every tracked mode (K = modes of the first
     configuration, by frequency there); ``contributions`` (K,) end-effector contribution [m per
-    unit move], largest over the anchors; ``selected`` tracked indices chosen (0-based);
+    unit move], largest over the first, middle and last anchor of each segment; ``selected`` tracked indices chosen (0-based);
     ``anchors`` sample indices with mode shapes."""
     segment: np.ndarray
     eta: np.ndarray
@@ -95,7 +96,13 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     order, _ = track_modes(full)
     lam = _tracked_eigenvalues(light, anchors, np.array([r.eigenvalues[o] for r, o in zip(full, order)]))
     freq, zeta = np.abs(lam) / (2.0 * np.pi), -lam.real / np.abs(lam)
-    contrib = _contributions(model, path, qs[anchors], segment[anchors], full, order)
+    picks = set()                    # contributions at the first, middle and last anchor of each segment
+    for k in np.unique(segment[anchors]):
+        idx = np.flatnonzero(segment[anchors] == k)
+        picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
+    picks = sorted(picks)
+    contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]], [full[a] for a in picks],
+                             order[picks])
     if modes is None:
         ok = (contrib >= threshold * contrib.max()) & (zeta.max(axis=0) < max_damping)
         selected = tuple(int(k) for k in np.flatnonzero(ok))
@@ -181,7 +188,7 @@ def shaper_schedule(modes: PathModes, kind: str, tolerance=DEFAULT_TOLERANCE, fi
 
 def shape_trajectory(model, path: PiecewiseC4Trajectory, kind: str, *, modes=None, threshold=DEFAULT_THRESHOLD,
                      max_damping=DEFAULT_MAX_DAMPING, tolerance=DEFAULT_TOLERANCE, fixed=False,
-                     ama_rate_hz=DEFAULT_AMA_RATE_HZ, table_rate_hz=None, workers=None):
+                     ama_rate_hz=DEFAULT_AMA_RATE_HZ, knot_rate_hz=None, workers=None):
     """Shape ``path`` with the configuration-dependent ``kind`` shaper ("zv", "zvd", "ei") of its
     selected modes. Returns (ShapedTrajectory, PathModes), or (None, PathModes) when no mode is
     selected (the caller passes the reference through unshaped and says so)."""
@@ -196,6 +203,6 @@ def shape_trajectory(model, path: PiecewiseC4Trajectory, kind: str, *, modes=Non
     summary = (f"shaped {kind}{' (fixed at the start configuration)' if fixed else ''} on mode(s) "
                f"{', '.join(str(k + 1) for k in pm.selected)} "
                f"({', '.join(f'{a:.3g}->{b:.3g}' for a, b in zip(f0, f1))} Hz)")
-    traj = ShapedTrajectory(path, schedule, summary, table_rate_hz)
+    traj = ShapedTrajectory(path, schedule, summary, knot_rate_hz)
     traj.summary = f"{summary}, added delay {traj.added_delay:.4f} s"
     return traj, pm

@@ -223,7 +223,7 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     if not (np.isfinite(stiffness_scale) and stiffness_scale > 0):
         raise InputError(f"stiffness_scale: must be > 0, got {stiffness_scale}")
     ctrl_model = plant_model if stiffness_scale == 1.0 else with_overrides(plant_model, k=plant_model.k * stiffness_scale)
-    shaper = None if shaping == "none" else ReferenceShaper(ctrl_model, shaping, rate_hz=control_rate_hz,
+    shaper = None if shaping == "none" else ReferenceShaper(ctrl_model, shaping,
                                                             fixed=fixed, **shaping_options)
     path = PiecewiseC4Trajectory(times, positions)
     reference = path if shaper is None else shaper(path)
