@@ -2,6 +2,7 @@
 oscillator, insensitivity widths, the shaped C⁴ reference, configuration-dependent schedules, mode
 selection, bad input, trajectory files and the CLI. Robot closed loops: test_shaping_robots.py."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -368,4 +369,24 @@ def test_cli_shape_writes_the_shaped_reference(lwr, tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().err
     assert cli_main(["shape", "--robot", "kuka_lwr4", "--trajectory", str(src), "--shaper", "zvd", "-o", str(out),
                      "--modes", "0"]) == 2
+    assert "--modes" in capsys.readouterr().err
+
+
+def test_cli_simulate_reports_residual_vibration_and_added_duration(tmp_path, capsys):
+    move = str(Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml")
+    args = ["simulate", "--robot", "kuka_lwr4", "--trajectory", move, "--law", "pd", "--no-coulomb",
+            "--settle", "0.5", "--dt", "0.0005", "--json", "--plot-dir", str(tmp_path)]
+    assert cli_main(args + ["--shaping", "zvd"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rv, base = out["residual_vibration"], out["unshaped"]["residual_vibration"]
+    assert out["shaping"] == "zvd" and out["shaped_modes"]["selected_modes"] == [1, 2, 7]
+    assert 0.6 < out["added_duration_s"] < 0.8 and rv["start_s"] == base["start_s"] == pytest.approx(0.4 + out["added_duration_s"], abs=1e-3)
+    assert out["residual_vibration_reduction"] >= 10 and base["peak_m"] >= 10 * rv["peak_m"]
+    assert (tmp_path / "residual_vibration.png").stat().st_size > 10_000
+    assert cli_main(args + ["--shaping", "none", "--model-stiffness-scale", "0.8"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["added_duration_s"] == 0 and "unshaped" not in plain and plain["residual_vibration"]["peak_m"] > 0
+    assert cli_main(args + ["--model-stiffness-scale", "0"]) == 2
+    assert "stiffness_scale" in capsys.readouterr().err
+    assert cli_main(args + ["--shaping", "zvd", "--modes", "1.5"]) == 2
     assert "--modes" in capsys.readouterr().err

@@ -74,3 +74,9 @@ def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp
     assert ros.peak_m * 3 <= offline.peak_m and ros.rms_m * 3 <= offline.rms_m, (ros, offline)
     # the ROS run is the offline shaped run up to the middleware's timing
     assert ros.peak_m <= 2 * offline_shaped.residual(end, WINDOW).peak_m + 1e-4
+
+
+def test_unknown_shaping_value_fails_at_start(ros_process):
+    proc = ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p", "shaping:=fast"])
+    proc.popen.wait(60)
+    assert proc.popen.returncode == 2 and "shaping: unknown value 'fast'" in proc.log()

@@ -8,8 +8,9 @@ flexmodal_ros/shaping/vibration.py); writes ``closed_loop.png`` (tracking errors
 ``residual_vibration.png`` to ``--plot-dir``.
 
 ``--shaping zv|zvd|ei`` shapes the reference with the configuration-dependent modes of the
-controller's model and runs the unshaped reference too (``unshaped`` in the output, same common
-settling window); ``--model-stiffness-scale s`` gives the controller (feedforward, shaping, hold
+controller's model and runs the unshaped reference too (``unshaped`` in the output; with
+``--compare-fixed`` also the shaper fixed at the start configuration, ``fixed_start``; all over one
+common settling window); ``--model-stiffness-scale s`` gives the controller (feedforward, shaping, hold
 law) a model whose joint stiffness is s × the plant's; ``--law`` picks the controller:
 feedforward (default), pd_only (= ``--no-feedforward``: PD on W q^d, no compensation), pd (PD with
 the static compensation (2.2)-(2.3) at the moving reference).
@@ -49,6 +50,8 @@ def add_parser(sub):
     p.add_argument("--no-coulomb", action="store_true",
                    help="plant without Coulomb friction (the viscous model of thesis ch. 2)")
     add_shaping_options(p)
+    p.add_argument("--compare-fixed", action="store_true",
+                   help="with --shaping: also run the shaper fixed at the start configuration's modes")
     p.add_argument("--settle", type=float, default=0.5,
                    help="time simulated after the (longest) reference, = the residual-vibration window [s] "
                         "(default 0.5)")
@@ -98,8 +101,13 @@ def run(args):
     main = simulate_move(plant, times, positions, args.shaping, fixed=args.fixed_shaper, **common, **options)
     runs = {args.shaping if args.shaping != "none" else "unshaped": main}
     if args.shaping != "none":
-        runs = {"unshaped": simulate_move(plant, times, positions, "none", until=main.end_time + args.settle,
-                                          **common), **runs}
+        fixed = {}
+        if args.compare_fixed:
+            fixed["fixed_start"] = simulate_move(plant, times, positions, args.shaping, fixed=True,
+                                                 until=main.end_time + args.settle, **common, **options)
+        end = max([main.end_time] + [r.end_time for r in fixed.values()])
+        runs = {"unshaped": simulate_move(plant, times, positions, "none", until=end + args.settle, **common),
+                **fixed, **runs}
     residuals = compare(runs, args.settle)
     label = list(runs)[-1]
     out = {"robot": model.name, "law": law, "feedforward": law == "feedforward", "shaping": args.shaping,
@@ -111,6 +119,9 @@ def run(args):
         out["residual_vibration_reduction"] = residuals["unshaped"]["peak_m"] / max(residuals[label]["peak_m"], 1e-300)
         out["shaped_modes"] = main.path_modes.to_dict() if main.path_modes is not None else None
         out["shaping_summary"] = getattr(main.reference, "summary", "")
+        if "fixed_start" in runs:
+            out["fixed_start"] = {"residual_vibration": residuals["fixed_start"],
+                                  "added_duration_s": runs["fixed_start"].added_delay}
     if args.plot_dir:
         Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
         path = Path(args.plot_dir) / "closed_loop.png"
@@ -135,6 +146,10 @@ def run(args):
         print(f"unshaped residual_vibration peak {u['peak_m']:.3e} m rms {u['rms_m']:.3e} m: "
               f"{out['residual_vibration_reduction']:.3g}x reduction, added_duration_s {out['added_duration_s']:.4f}")
         print(out["shaping_summary"])
+        if "fixed_start" in out:
+            f = out["fixed_start"]["residual_vibration"]
+            print(f"fixed at the start configuration: residual_vibration peak {f['peak_m']:.3e} m rms "
+                  f"{f['rms_m']:.3e} m ({f['peak_m'] / max(rv['peak_m'], 1e-300):.3g}x the configuration-dependent)")
     for key in ("plot", "residual_plot"):
         if key in out:
             print(f"{key} {out[key]}")

@@ -65,7 +65,7 @@ def rest_position(plant_model, controller_model, q_goal):
     """(q_rest (n,), p_E,rest (3,)): static equilibrium of the plant (friction-free) under the hold
     law (2.2)-(2.3) of ``controller_model`` about q_goal: g_p(q) + K_p W (W q − q_m) = 0 and
     r − K_P q_m + K_p (W q − q_m) = 0 with r = :func:`~flexmodal_ros.linearize.setpoint_reference`
-    of the controller model (Newton from q_goal; InputError if it does not converge)."""
+    of the controller model (scipy's hybrid Powell solver from q_goal; InputError if it fails)."""
     from ..model import gravity_torque
     p, c = plant_model, controller_model
     data = create_data(p)
@@ -78,17 +78,8 @@ def rest_position(plant_model, controller_model, q_goal):
         spring = k * (W * q - qm)
         return np.concatenate([gravity_torque(p, data, q) + W * spring, r - c.kp * qm + spring])
 
-    z = np.concatenate([q_goal, r / c.kp])
-    for _ in range(30):
-        f = residual(z)
-        if np.abs(f).max() < 1e-10:
-            break
-        J = np.empty((2 * n, 2 * n))
-        for j in range(2 * n):
-            dz = np.zeros(2 * n)
-            dz[j] = 1e-7
-            J[:, j] = (residual(z + dz) - f) / 1e-7
-        z = z - np.linalg.solve(J, f)
+    from scipy.optimize import root
+    z = root(residual, np.concatenate([q_goal, r / c.kp]), method="hybr", tol=1e-13).x
     if np.abs(residual(z)).max() > 1e-8:
         raise InputError("rest position: the static equilibrium under the hold law was not found")
     return z[:n], tool_positions(p, [z[:n]])[0]
