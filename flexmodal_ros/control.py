@@ -125,7 +125,8 @@ def control_law_function(model, name="flexmodal_law"):
     reference term r_hold [N·m] (:func:`~flexmodal_ros.linearize.setpoint_reference`), measured
     q_m [rad], q̇_m [rad/s]. Link reference q^(k) = η^(k)(s) T⁻ᵏ (q_b − q_a) (+ q_a for k = 0)
     (4.29)-(4.30), or, with explicit = 1, the given ``reference`` [q^d; q̇^d; q̈^d; q⃛^d; q^d(4)]
-    (any C⁴ reference, e.g. a shaped one: flexmodal_ros/shaping); feedforward (4.6)-(4.10) of that reference; reference term
+    (any C⁴ reference, e.g. a shaped one: flexmodal_ros/shaping); feedforward (4.6)-(4.10) of
+    that reference; reference term
     r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
     τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
     Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated.
@@ -340,8 +341,9 @@ class FailSafeController:
         if self.mode == Mode.TRACKING:
             self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
         self._trajectory = traj
+        shaping = getattr(traj.path, "summary", "")
         return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
-                f"starting at t={traj.t0:.4f} s" + (f"; {traj.path.summary}" if getattr(traj.path, "summary", "") else ""))
+                f"starting at t={traj.t0:.4f} s" + (f"; {shaping}" if shaping else ""))
 
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""

@@ -18,8 +18,8 @@ statistics when they are more than one period apart); ``watchdog_rate_hz`` (100)
 time); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first waypoint must be
 this close to the measured position); ``shaping`` (none | zv | zvd | ei, read-only: each accepted
 reference is input-shaped with the modes of the configurations along it, flexmodal_ros/shaping;
-the added delay is reported on ``~/status`` with the acceptance); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning,
-off by default: flexmodal_ros/nodes/realtime.py).
+the added delay is reported on ``~/status`` with the acceptance); ``realtime_priority`` / ``cpu``
+(SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 
 Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
 (trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
