@@ -120,16 +120,18 @@ def saturate(tau, limit):
 
 
 # Layout of the control-law vectors (:func:`control_law_function`): scalars, else n entries each.
-LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m", "kp", "kd")
+LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m", "kp", "kd",
+              "explicit", "reference")
 LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated", "n_nonfinite")
-_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "n_nonfinite")
+_LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "n_nonfinite", "explicit")
+_LAW_DERIVATIVES = ("reference",)        # q^d, q̇^d, q̈^d, q⃛^d, q^d(4): 5n entries
 
 
 def law_layout(names, n):
     """{name: slice} of the named blocks packed in order into one vector, and its length."""
     slices, k = {}, 0
     for name in names:
-        size = 1 if name in _LAW_SCALARS else n
+        size = 1 if name in _LAW_SCALARS else 5 * n if name in _LAW_DERIVATIVES else n
         slices[name], k = slice(k, k + size), k + size
     return slices, k
 
@@ -142,7 +144,9 @@ def control_law_function(model, name="flexmodal_law"):
     reference term r_hold [N·m] (:func:`~flexmodal_ros.linearize.setpoint_reference`), measured
     q_m [rad], q̇_m [rad/s], gains K_P, K_D (inputs, so that they can change at run time without
     a new library). Link reference q^(k) = η^(k)(s) T⁻ᵏ (q_b − q_a) (+ q_a for k = 0)
-    (4.29)-(4.30); feedforward (4.6)-(4.10) of that reference; reference term
+    (4.29)-(4.30), or, with explicit = 1, the given ``reference`` [q^d; q̇^d; q̈^d; q⃛^d; q^d(4)]
+    (any C⁴ reference, e.g. a shaped one: flexmodal_ros/shaping); feedforward (4.6)-(4.10) of
+    that reference; reference term
     r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
     τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
     Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated,
@@ -162,6 +166,7 @@ def control_law_function(model, name="flexmodal_law"):
         derivs.append(eta * scale * dq)
         scale = scale * inv_t
     derivs[0] = derivs[0] + v["q_a"]
+    derivs = [ca.if_else(v["explicit"], v["reference"][k * n:(k + 1) * n], d) for k, d in enumerate(derivs)]
     ff = model_feedforward_function(model, f"{name}_ff")(ca.vertcat(*derivs))
     kp, kd, W = v["kp"], v["kd"], ca.DM(np.asarray(model.W, dtype=float))
     r_ff = ff[6 * n:7 * n] + kp * ff[3 * n:4 * n] + kd * ff[4 * n:5 * n]
@@ -227,10 +232,16 @@ class _Trajectory:
     def __init__(self, path, t0):
         self.path, self.t0 = path, t0
         self.duration = path.duration
+        self.explicit = float(getattr(path, "explicit", False))
         self._begin, self._end = 0.0, -1.0          # times of the loaded segment (none yet)
 
     def load(self, law, t):
-        """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``."""
+        """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``
+        (a path with ``explicit`` set, e.g. a shaped reference: its derivatives at t)."""
+        law.explicit[0] = self.explicit
+        if self.explicit:
+            law.reference[:] = np.concatenate(self.path.sample(t))
+            return
         if not self._begin <= t < self._end:
             k = self.path.segment_index(t)
             times, pos = self.path.times, self.path.positions
@@ -310,7 +321,10 @@ class FailSafeController:
     [s]), then :meth:`compute` for the command of that sample; call :meth:`watchdog` periodically
     with the steady-clock time to get the STALE command when states stop. :meth:`set_trajectory`
     accepts a reference. Events (mode changes, aborts) are queued in ``events`` for the caller to
-    log/publish. Not thread-safe: serialize calls.
+    log/publish. ``shaper``: None, or a callable mapping each accepted
+    :class:`~flexmodal_ros.trajectory.PiecewiseC4Trajectory` to the reference actually tracked
+    (e.g. :class:`flexmodal_ros.shaping.ReferenceShaper`: input shaping). Not thread-safe:
+    serialize calls.
     """
 
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
@@ -331,6 +345,7 @@ class FailSafeController:
         self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self._unsaturated = np.zeros(model.n, dtype=bool)
         self._unsaturated.flags.writeable = False
+        self.shaper = None
 
     @property
     def use_feedforward(self):
@@ -448,8 +463,9 @@ class FailSafeController:
         if self.mode == Mode.TRACKING:
             self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
         self._trajectory = traj
+        shaping = getattr(traj.path, "summary", "")
         return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
-                f"starting at t={traj.t0:.4f} s")
+                f"starting at t={traj.t0:.4f} s" + (f"; {shaping}" if shaping else ""))
 
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""
@@ -553,7 +569,7 @@ class FailSafeController:
                              f"{s.t:.4f} s)")
         path = PiecewiseC4Trajectory(times, positions)
         self._check_rates(path)
-        return _Trajectory(path, t0)
+        return _Trajectory(path if self.shaper is None else self.shaper(path), t0)
 
     def _check_rates(self, path):
         """InputError naming the segment and joint whose peak speed or acceleration exceeds the limits."""

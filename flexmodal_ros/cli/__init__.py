@@ -13,7 +13,7 @@ import sys
 from ..errors import FlexmodalError
 
 SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
-                      "constrained", "oma")
+                      "constrained", "oma", "shape")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")

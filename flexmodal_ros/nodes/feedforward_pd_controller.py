@@ -15,8 +15,10 @@ exported robots in Gazebo or ``mujoco_simulator``, whose commands are then the m
 W τ_m: flexmodal_ros/export/convention.py); ``use_sim_time`` (watchdog and stale-state checks on
 the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100);
-``realtime_priority`` / ``cpu`` (SCHED_FIFO and CPU pinning, off by default:
-flexmodal_ros/nodes/realtime.py).
+``shaping`` (none | zv | zvd | ei: each accepted reference is input-shaped with the modes of the
+configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
+is reported on ``~/status`` with the acceptance); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and
+CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
 cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (empty = the params YAML;
 one value = every joint, or one per joint; refused if the closed loop at the measured position
@@ -55,6 +57,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ..control import FailSafeController, SafetyLimits
 from ..errors import FlexmodalError
 from ..export.convention import check_link_state
+from ..shaping import ReferenceShaper, check_shaping
 from .common import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                      run_node, seconds, timing_clock)
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
@@ -71,7 +74,8 @@ class FeedforwardPdController(Node):
         super().__init__("feedforward_pd_controller", **kwargs)
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
-            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"))}
+            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"))}
+        self.shaping = check_shaping(p["shaping"], FlexmodalError)
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
         self._clock = timing_clock(self)      # sim time with use_sim_time, else steady
         for name in ("rate_hz", "watchdog_rate_hz"):
@@ -116,7 +120,7 @@ class FeedforwardPdController(Node):
         scheduling = apply_realtime(self.get_logger(), *realtime)
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.ctrl.model.kp.tolist()}, kd "
                                f"{self.ctrl.model.kd.tolist()}), feedforward "
-                               f"{'on' if self.ctrl.use_feedforward else 'off'}, {scheduling}")
+                               f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping}, {scheduling}")
 
     def _apply_parameters(self, values):
         """The settable parameters → controller (checked first, then taken over together)."""
@@ -133,6 +137,8 @@ class FeedforwardPdController(Node):
         self.ctrl.configure(kp=gains["kp"], kd=gains["kd"], limits=limits, state_timeout=v["state_timeout_s"],
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
+        if self.shaping != "none":          # the modes along a path depend on the gains
+            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping)
         self._read_state.bounds = self.ctrl.state_bounds
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
         if changed and hasattr(self, "status_pub"):
@@ -186,7 +192,7 @@ class FeedforwardPdController(Node):
         except FlexmodalError as exc:
             self._report_throttled(f"trajectory rejected: {exc}")
             return
-        self._report(description)
+        self._report(description, warn="WARNING" in description)
 
     def on_statistics(self, request, response):
         response.success = True

@@ -1,0 +1,98 @@
+"""``flexmodal shape``: input shaping of a waypoint trajectory with the configuration-dependent modes.
+
+Reads the waypoint YAML (flexmodal_ros/shaping/trajectory_file.py), runs the closed-loop AMA along
+the path (``--ama-rate-hz`` samples per second of motion), selects the modes that dominate the
+end-effector response (or ``--modes``), designs the ``--shaper`` at every sample and writes the
+shaped reference with its derivatives 1..4 as CSV at ``--rate-hz``. Prints the selected modes, the
+added duration [s] and the percentage residual vibration of each mode on the linearized model,
+unshaped and shaped. No mode to shape: the unshaped reference is written, with a warning.
+"""
+import sys
+
+import numpy as np
+
+from ..errors import InputError
+from ..shaping import KINDS, shape_trajectory
+from ..shaping.trajectory_file import read_waypoints, write_samples
+from ..shaping.vibration import linearized_vibration
+from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+
+
+def add_shaping_options(p):
+    """Options shared with ``flexmodal simulate``: --modes, --threshold, --tolerance, --fixed-shaper,
+    --ama-rate-hz."""
+    p.add_argument("--modes", help="modes to shape, 1-based, comma-separated (default: those dominating the "
+                                   "end-effector response)")
+    p.add_argument("--threshold", type=float, default=0.1,
+                   help="mode selection: minimum end-effector contribution relative to the largest (default 0.1)")
+    p.add_argument("--tolerance", type=float, default=0.05, help="EI vibration tolerance V (default 0.05)")
+    p.add_argument("--fixed-shaper", action="store_true",
+                   help="design the shaper at the start configuration only (fixed-frequency practice)")
+    p.add_argument("--ama-rate-hz", type=float, default=100.0,
+                   help="modal analyses per second of motion along the path (default 100)")
+
+
+def shaping_options(args):
+    """Keyword options of :func:`~flexmodal_ros.shaping.shape_trajectory` from the parsed options."""
+    modes = None
+    if args.modes:
+        values = parse_floats(args.modes, "--modes")
+        if np.any(values != np.round(values)) or np.any(values < 1):
+            raise InputError(f"--modes: expected 1-based mode numbers, got {args.modes}")
+        modes = [int(v) - 1 for v in values]
+    if not args.threshold > 0:
+        raise InputError(f"--threshold: must be > 0, got {args.threshold}")
+    return {"modes": modes, "threshold": args.threshold, "tolerance": args.tolerance,
+            "ama_rate_hz": args.ama_rate_hz}
+
+
+def add_parser(sub):
+    p = sub.add_parser("shape", help="input shaping (zv, zvd, ei) of a waypoint trajectory with the "
+                                     "configuration-dependent modes")
+    add_model_options(p)
+    p.add_argument("--trajectory", required=True, help="waypoint YAML (joint_names, points: time, positions)")
+    p.add_argument("--shaper", required=True, choices=KINDS, help="shaper family")
+    p.add_argument("-o", "--output", required=True, help="CSV of the shaped reference and its derivatives")
+    p.add_argument("--rate-hz", type=float, default=1000.0, help="sample rate of the CSV [Hz] (default 1000)")
+    add_shaping_options(p)
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args):
+    model = model_from_args(args)
+    path = read_waypoints(model, args.trajectory)
+    if not args.rate_hz > 0:
+        raise InputError(f"--rate-hz: must be > 0, got {args.rate_hz}")
+    shaped, modes = shape_trajectory(model, path, args.shaper, fixed=args.fixed_shaper, **shaping_options(args))
+    reference = shaped if shaped is not None else path
+    t = np.arange(int(np.floor(reference.duration * args.rate_hz)) + 1) / args.rate_hz
+    if shaped is not None:
+        samples = shaped.evaluate(t)
+    else:
+        from ..shaping import path_derivatives
+        samples = path_derivatives(path, t)[0]
+        print(f"flexmodal shape: warning: no mode qualifies for shaping (threshold {args.threshold:g}); "
+              "the reference is written unshaped", file=sys.stderr)
+    write_samples(args.output, model.joint_names, t, samples)
+    out = {"robot": model.name, "shaper": args.shaper, "shaped": shaped is not None,
+           "fixed_shaper": args.fixed_shaper, "output": str(args.output), "samples": int(t.size),
+           "duration_s": float(reference.duration), "unshaped_duration_s": float(path.duration),
+           "added_duration_s": float(getattr(shaped, "added_delay", 0.0)), **modes.to_dict()}
+    if shaped is not None:
+        out["percentage_vibration_unshaped"] = linearized_vibration(path, modes).tolist()
+        out["percentage_vibration_shaped"] = linearized_vibration(shaped, modes).tolist()
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"{model.name}: {args.shaper} shaping of {args.trajectory} ({path.times.size} waypoints, "
+          f"{path.duration:g} s)")
+    print(f"modes shaped {out['selected_modes']} (1-based), frequency range "
+          + ", ".join(f"{a:.3g}-{b:.3g} Hz" for a, b in out["frequency_range_hz"]))
+    print(f"added_duration_s {out['added_duration_s']:.4f}")
+    if shaped is not None:
+        print("percentage_vibration (linearized) unshaped "
+              + " ".join(f"{v:.3g}" for v in out["percentage_vibration_unshaped"])
+              + " -> shaped " + " ".join(f"{v:.3g}" for v in out["percentage_vibration_shaped"]))
+    print(f"wrote {args.output} ({t.size} samples at {args.rate_hz:g} Hz)")
+    return 0

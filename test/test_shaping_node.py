@@ -1,0 +1,82 @@
+"""Input shaping (issue 19) through ROS: feedforward_pd_controller with shaping:=zvd tracks the
+kuka_lwr4 acceptance move through flexible_joint_simulator (separate processes, real rclpy, lockstep)
+with the reduced end-effector residual vibration, and reports the added delay on ~/status.
+
+Set-up as the acceptance case "feedforward from a model whose joint stiffness is 20 % off": the
+simulator runs the robot with viscous friction only (params file without the Coulomb terms), the
+controller a params file with 0.8 × the joint stiffness. Reference: the offline closed loop of the
+same controller without shaping (flexmodal_ros.simulation.run_closed_loop, same plant, rate and
+lockstep timing). The controller shapes in its trajectory callback (~0.1 s here): state_timeout_s
+is raised to 1 s so that the callback is not taken for a lost joint-state stream.
+"""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from flexmodal_ros.model import with_overrides
+from flexmodal_ros.robots import load_robot, robot_paths
+from flexmodal_ros.shaping.trajectory_file import read_waypoints
+from flexmodal_ros.shaping.vibration import residual_vibration, rest_position, simulate_move, tool_positions
+
+MOVE = Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml"
+WINDOW = 0.5
+
+
+def _params_file(tmp_path, name, stiffness_scale):
+    """kuka_lwr4's params YAML without Coulomb friction, joint stiffness × stiffness_scale."""
+    urdf, params = robot_paths("kuka_lwr4")
+    doc = yaml.safe_load(Path(params).read_text())
+    doc["urdf"] = str(urdf)
+    for joint in doc["joints"].values():
+        joint["d_cm"] = 0.0
+        joint["k"] = joint["k"] * stiffness_scale
+    out = tmp_path / f"{name}.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp_path):
+    from flexmodal_ros.demo import SuiteClient
+    from flexmodal_ros.nodes.bringup import _ros_value
+
+    robot = load_robot("kuka_lwr4")
+    plant = with_overrides(robot, d_cm=0.0)
+    controller_model = with_overrides(plant, k=0.8 * plant.k)
+    path = read_waypoints(robot, MOVE)
+    times, positions = np.array(path.times), np.array(path.positions)
+    ros_process(["flexible_joint_simulator", "--ros-args", "-p", f"params_path:={_params_file(tmp_path, 'plant', 1.0)}",
+                 "-p", f"initial_positions:={_ros_value(positions[0])}", "-p", "lockstep:=true",
+                 "-p", "real_time_factor:=1.0"])
+    ros_process(["feedforward_pd_controller", "--ros-args",
+                 "-p", f"params_path:={_params_file(tmp_path, 'controller', 0.8)}",
+                 "-p", "shaping:=zvd", "-p", "state_timeout_s:=1.0"])
+    client = SuiteClient(robot, name="flexmodal_test_shaping_client")
+    try:
+        client.wait_for_status("hold", timeout=60.0)
+        result = client.track(times, positions, settle=1.6, timeout=120.0)
+        accepted = next(s for s in client.statuses if s.startswith("trajectory accepted"))
+    finally:
+        client.close()
+    found = re.search(r"shaped zvd on mode\(s\) ([0-9, ]+) .*added delay ([0-9.]+) s", accepted)
+    assert found, accepted
+    delay = float(found.group(2))
+    end = times[-1] + delay
+    _, p_rest = rest_position(plant, controller_model, positions[-1])
+    ros = residual_vibration(result.t, tool_positions(plant, result.q), p_rest, end, WINDOW)
+    offline = simulate_move(plant, times, positions, "none", "feedforward", 0.8, settle=WINDOW + 1.0,
+                            dt=1.0 / 2000.0).residual(end, WINDOW)
+    offline_shaped = simulate_move(plant, times, positions, "zvd", "feedforward", 0.8, settle=WINDOW + 0.1,
+                                   dt=1.0 / 2000.0)
+    assert offline_shaped.added_delay == pytest.approx(delay, abs=1e-4)
+    assert ros.peak_m * 3 <= offline.peak_m and ros.rms_m * 3 <= offline.rms_m, (ros, offline)
+    # the ROS run is the offline shaped run up to the middleware's timing
+    assert ros.peak_m <= 2 * offline_shaped.residual(end, WINDOW).peak_m + 1e-4
+
+
+def test_unknown_shaping_value_fails_at_start(ros_process):
+    proc = ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p", "shaping:=fast"])
+    proc.popen.wait(60)
+    assert proc.popen.returncode == 2 and "shaping: unknown value 'fast'" in proc.log()
