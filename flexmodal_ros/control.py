@@ -447,16 +447,18 @@ class FailSafeController:
             raise InputError(problem)
         return JointSample(float(sample.t), **arrays)
 
-    def set_trajectory(self, times, positions, start_time=None):
+    def set_trajectory(self, times, positions, start_time=None, now=None):
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
-        ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now
-        (the last sample's time). A first waypoint with time > 0 is preceded by the measured
+        ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now:
+        the last sample's time, advanced by its age when ``now`` (the clock of :meth:`update_state`'s
+        ``received``) is given — after a stall of this process the last sample is old, and starting
+        at its time would put the start in the past of the robot. A first waypoint with time > 0 is preceded by the measured
         position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
         measured position until its start. Returns a one-line description; InputError naming the
         field otherwise.
         """
         try:
-            traj = self._check_trajectory(times, positions, start_time)
+            traj = self._check_trajectory(times, positions, start_time, now)
         except InputError:
             self.counters.rejected_trajectories += 1
             raise
@@ -538,7 +540,7 @@ class FailSafeController:
                 c.saturated_per_joint[i] += 1
         return Command(tau, self.mode, saturated, q_ref)
 
-    def _check_trajectory(self, times, positions, start_time):
+    def _check_trajectory(self, times, positions, start_time, now=None):
         s = self._sample
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
@@ -563,7 +565,10 @@ class FailSafeController:
             j = int(np.argmax(gap))
             raise InputError(f"positions: point 0 is {gap[j]:.4g} away from the measured position of "
                              f"{self.model.joint_names[j]} (start_tolerance {self.start_tolerance:g})")
-        t0 = s.t if start_time is None else float(finite_array(start_time, "start_time", ()))
+        if start_time is None:
+            t0 = s.t + (max(0.0, float(now) - self._received) if now is not None else 0.0)
+        else:
+            t0 = float(finite_array(start_time, "start_time", ()))
         if t0 < s.t:
             raise InputError(f"header.stamp: start time {t0:.4f} s is in the past (joint-state time "
                              f"{s.t:.4f} s)")

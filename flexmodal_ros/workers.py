@@ -11,7 +11,8 @@ start method: safe to use from a multithreaded ROS node) whose workers
   killed with SIGKILL therefore leaves no worker computing; a node shut down normally calls
   :meth:`WorkerPool.shutdown`.
 - ignore SIGINT: Ctrl-C on a terminal reaches the whole process group; the owner stops the pool
-  (no KeyboardInterrupt tracebacks from the workers).
+  (no KeyboardInterrupt tracebacks from the workers, also not while they start: the forkserver is
+  started with SIGINT blocked, a mask its children inherit).
 - stop early on request: a :class:`StopToken` (a deadline on CLOCK_MONOTONIC, which all processes
   of the machine share, and a cancel flag in shared memory) is checked by the computation at
   convenient points (:meth:`StopToken.check`, e.g. once per residual evaluation), which raises
@@ -115,6 +116,17 @@ def _init_worker(*shared):
         os._exit(1)
 
 
+def _start_forkserver():
+    """Start the forkserver (if not running) with SIGINT blocked: the mask is inherited by the
+    forkserver and every worker it forks, so a Ctrl-C to the process group cannot interrupt a
+    worker while it is still importing (before :func:`_init_worker` makes it ignore SIGINT)."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class WorkerPool:
     """``workers`` persistent processes (see the module docstring); ``preload``: modules the
     forkserver imports once, so that workers start fast. Thread-safe."""
@@ -144,6 +156,7 @@ class WorkerPool:
             raise Interrupted("cancelled")
         if self._executor is None:
             _started = True
+            _start_forkserver()
             self._executor = ProcessPoolExecutor(self.workers, mp_context=self._ctx,
                                                  initializer=_init_worker, initargs=self._shared)
         return self._executor

@@ -369,6 +369,7 @@ def test_demo_trajectory_starts_when_the_controller_was_stalled(ros_process):
     client = SuiteClient(model, name="flexmodal_stall_client")
     try:
         client.wait_for_status("hold", timeout=60.0)
+        client.spin_until(lambda: client.latest is not None, 30.0, "a joint state")
         q0 = client.latest.q
         times = np.array([0.0, 0.6])
         positions = np.vstack([q0, q0 + 0.05])

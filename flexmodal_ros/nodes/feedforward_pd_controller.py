@@ -188,7 +188,7 @@ class FeedforwardPdController(Node):
             self._report_throttled(f"trajectory rejected: {exc}")
             return
         try:
-            description = self.ctrl.set_trajectory(*reference)
+            description = self.ctrl.set_trajectory(*reference, now=seconds(self._clock))
         except FlexmodalError as exc:
             self._report_throttled(f"trajectory rejected: {exc}")
             return

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ..control import Command, FailSafeController, Mode, saturate
+from ..control import Command, FailSafeController, Mode, SafetyLimits, saturate
 from ..errors import InputError
 from ..linearize import setpoint_reference
 from ..model import create_data, with_overrides
@@ -223,7 +223,8 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     if law == "pd":
         ctrl = SetpointPD(ctrl_model, given)
     else:
-        ctrl = FailSafeController(ctrl_model, law == "feedforward")
+        # offline study, as run_closed_loop: no speed limits checked (the thesis motion exceeds the URDF's)
+        ctrl = FailSafeController(ctrl_model, law == "feedforward", limits=SafetyLimits(velocity_scale=np.inf))
         ctrl.shaper = given
     duration = max(float(reference.duration) + settle, until or 0.0)
     duration = np.ceil(duration * control_rate_hz - 1e-6) / control_rate_hz     # whole control periods
