@@ -173,6 +173,8 @@ def with_overrides(model, kp=None, kd=None, tool=None, wrench=None, gravity=None
             changes[field] = frozen(checks[field](per_joint(value, n, field), field))
     if wrench is not None:
         changes["wrench"] = frozen(finite_vector(wrench, 6, "wrench"))
+    if not changes and tool is None and gravity is None:
+        return model                     # immutable: nothing to replace (keeps per-model caches)
     out = dataclasses.replace(model, **changes)
     if tool is not None or gravity is not None:
         tool = tool if isinstance(tool, Tool) or tool is None else make_tool(tool, "tool", InputError)
