@@ -244,3 +244,12 @@ def test_evaluate_in_place_equals_call_and_validates(evaluators):
     out_vm = np.empty((7, ff.n))
     vm.evaluate(np.array(state, float), out_vm)
     np.testing.assert_allclose(out_vm, ref, rtol=1e-13, atol=1e-10)
+
+
+def test_rigid_term_counts_are_stored_with_the_library(evaluators, cache):
+    """Issue 17: `flexmodal codegen` reads the τ, τ', τ'' counts from the cached library's metadata
+    (no symbolic RNEA on a cache hit); they equal a separate rigid-only generation."""
+    ff = evaluators["kuka_lwr4"]
+    rigid = count_operations(emit_c(feedforward_function(ff.model.pin, None, "lwr4_rigid")))
+    assert ff.library.operations_rigid == rigid
+    assert FlexibleJointFeedforward(ff.model, cache=cache).library.operations_rigid == rigid   # cache hit

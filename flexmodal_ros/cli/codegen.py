@@ -14,7 +14,6 @@ import numpy as np
 
 from ..errors import InputError
 from ..inverse_dynamics import FeedforwardOutput, FlexibleJointFeedforward, feedforward_numeric
-from ..inverse_dynamics.build import count_operations, emit_c, feedforward_function
 from ..trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
 from ..validation import finite_vector, output_path
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
@@ -48,7 +47,7 @@ def run(args):
     model = model_from_args(args)
     ff = FlexibleJointFeedforward(model)
     info = ff.library
-    rigid = count_operations(emit_c(feedforward_function(model.pin, None, "rigid_terms")))
+    rigid = info.operations_rigid           # stored with the library (no regeneration on a cache hit)
     source = info.source
     if args.out_dir:
         Path(args.out_dir).mkdir(parents=True, exist_ok=True)
