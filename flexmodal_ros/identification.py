@@ -76,6 +76,9 @@ RESIDUAL_NOISE_LIMIT = 10.0              # RMS residual > 10× the noise-explain
 RANK_RTOL = 1e-10                        # singular values below RANK_RTOL·σ_max count as zero
 # Size limits of one identification (a request beyond them is refused before allocating).
 MAX_STARTS = 10_000
+# Handing a request's chunks of starts to a running WorkerPool and collecting them [s] (process
+# round trips of pickled problems, measured ~20-50 ms on the 2-core development machine).
+POOL_DISPATCH_S = 0.05
 MAX_CONFIGURATIONS = 1_000
 MAX_MEASURED_MODES = 5_000
 MAX_PROBLEM_BYTES = 512 * 2 ** 20        # precomputed characteristic matrices [bytes]
@@ -490,9 +493,11 @@ def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
     [0, k_max] / [0, d_max] (default (3.42): 5000, 100) with ``numpy.random.default_rng(seed)``
     (the result does not depend on ``workers``, the number of processes; scripts using
     ``workers`` > 1 need the ``if __name__ == "__main__"`` guard of multiprocessing). With
-    ``workers`` > 1 the first start runs in this process and times the problem: the others go to
-    a temporary pool only if starting it (:meth:`~flexmodal_ros.workers.WorkerPool.start_cost`)
-    plus their share per worker takes less than running them here.
+    ``workers`` > 1 or a ``pool`` the first start runs in this process and times the problem: the
+    others go to the pool only if its cost (starting a temporary one,
+    :meth:`~flexmodal_ros.workers.WorkerPool.start_cost`, or handing chunks to a running one,
+    ``POOL_DISPATCH_S``) plus their share per worker takes less than running them here, so no
+    worker count is slower than one worker.
     ``noise`` = (σ_f/f, σ_ζ) is the measurement noise assumed by the success test and the
     identifiability report. ``pool``: a :class:`~flexmodal_ros.workers.WorkerPool` to use instead
     of a temporary one of ``workers`` processes; ``stop``: a
@@ -507,17 +512,21 @@ def identify(model, data: ModalData, unknowns=None, objective=DEFAULT_OBJECTIVE,
     x0 = np.random.default_rng(seed).uniform(size=(starts, len(problem.names)))
     if run_starts is not None:
         local = run_starts(problem, x0)
-    elif pool is not None and starts > 1:
-        local = _run_starts(pool, problem, x0, stop, progress)
-    elif pool is None and workers > 1 and starts > 1:
+    elif starts > 1 and (pool is not None or workers > 1):
         began = time.perf_counter()
         local = solve_starts(problem, x0[:1], stop)                 # times one start in this process
         alone = (time.perf_counter() - began) * (starts - 1)       # the rest here [s]
-        if WorkerPool.start_cost() + alone / workers < alone:      # a temporary pool pays
-            with WorkerPool(workers, preload=[__name__]) as own:
-                local += _run_starts(own, problem, x0[1:], own.token(stop.deadline), progress)
+        cost = POOL_DISPATCH_S if pool is not None else WorkerPool.start_cost()
+        count = pool.workers if pool is not None else workers
+        rest = None if progress is None else (          # counts include the first start
+            lambda done, total, best: progress(done + 1, total + 1, min(best, local[0][1])))
+        if cost + alone / count >= alone:                          # a pool does not pay: stay here
+            local += solve_starts(problem, x0[1:], stop, rest)
+        elif pool is not None:
+            local += _run_starts(pool, problem, x0[1:], stop, rest)
         else:
-            local += solve_starts(problem, x0[1:], stop, progress)
+            with WorkerPool(workers, preload=[__name__]) as own:
+                local += _run_starts(own, problem, x0[1:], own.token(stop.deadline), rest)
     else:
         local = solve_starts(problem, x0, stop, progress)
     best = min(range(starts), key=lambda i: (local[i][1], i))
