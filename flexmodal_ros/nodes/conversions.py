@@ -335,15 +335,20 @@ class JointStateReader:
     def _check(self, values):
         """InputError naming the field and joints of every NaN/inf in the gathered ``values`` (with
         the hint on state interfaces), or with ``bounds`` of the first value outside them (after a
-        deflection-convention sample is converted to the model's, in place)."""
-        if not np.isfinite(values).all():
-            raise InputError(self._nonfinite(values))
+        deflection-convention sample is converted to the model's, in place: NaN stays NaN). With
+        bounds one comparison covers NaN (its comparisons are false), ±inf and implausible values."""
         if self._to_model is not None:
             self._to_model(values)
         bounds = self.bounds
-        if bounds is not None and not ((values >= bounds[0]) & (values <= bounds[1])).all():
-            from ..control import implausible_state
-            raise InputError(implausible_state(self.model, values, bounds))
+        if bounds is None:
+            if np.isfinite(values).all():
+                return
+        elif ((values >= bounds[0]) & (values <= bounds[1])).all():
+            return
+        if not np.isfinite(values).all():
+            raise InputError(self._nonfinite(values))
+        from ..control import implausible_state
+        raise InputError(implausible_state(self.model, values, bounds))
 
     def _nonfinite(self, values):
         """Error text naming the field and joints of every NaN/inf in gathered ``values``."""
