@@ -69,14 +69,11 @@ def configuration_terms(model, data, qs):
     qs = np.asarray(qs, dtype=float)
     m, n = qs.shape
     M, KG, comp = np.empty((m, n, n)), np.empty((m, n, n)), np.empty((m, n))
-    w = _wrench(model)
     for i, q in enumerate(qs):
-        M[i] = mass_matrix(model, data, q)
-        KG[i] = gravity_stiffness(model, data, q)
-        comp[i] = gravity_torque(model, data, q)
-        if w is not None:
-            KG[i] -= wrench_stiffness(model, data, q, w)
-            comp[i] -= wrench_torque(model, data, q, w)
+        M[i] = pin.crba(model.pin, data, q)                       # upper triangle valid
+        KG[i], comp[i] = single_configuration_terms(model, data, q)
+    lower = np.tril_indices(n, -1)
+    M[:, lower[0], lower[1]] = M[:, lower[1], lower[0]]           # CRBA fills the upper triangle
     return M, KG, comp
 
 

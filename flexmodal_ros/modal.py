@@ -114,10 +114,8 @@ def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[Mod
         w, v = np.linalg.eig(A)
     else:
         w, v = np.linalg.eigvals(A), None
-    sets = modes_from_eigenpairs(w, v, rows=slice(0, 2 * model.n))
-    q_m = equilibrium_from_compensation(model, qs, comp)
-    return [ModalResult(**s.mode_fields(), q=q.copy(), motor_equilibrium=qm)
-            for q, qm, s in zip(qs, q_m, sets)]
+    return modes_from_eigenpairs(w, v, rows=slice(0, 2 * model.n), result_type=ModalResult, q=qs.copy(),
+                                 motor_equilibrium=equilibrium_from_compensation(model, qs, comp))
 
 
 def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:

@@ -122,13 +122,15 @@ def normalize_shapes(shapes: np.ndarray) -> np.ndarray:
 
 
 def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = None,
-                          rtol: float = STABILITY_RTOL) -> list[ModeSet]:
+                          rtol: float = STABILITY_RTOL, result_type: type = None,
+                          **fields) -> list[ModeSet]:
     """Batched eigen-solutions → sorted :class:`ModeSet` per batch entry.
 
     ``w`` (..., N) eigenvalues and ``v`` (..., N, N) right eigenvectors (columns), as from
     ``numpy.linalg.eig``, or None (eigenvalues only: shapes with 0 rows); ``rows`` selects the
     eigenvector rows kept as mode shapes (e.g. the position half of a first-order state). Leading
-    batch dimensions are flattened.
+    batch dimensions are flattened. ``result_type`` (a ModeSet subclass) is built per entry with
+    entry b of each sequence in ``fields`` (e.g. ``q=qs``).
     """
     w = np.asarray(w).astype(complex, copy=False)
     size = w.shape[-1]
@@ -144,12 +146,16 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
         shapes = normalize_shapes(np.take_along_axis(v, order[:, None, :], axis=2))
     freq, zeta = frequencies_and_damping(lam)
     counts = pos.sum(axis=1)
+    suspect = w.real.max(axis=1) >= -rtol * np.abs(w).max(axis=1)     # else stable: no per-entry check
+    has_real = 2 * counts < size
+    make = result_type or ModeSet
     out = []
     for b in range(w.shape[0]):
         m = counts[b]
-        label, bad = classify_stability(w[b], rtol)
-        out.append(ModeSet(freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m],
-                           np.sort(w[b][w[b].imag == 0.0].real), label, bad))
+        label, bad = classify_stability(w[b], rtol) if suspect[b] else (STABLE, _NO_EIGENVALUES)
+        real = np.sort(w[b][w[b].imag == 0.0].real) if has_real[b] else _NO_REAL_EIGENVALUES
+        out.append(make(freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m], real, label, bad,
+                        **{key: values[b] for key, values in fields.items()}))
     return out
 
 
