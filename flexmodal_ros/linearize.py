@@ -11,6 +11,7 @@ Only viscous friction enters (the ch. 2 model); Coulomb terms are not part of th
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import NamedTuple
 
@@ -69,20 +70,30 @@ def configuration_terms(model, data, qs):
     qs = np.asarray(qs, dtype=float)
     m, n = qs.shape
     M, KG, comp = np.empty((m, n, n)), np.empty((m, n, n)), np.empty((m, n))
+    w = _wrench(model)
     for i, q in enumerate(qs):
         M[i] = pin.crba(model.pin, data, q)                       # upper triangle valid
-        KG[i], comp[i] = single_configuration_terms(model, data, q)
-    lower = np.tril_indices(n, -1)
+        KG[i], comp[i] = _gravity_and_wrench_terms(model, data, q, w)
+    lower = _lower_indices(n)
     M[:, lower[0], lower[1]] = M[:, lower[1], lower[0]]           # CRBA fills the upper triangle
     return M, KG, comp
+
+
+@functools.cache
+def _lower_indices(n):
+    return np.tril_indices(n, -1)
 
 
 def single_configuration_terms(model, data, q):
     """K_G (2.12) and g − Jᵀτ_ext at one configuration ``q`` (a float vector). Pinocchio's
     gravity-derivative pass leaves g(q) in ``data.g`` on the way, so one call gives both."""
+    return _gravity_and_wrench_terms(model, data, q, _wrench(model))
+
+
+def _gravity_and_wrench_terms(model, data, q, w):
+    """:func:`single_configuration_terms` with the wrench ``w`` (or None) already looked up."""
     KG = pin.computeGeneralizedGravityDerivatives(model.pin, data, q)
     comp = data.g.copy()
-    w = _wrench(model)
     if w is not None:
         KG -= wrench_stiffness(model, data, q, w)
         comp -= wrench_torque(model, data, q, w)
@@ -172,8 +183,6 @@ class _StateTemplate(NamedTuple):
 
     A: np.ndarray
     rhs: np.ndarray
-    kw: np.ndarray
-    minus_d_f: np.ndarray
 
 
 _TEMPLATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -184,14 +193,14 @@ def _state_template(model) -> _StateTemplate:
     tpl = _TEMPLATES.get(model)
     if tpl is None:
         n, kw = model.n, model.k * model.W
-        A = np.zeros((4 * n, 4 * n))
+        A = np.zeros((4 * n, 4 * n), order="F")    # column-major: LAPACK takes it without a copy
         A[: 2 * n, 2 * n:] = np.eye(2 * n)
         motor = A[3 * n:]
         motor[:, :n] = np.diag(kw / model.B)
         motor[:, n: 2 * n] = -np.diag((model.k + model.kp) / model.B)
         motor[:, 3 * n:] = -np.diag((model.d_fm + model.kd) / model.B)
         rhs = np.hstack([np.diag(kw * model.W), -np.diag(kw), np.diag(model.d_f)])
-        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs, kw, -model.d_f)
+        tpl = _TEMPLATES[model] = _StateTemplate(A, rhs)
     return tpl
 
 
@@ -214,17 +223,20 @@ def closed_loop_state_matrix(model, M, KG) -> np.ndarray:
     return A
 
 
-def single_state_matrix(model, M_inv, KG) -> np.ndarray:
-    """A (2.14) of one configuration from M(q)⁻¹ (e.g. Pinocchio's computeMinverse) and K_G:
-    link rows [−M⁻¹(K_G + K W²), M⁻¹ K W, −M⁻¹ D, 0] by one n×n product and two column scalings."""
+def single_state_matrix(model, M_inv, KG, out: np.ndarray | None = None) -> np.ndarray:
+    """A (2.14) of one configuration from M(q)⁻¹ (e.g. Pinocchio's computeMinverse) and K_G, in
+    column-major order (for LAPACK), written into ``out`` (4n, 4n) if given: link rows
+    −M⁻¹[K_G + K W², −K W, D] by one n × 3n product."""
     tpl = _state_template(model)
     n = model.n
-    A = tpl.A.copy()
-    link = A[2 * n: 3 * n]
-    np.matmul(M_inv, KG + tpl.rhs[:, :n], out=link[:, :n])
-    np.negative(link[:, :n], out=link[:, :n])
-    np.multiply(M_inv, tpl.kw, out=link[:, n: 2 * n])
-    np.multiply(M_inv, tpl.minus_d_f, out=link[:, 2 * n: 3 * n])
+    if out is None:
+        A = tpl.A.copy(order="F")
+    else:
+        A = out
+        np.copyto(A, tpl.A)
+    rhs = tpl.rhs.copy()
+    rhs[:, :n] += KG
+    np.matmul(-M_inv, rhs, out=A[2 * n: 3 * n, : 3 * n])
     return A
 
 

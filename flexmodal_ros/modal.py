@@ -21,11 +21,12 @@ import numpy as np
 import pinocchio as pin
 
 from flexmodal_ros.errors import InputError
+from flexmodal_ros.lapack import repeated_eig
 from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
                                      equilibrium_from_compensation, single_configuration_terms,
                                      single_state_matrix)
 from flexmodal_ros.model import create_data
-from flexmodal_ros.modes import ModeSet, modes_from_eigen, modes_from_eigenpairs
+from flexmodal_ros.modes import ModeSet, modes_from_real_eigen, modes_from_real_eigenpairs
 from flexmodal_ros.validation import finite_array, finite_vector
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,12 +111,9 @@ def linearized_batch(model, data, qs: np.ndarray):
 def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[ModalResult]:
     M, KG, comp = configuration_terms(model, data, qs)
     A = closed_loop_state_matrix(model, M, KG)
-    if shapes:
-        w, v = np.linalg.eig(A)
-    else:
-        w, v = np.linalg.eigvals(A), None
-    return modes_from_eigenpairs(w, v, rows=slice(0, 2 * model.n), result_type=ModalResult, q=qs.copy(),
-                                 motor_equilibrium=equilibrium_from_compensation(model, qs, comp))
+    wr, wi, vt = repeated_eig(A.shape[-1], shapes).solve_many(np.ascontiguousarray(A.transpose(0, 2, 1)))
+    return modes_from_real_eigenpairs(wr, wi, vt, rows=slice(0, 2 * model.n), result_type=ModalResult,
+                                      q=qs.copy(), motor_equilibrium=equilibrium_from_compensation(model, qs, comp))
 
 
 def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
@@ -129,10 +127,13 @@ def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
     q = _one_configuration(model, q)
     data = data if data is not None else create_data(model)
     KG, comp = single_configuration_terms(model, data, q)
-    A = single_state_matrix(model, pin.computeMinverse(model.pin, data, q), KG)
-    w, v = np.linalg.eig(A) if shapes else (np.linalg.eigvals(A), None)
-    return modes_from_eigen(w, v, rows=slice(0, 2 * model.n), result_type=ModalResult, q=q,
-                            motor_equilibrium=equilibrium_from_compensation(model, q, comp))
+    eig = repeated_eig(4 * model.n, shapes)
+    single_state_matrix(model, pin.computeMinverse(model.pin, data, q), KG, out=eig.a)
+    info = eig.solve()
+    if info:
+        raise np.linalg.LinAlgError(f"eigenvalues did not converge (LAPACK dgeev info {info})")
+    return modes_from_real_eigen(eig.wr, eig.wi, eig.vr, rows=slice(0, 2 * model.n), result_type=ModalResult, q=q,
+                                 motor_equilibrium=equilibrium_from_compensation(model, q, comp))
 
 
 def _one_configuration(model, q) -> np.ndarray:

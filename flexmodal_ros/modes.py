@@ -135,19 +135,54 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
     w = np.asarray(w).astype(complex, copy=False)
     size = w.shape[-1]
     w = w.reshape((-1, size))
-    pos = w.imag > 0.0
-    order = np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable")
-    lam = np.take_along_axis(w, order, axis=1)
+    order, counts = _mode_order(w)
+    kept = order[:, : counts.max(initial=0)]
     if v is None:
-        shapes = np.zeros((w.shape[0], 0, size), complex)
+        shapes = np.zeros((w.shape[0], 0, kept.shape[1]), complex)
     else:
         v = np.asarray(v).astype(complex, copy=False).reshape((-1, v.shape[-2], size))
         v = v if rows is None else v[:, rows, :]
-        shapes = normalize_shapes(np.take_along_axis(v, order[:, None, :], axis=2))
+        shapes = np.take_along_axis(v, kept[:, None, :], axis=2)
+    return _mode_sets(w, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol, result_type, fields)
+
+
+def modes_from_real_eigenpairs(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | None,
+                               rows: slice | None = None, rtol: float = STABILITY_RTOL,
+                               result_type: type = None, **fields) -> list[ModeSet]:
+    """:func:`modes_from_eigenpairs` for real matrices in LAPACK's real layout, batched
+    (:meth:`flexmodal_ros.lapack.RepeatedEig.solve_many`): eigenvalues ``wr`` + i ``wi`` (B, N) and
+    ``vt`` (B, N, N) with ``vt[b, j]`` the j-th real vector column, a pair j, j + 1 (``wi`` > 0
+    first) being ``vt[b, j]`` ± i ``vt[b, j + 1]``; or None (eigenvalues only). Only the kept
+    vectors are made complex.
+    """
+    w = wr + 1j * wi
+    order, counts = _mode_order(w)
+    kept = order[:, : counts.max(initial=0)]
+    if vt is None:
+        shapes = np.zeros((w.shape[0], 0, kept.shape[1]), complex)
+    else:
+        part = vt if rows is None else vt[:, :, rows]
+        pair = np.minimum(kept + 1, w.shape[1] - 1)[:, :, None]      # beyond counts[b]: unused
+        shapes = np.take_along_axis(part, kept[:, :, None], axis=1) \
+            + 1j * np.take_along_axis(part, pair, axis=1)
+        shapes = shapes.transpose(0, 2, 1)
+    return _mode_sets(w, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol, result_type, fields)
+
+
+def _mode_order(w):
+    """Per row of ``w`` (B, N): indices sorting the Im λ > 0 members by |λ| (stable; the others
+    after them) and the number of such members."""
+    pos = w.imag > 0.0
+    return np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable"), pos.sum(axis=1)
+
+
+def _mode_sets(w, lam, shapes, counts, rtol, result_type, fields) -> list[ModeSet]:
+    """ModeSets from all eigenvalues ``w`` (B, N), the sorted modes ``lam`` (B, m_max) and their
+    unnormalized shapes (B, r, m_max); entry b keeps its first ``counts[b]`` modes."""
+    shapes = normalize_shapes(shapes) if shapes.shape[1] else shapes
     freq, zeta = frequencies_and_damping(lam)
-    counts = pos.sum(axis=1)
     suspect = w.real.max(axis=1) >= -rtol * np.abs(w).max(axis=1)     # else stable: no per-entry check
-    has_real = 2 * counts < size
+    has_real = 2 * counts < w.shape[1]
     make = result_type or ModeSet
     out = []
     for b in range(w.shape[0]):
@@ -159,36 +194,37 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
     return out
 
 
-def modes_from_eigen(w: np.ndarray, v: np.ndarray | None, rows: slice | None = None,
-                     rtol: float = STABILITY_RTOL, result_type: type = None, **fields) -> ModeSet:
-    """:class:`ModeSet` of one eigen-solution (``numpy.linalg.eig`` or ``eigvals`` output).
+def modes_from_real_eigen(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray | None,
+                          rows: slice | None = None, rtol: float = STABILITY_RTOL,
+                          result_type: type = None, **fields) -> ModeSet:
+    """:class:`ModeSet` of one eigen-solution of a real matrix in LAPACK's real layout
+    (``dgeev``, e.g. :func:`flexmodal_ros.lapack.standard_eig`): eigenvalues ``wr`` + i ``wi``; the
+    pair with ``wi[j]`` > 0 has the right vector ``vr[:, j]`` + i ``vr[:, j + 1]``.
 
-    Same conventions as :func:`modes_from_eigenpairs`, written for one small spectrum (every step
-    one numpy call on a few dozen numbers); with ``v`` None the mode shapes have 0 rows
-    (eigenvalues-only analysis: frequencies, damping and stability without shapes).
-    ``result_type`` (a ModeSet subclass, default ModeSet) is built with the extra ``fields``.
+    Same conventions as :func:`modes_from_eigenpairs`, written for one small spectrum: only the
+    kept vectors are made complex. With ``vr`` None the mode shapes have 0 rows (eigenvalues-only
+    analysis: frequencies, damping and stability without shapes). ``result_type`` (a ModeSet
+    subclass, default ModeSet) is built with the extra ``fields``.
     """
-    size = np.abs(w)
-    order = np.where(w.imag > 0.0, size, np.inf).argsort(kind="stable")
-    first = order[: int(np.count_nonzero(w.imag > 0.0))]
-    lam, omega = w[first], size[first]
-    if v is None:
+    pos = (wi > 0.0).nonzero()[0]
+    omega = np.hypot(wr[pos], wi[pos])
+    order = omega.argsort(kind="stable")
+    first, omega = pos[order], omega[order]
+    lam = wr[first] + 1j * wi[first]
+    if vr is None:
         shapes = np.zeros((0, first.size), complex)
     else:
-        shapes = v[:, first] if rows is None else v[rows, first]
+        part = vr if rows is None else vr[rows]
+        shapes = part[:, first] + 1j * part[:, first + 1]
         mag = np.abs(shapes)
-        top = mag.argmax(axis=0)
-        pivot = shapes[top, np.arange(first.size)]
+        pivot = shapes[mag.argmax(axis=0), np.arange(first.size)]
         shapes *= np.abs(pivot) / (pivot * np.sqrt((mag * mag).sum(axis=0)))
-    radius = float(size.max()) if w.size else 0.0
-    if w.size and w.real.max() >= -rtol * radius:
-        label, bad = classify_stability(w, rtol)
-    else:
-        label, bad = STABLE, _NO_EIGENVALUES
-    if 2 * first.size < w.size:
-        real = np.sort(w.real[w.imag == 0.0])
-    else:
-        real = _NO_REAL_EIGENVALUES
+    label, bad = STABLE, _NO_EIGENVALUES
+    top, bottom = (wr.max(), wr.min()) if wr.size else (0.0, 0.0)
+    radius_bound = max(omega[-1] if omega.size else 0.0, -bottom, top)     # >= max|λ|
+    if wr.size and top >= -rtol * radius_bound:      # else stable; exact check only near the axis
+        label, bad = classify_stability(wr + 1j * wi, rtol)
+    real = np.sort(wr[wi == 0.0]) if 2 * first.size < wr.size else _NO_REAL_EIGENVALUES
     return (result_type or ModeSet)(omega * (1.0 / TWO_PI), lam.real / -omega, lam, shapes, real, label,
                                     bad, **fields)
 

@@ -87,3 +87,55 @@ def test_single_configuration_terms_equal_the_separate_pinocchio_calls():
             KG1, comp1 = single_configuration_terms(m, d, q)
             np.testing.assert_allclose(KG1, KG[0], rtol=1e-13, atol=1e-12)
             np.testing.assert_allclose(comp1, comp[0], rtol=1e-13, atol=1e-12)
+
+
+def _real_layout(w, v):
+    """numpy eig output → LAPACK's real layout (wr, wi, vt) for the comparison below."""
+    return w.real, w.imag, np.where(w.imag[:, None, :] < 0, -v.imag, v.real).transpose(0, 2, 1).copy()
+
+
+def test_real_layout_modes_equal_complex_modes():
+    """modes_from_real_eigenpairs / modes_from_real_eigen (LAPACK layout) = modes_from_eigenpairs
+    on numpy's complex output, for spectra with pairs and real eigenvalues."""
+    from flexmodal_ros.modes import modes_from_real_eigen, modes_from_real_eigenpairs
+    A = np.random.default_rng(5).normal(size=(6, 8, 8))
+    w, v = np.linalg.eig(A)
+    wr, wi, vt = _real_layout(w, v)
+    assert (wi == 0).any() and (wi > 0).any()
+    rows = slice(0, 5)
+    ref = modes_from_eigenpairs(w, v, rows=rows)
+    for batch in (modes_from_real_eigenpairs(wr, wi, vt, rows=rows),
+                  [modes_from_real_eigen(wr[b], wi[b], vt[b].T.copy(), rows=rows) for b in range(6)]):
+        for r, s in zip(ref, batch):
+            np.testing.assert_array_equal(s.eigenvalues, r.eigenvalues)
+            np.testing.assert_allclose(s.mode_shapes, r.mode_shapes, rtol=0, atol=1e-14)
+            np.testing.assert_array_equal(s.real_eigenvalues, r.real_eigenvalues)
+            assert s.stability == r.stability and s.unstable_eigenvalues.size == r.unstable_eigenvalues.size
+    shapeless = modes_from_real_eigenpairs(wr, wi, None)
+    assert all(s.mode_shapes.shape == (0, r.num_modes) for s, r in zip(shapeless, ref))
+
+
+def test_repeated_eig_equals_numpy_with_and_without_the_bundled_lapack():
+    """RepeatedEig (ctypes dgeev of NumPy's OpenBLAS, and its SciPy fallback) gives numpy's
+    eigenvalues and eigenvectors; bad batches are refused with a message."""
+    import pytest
+
+    from flexmodal_ros.lapack import RepeatedEig, _numpy_dgeev_work
+    assert _numpy_dgeev_work() is not None      # the pinned NumPy wheel bundles it
+    A = np.random.default_rng(6).normal(size=(5, 9, 9))
+    w, v = np.linalg.eig(A)
+    for fallback in (False, True):
+        solver = RepeatedEig(9)
+        if fallback:
+            solver._fn = None
+        wr, wi, vt = solver.solve_many(np.ascontiguousarray(A.transpose(0, 2, 1)))
+        np.testing.assert_allclose(wr + 1j * wi, w, rtol=1e-12, atol=1e-12)
+        ref = _real_layout(w, v)[2]
+        for b in range(5):     # vectors agree up to sign (columns are unit vectors or pair parts)
+            sign = np.sign((vt[b] * ref[b]).sum(axis=1))[:, None]
+            np.testing.assert_allclose(vt[b] * sign, ref[b], atol=1e-10)
+        np.copyto(solver.a, A[0])
+        assert solver.solve() == 0
+        np.testing.assert_allclose(solver.wr + 1j * solver.wi, w[0], rtol=1e-12, atol=1e-12)
+        with pytest.raises(ValueError, match="C-contiguous float64"):
+            solver.solve_many(A[:, :, :8].copy())
