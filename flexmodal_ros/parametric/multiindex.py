@@ -91,10 +91,14 @@ class MultiIndexSet:
         return multi_index_set(self.p, order)
 
     def monomials(self, dx) -> np.ndarray:
-        """δxᵠ for every row, for points ``dx`` (m, p) → (m, N) (vectorized, exact integer powers)."""
+        """δxᵠ for every row, for points ``dx`` (m, p) → (m, N): one vectorized product per degree,
+        row = its ``parent`` row × δx of its ``variable`` (t multiplications per monomial at most)."""
         dx = np.asarray(dx, dtype=float)
-        powers = dx[:, :, None] ** np.arange(self.order + 1)          # (m, p, t+1)
-        return np.prod(powers[:, np.arange(self.p)[None, :], self.exponents], axis=-1)
+        V = np.empty((dx.shape[0], len(self)))
+        V[:, 0] = 1.0
+        for rows in self.degree_slices[1:]:
+            V[:, rows] = V[:, self.parent[rows]] * dx[:, self.variable[rows]]
+        return V
 
     @property
     def shifts(self) -> np.ndarray:
