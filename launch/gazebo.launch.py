@@ -40,6 +40,7 @@ ARGUMENTS = {
 
 def export_and_start(context):
     """Export the robot for Gazebo, then the actions that use the files."""
+    from flexmodal_ros.errors import ConfigError
     from flexmodal_ros.export import export_files
     from flexmodal_ros.robots import load_robot
 
@@ -48,8 +49,16 @@ def export_and_start(context):
     out = Path(value("output_dir") or tempfile.mkdtemp(prefix=f"flexmodal_gazebo_{robot}_"))
     out.mkdir(parents=True, exist_ok=True)
     ratio = value("gear_ratio")
-    result = export_files(load_robot(robot), "urdf", out / f"{robot}.urdf", rotor=value("rotor"),
-                          link_damping=value("link_damping"), gear_ratio=float(ratio) if ratio else None)
+    try:
+        ratio = float(ratio) if ratio else None
+    except ValueError:
+        raise RuntimeError(f"gear_ratio: expected a number, got '{ratio}'") from None
+    try:
+        result = export_files(load_robot(robot), "urdf", out / f"{robot}.urdf", rotor=value("rotor"),
+                              link_damping=value("link_damping"), gear_ratio=ratio)
+    except ConfigError as exc:      # name the launch arguments, not the CLI flags
+        raise RuntimeError(f"{exc} [launch arguments: gear_ratio:=N (the gear ratio of the drives) or "
+                           f"rotor:=body]") from None
     description = result.description.read_text()
     sim_time = {"use_sim_time": True}
     gz_sim = IncludeLaunchDescription(
