@@ -13,8 +13,10 @@ C⁴ piecewise polynomial a control cycle evaluates). Target <= 50 ms. In one ru
 3. fixed-frequency: the same ZVD (same modes) from the start configuration's modes only, no AMA
    along the path (flexmodal_ros.shaping.shape_with); the baseline.
 
-Prints wall and CPU time (the machine may be shared: wall includes waiting for a core; the load
-average is printed with the numbers), the ratios to (3), the agreement of (2) with (1), a
+Prints median wall and CPU time over the repeats, interleaved (one round of every case per repeat,
+so that a changing load hits all alike; the machine may be shared: wall includes waiting for a
+core, the load average is printed with the numbers, and the best wall time is the one closest to
+a quiet machine), the ratios to (3), the agreement of (2) with (1), a
 breakdown and the cost of one control cycle's ``sample(t)``. Options: --repeats N.
 """
 import argparse
@@ -52,8 +54,8 @@ def timed(fn, repeats):
 
 
 def interleaved(cases, repeats):
-    """{name: (median wall [s], median CPU [s], last result)} of the callables ``cases``, run in turn
-    ``repeats`` times (each round runs every case once)."""
+    """{name: (median wall [s], median CPU [s], last result, best wall [s])} of the callables
+    ``cases``, run in turn ``repeats`` times (each round runs every case once)."""
     walls, cpus, outs = ({name: [] for name in cases} for _ in range(3))
     for _ in range(repeats):
         for name, fn in cases.items():
@@ -61,7 +63,8 @@ def interleaved(cases, repeats):
             outs[name] = fn()
             walls[name].append(time.perf_counter() - w0)
             cpus[name].append(time.process_time() - c0)
-    return {name: (statistics.median(walls[name]), statistics.median(cpus[name]), outs[name]) for name in cases}
+    return {name: (statistics.median(walls[name]), statistics.median(cpus[name]), outs[name], min(walls[name]))
+            for name in cases}
 
 
 def load():
@@ -84,29 +87,43 @@ def main():
     start = modal_analysis(model, path.positions[0])
     sel = [int(np.argmin(np.abs(start.frequencies_hz - f))) for f in pm.frequencies_hz[0, list(pm.selected)]]
     fixed = convolve(*(zvd(start.frequencies_hz[i], start.damping_ratios[i]) for i in sel))
+    _, _, qs = path_samples(path, AMA_RATE_HZ)
+    samples = qs.shape[0]
+    others = np.setdiff1d(np.arange(samples), pm.anchors)
+    M, KG, _ = configuration_terms(model, create_data(model), qs)
+    A = closed_loop_state_matrix(model, M, KG)
+    schedule = shaper_schedule(pm, "zvd")
     cases = {modal: (lambda modal=modal: shape_trajectory(model, path, "zvd", knot_rate_hz=KNOT_RATE_HZ,
                                                           ama_rate_hz=AMA_RATE_HZ, modal=modal))
              for modal in ("exact", "polynomial")}
-    cases["fixed"] = lambda: shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ)
-    cases["fixed_ama"] = lambda: (modal_analysis(model, path.positions[0]),
-                                  shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ))
-    runs = interleaved(cases, args.repeats)        # one round of every case per repeat: same load for all
+    cases.update({
+        "fixed": lambda: shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ),
+        "fixed_ama": lambda: (modal_analysis(model, path.positions[0]),
+                              shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ)),
+        "anchors": lambda: modal_analysis_batch(model, qs[pm.anchors], shapes=True),
+        "others": lambda: modal_analysis_batch(model, qs[others], shapes=False),
+        "modes_exact": lambda: path_modes(model, path, AMA_RATE_HZ),
+        "modes_polynomial": lambda: path_modes(model, path, AMA_RATE_HZ, modal="polynomial"),
+        "schedule": lambda: shaper_schedule(pm, "zvd"),
+        "table": lambda: ShapedTrajectory(path, schedule, knot_rate_hz=KNOT_RATE_HZ),
+        "bare": lambda: np.linalg.eigvals(A)})
+    runs = interleaved(cases, args.repeats)        # one round of every case per repeat: the same load for all
+    wall = {name: run[0] for name, run in runs.items()}
     traj, pm = runs["exact"][2]
     poly_traj, poly_pm = runs["polynomial"][2]
-    samples = pm.eta.size
-    fwall, fcpu, _ = runs["fixed"]
-    fwall_ama = runs["fixed_ama"][0]
+    fwall, fcpu, _, fbest = runs["fixed"]
     print(f"kuka_lwr4, {DURATION:g} s reference, 7 joints, ZVD on modes {[k + 1 for k in pm.selected]}, "
           f"piecewise polynomial with {traj._knots.size} knots ({KNOT_RATE_HZ:g} Hz + segment starts of the copies)")
     for modal in ("exact", "polynomial"):
-        wall, cpu, _ = runs[modal]
+        w, cpu, _, best = runs[modal]
         how = (f"AMA at {AMA_RATE_HZ:g} Hz: {samples} configurations" if modal == "exact" else
                f"{pm.anchors.size} anchors + {poly_pm.expansion_samples.size} expansions of order "
                f"{DEFAULT_EXPANSION_ORDER}")
-        print(f"configuration-dependent, {modal} ({how}): {wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU "
-              f"(target <= 50 ms); / fixed: {wall / fwall:.2f} (wall), {cpu / fcpu:.2f} (CPU)")
-    print(f"fixed-frequency (start configuration's modes, no AMA along the path): {fwall * 1e3:.1f} ms wall, "
-          f"{fcpu * 1e3:.1f} ms CPU; with its one AMA: {fwall_ama * 1e3:.1f} ms; {load()}")
+        print(f"configuration-dependent, {modal} ({how}): {w * 1e3:.1f} ms wall (best {best * 1e3:.1f}), "
+              f"{cpu * 1e3:.1f} ms CPU (target <= 50 ms); / fixed: {w / fwall:.2f} (wall), {cpu / fcpu:.2f} (CPU)")
+    print(f"fixed-frequency (start configuration's modes, no AMA along the path): {fwall * 1e3:.1f} ms wall "
+          f"(best {fbest * 1e3:.1f}), {fcpu * 1e3:.1f} ms CPU; with its one AMA: {wall['fixed_ama'] * 1e3:.1f} ms; "
+          f"{load()}")
 
     s = list(pm.selected)
     t = np.arange(0.0, max(traj.duration, poly_traj.duration), 1e-3)
@@ -118,28 +135,17 @@ def main():
           f"{poly_pm.anchor_error:.1e}; shaped reference max |Δy^(k)| / max |y^(k)|, k = 0..4: "
           + " ".join(f"{r:.1e}" for r in ratios))
 
-    _, _, qs = path_samples(path, AMA_RATE_HZ)
-    others = np.setdiff1d(np.arange(samples), pm.anchors)
-    t_eig, _, _ = timed(lambda: modal_analysis_batch(model, qs[others], shapes=False), args.repeats)
-    t_shp, _, _ = timed(lambda: modal_analysis_batch(model, qs[pm.anchors], shapes=True), args.repeats)
-    t_modes, _, _ = timed(lambda: path_modes(model, path, AMA_RATE_HZ), args.repeats)
-    t_poly, _, _ = timed(lambda: path_modes(model, path, AMA_RATE_HZ, modal="polynomial"), args.repeats)
-    M, KG, _ = configuration_terms(model, create_data(model), qs)
-    A = closed_loop_state_matrix(model, M, KG)
-    t_bare, _, _ = timed(lambda: np.linalg.eigvals(A), args.repeats)
-    schedule = shaper_schedule(pm, "zvd")
-    t_sched, _, _ = timed(lambda: shaper_schedule(pm, "zvd"), args.repeats)
-    t_table, _, _ = timed(lambda: ShapedTrajectory(path, schedule, knot_rate_hz=KNOT_RATE_HZ), args.repeats)
-    t_cycle, _, _ = timed(lambda: [traj.sample(t) for t in np.arange(0.0, traj.duration, 1e-3)], 3)
-    expansions = poly_pm.expansion_samples.size
-    print(f"breakdown: AMA with shapes at {pm.anchors.size} anchors {t_shp * 1e3:.1f} ms, eigenvalues only at the "
-          f"other {others.size} {t_eig * 1e3:.1f} ms ({t_eig / others.size * 1e6:.0f} us/config); path modes "
-          f"(+ tracking, selection) exact {t_modes * 1e3:.1f} ms, polynomial {t_poly * 1e3:.1f} ms "
-          f"({(t_poly - t_shp) / expansions * 1e3:.1f} ms per expansion with its checks); shaper design + splines "
-          f"{t_sched * 1e3:.1f} ms; piecewise polynomial {t_table * 1e3:.1f} ms; per control cycle (sample) "
-          f"{t_cycle / np.arange(0.0, traj.duration, 1e-3).size * 1e6:.1f} us")
-    print(f"floor: bare numpy.linalg.eigvals of the {samples} 28x28 state matrices, 1 thread: {t_bare * 1e3:.1f} ms; "
-          f"{load()} at the end")
+    cycles = np.arange(0.0, traj.duration, 1e-3)
+    t_cycle = timed(lambda: [traj.sample(t) for t in cycles], 3)[0] / cycles.size
+    per_expansion = (wall["modes_polynomial"] - wall["anchors"]) / poly_pm.expansion_samples.size
+    print(f"breakdown (wall): AMA with shapes at {pm.anchors.size} anchors {wall['anchors'] * 1e3:.1f} ms, eigenvalues "
+          f"only at the other {others.size} {wall['others'] * 1e3:.1f} ms ({wall['others'] / others.size * 1e6:.0f} "
+          f"us/config); path modes (+ tracking, selection) exact {wall['modes_exact'] * 1e3:.1f} ms, polynomial "
+          f"{wall['modes_polynomial'] * 1e3:.1f} ms ({per_expansion * 1e3:.1f} ms per expansion with its checks); "
+          f"shaper design + splines {wall['schedule'] * 1e3:.1f} ms; piecewise polynomial "
+          f"{wall['table'] * 1e3:.1f} ms; per control cycle (sample) {t_cycle * 1e6:.1f} us")
+    print(f"floor: bare numpy.linalg.eigvals of the {samples} 28x28 state matrices, 1 thread: "
+          f"{wall['bare'] * 1e3:.1f} ms; {load()} at the end")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.track_modes`) an
 shape are selected (below). f and ζ at the other samples come from
 
 - ``modal="exact"``: the exact AMA at every other sample, eigenvalues only (half the cost of an
-  analysis with shapes); between two anchors a tracked mode is the eigenvalue closest to the
+  analysis with shapes; with several ``workers`` solved in the background while the anchors' modes
+  are tracked and selected); between two anchors a tracked mode is the eigenvalue closest to the
   straight-line interpolation of its anchor eigenvalues;
 - ``modal="polynomial"``: the selected modes only, as polynomial eigenvalues along the path
   (:func:`~flexmodal_ros.parametric.path.follow_path_modes`: Taylor expansions of order
@@ -41,13 +42,14 @@ Schedule: at every sample one shaper per selected mode from its (f, ζ) there, c
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..blas import single_thread_blas
 from ..errors import InputError
-from ..modal import linearized_batch, modal_analysis_batch
+from ..modal import default_workers, linearized_batch, modal_analysis_batch
 from ..model import create_data, ee_jacobian
 from ..modes import frequencies_and_damping, track_modes
 from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
@@ -125,26 +127,31 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     segment, etas, qs = path_samples(path, ama_rate_hz)
     m = etas.size
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
-    full = modal_analysis_batch(model, qs[anchors], workers=workers, shapes=True)
-    _check_spectra(full, anchors, qs, full[0].num_modes)
-    order, _ = track_modes(full)
-    anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
-    picks = set()                    # contributions at the first, middle and last anchor of each segment
-    for k in np.unique(segment[anchors]):
-        idx = np.flatnonzero(segment[anchors] == k)
-        picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
-    picks = sorted(picks)
-    contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]], [full[a] for a in picks],
-                             order[picks])
-    if modes is None:
-        calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
-        selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
-    else:
-        selected = _checked_override(modes, anchor_lam.shape[1])
+    others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
+    workers = workers or default_workers()
+    with ThreadPoolExecutor(1) as background:
+        # exact path, several workers: the eigenvalues at the other samples are solved in the
+        # background while the anchors' modes are tracked and selected (LAPACK releases the GIL)
+        pending = background.submit(_batch, model, qs[others], workers, False) if others.size and workers > 1 else None
+        full = _batch(model, qs[anchors], workers, shapes=True)
+        _check_spectra(full, anchors, qs, full[0].num_modes)
+        order, _ = track_modes(full)
+        anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
+        picks = set()                # contributions at the first, middle and last anchor of each segment
+        for k in np.unique(segment[anchors]):
+            idx = np.flatnonzero(segment[anchors] == k)
+            picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
+        picks = sorted(picks)
+        contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]],
+                                 [full[a] for a in picks], order[picks])
+        if modes is None:
+            calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
+            selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
+        else:
+            selected = _checked_override(modes, anchor_lam.shape[1])
+        light = pending.result() if pending else _batch(model, qs[others], workers, False) if others.size else []
     extra = {}
     if modal == "exact":
-        others = np.setdiff1d(np.arange(m), anchors)
-        light = modal_analysis_batch(model, qs[others], workers=workers, shapes=False) if others.size else []
         _check_spectra(light, others, qs, anchor_lam.shape[1])
         eig = np.empty((m, anchor_lam.shape[1]), complex)
         eig[anchors] = [r.eigenvalues for r in full]
@@ -161,6 +168,12 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
                      "anchor_error": followed.anchor_error}
     freq, zeta = frequencies_and_damping(lam)
     return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, **extra)
+
+
+def _batch(model, qs, workers, shapes):
+    """:func:`~flexmodal_ros.modal.modal_analysis_batch` in one equal chunk per worker (its default
+    chunks leave the 51 anchors to one thread)."""
+    return modal_analysis_batch(model, qs, workers=workers, chunk_size=-(-len(qs) // workers), shapes=shapes)
 
 
 def _check_spectra(results, samples, qs, count):
