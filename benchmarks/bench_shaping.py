@@ -1,19 +1,23 @@
 """Benchmark of input shaping (issue 19). Run: `. scripts/env.sh; python benchmarks/bench_shaping.py`.
 
 Shapes a 7-joint (kuka_lwr4), 5 s point-to-point reference (the thesis q0 -> qf, notes_003 §5,
-stretched to T = 5 s) with ZVD, ready for a 1 kHz controller, as the controller does on acceptance:
+stretched to T = 5 s; joint 6 moves 3.7 rad) with ZVD, ready for a 1 kHz controller, as the
+controller does on acceptance (flexmodal_ros.shaping.shape_trajectory: modes along the path,
+selection, the shaper at every sample, splines, the exact shaped reference at 200 Hz knots and the
+C⁴ piecewise polynomial a control cycle evaluates). Target <= 50 ms. In one run, median of repeats:
 
-1. configuration-dependent: exact closed-loop AMA at 100 Hz along the path (501 samples,
-   eigenvalues only, + mode shapes at every 10th sample for MAC tracking and the mode selection),
-   tracked modes, the shaper designed at every sample, splines, the exact shaped reference at
-   200 Hz knots and the C⁴ piecewise polynomial a control cycle evaluates
-   (flexmodal_ros.shaping.shape_trajectory); target <= 50 ms;
-2. fixed-frequency: the same ZVD (same modes) from the start configuration's modes only, no AMA
+1. exact: the closed-loop AMA at 100 Hz along the path (501 configurations: eigenvalues and mode
+   shapes at every 10th for MAC tracking and the mode selection, eigenvalues only at the others);
+2. polynomial: the same anchors, then the shaped modes' eigenvalues from expansions in the path
+   parameter (flexmodal_ros.parametric.path), two-point Taylor interpolation between them;
+3. fixed-frequency: the same ZVD (same modes) from the start configuration's modes only, no AMA
    along the path (flexmodal_ros.shaping.shape_with); the baseline.
 
-Prints the median over repeats of each, their ratio, a breakdown of (1), the CPU time (the
-machine may be shared: wall time includes waiting for a core) and the cost of one control cycle's
-``sample(t)``. Options: --repeats N.
+Prints median wall and CPU time over the repeats, interleaved (one round of every case per repeat,
+so that a changing load hits all alike; the machine may be shared: wall includes waiting for a
+core, the load average is printed with the numbers, and the best wall time is the one closest to
+a quiet machine), the ratios to (3), the agreement of (2) with (1), a
+breakdown and the cost of one control cycle's ``sample(t)``. Options: --repeats N.
 """
 import argparse
 import os
@@ -25,8 +29,10 @@ import numpy as np
 from flexmodal_ros.linearize import closed_loop_state_matrix, configuration_terms
 from flexmodal_ros.modal import modal_analysis, modal_analysis_batch
 from flexmodal_ros.model import create_data
+from flexmodal_ros.parametric.flexible_joint import segment_taylor_map
 from flexmodal_ros.robots import load_robot
-from flexmodal_ros.shaping import convolve, path_modes, shape_trajectory, shape_with, shaper_schedule, zvd
+from flexmodal_ros.shaping import (DEFAULT_EXPANSION_ORDER, convolve, path_modes, shape_trajectory, shape_with,
+                                   shaper_schedule, zvd)
 from flexmodal_ros.shaping.reference import ShapedTrajectory, path_samples
 from flexmodal_ros.simulation import thesis_trajectory
 from flexmodal_ros.trajectory import PiecewiseC4Trajectory
@@ -47,6 +53,24 @@ def timed(fn, repeats):
     return statistics.median(wall), statistics.median(cpu), out
 
 
+def interleaved(cases, repeats):
+    """{name: (median wall [s], median CPU [s], last result, best wall [s])} of the callables
+    ``cases``, run in turn ``repeats`` times (each round runs every case once)."""
+    walls, cpus, outs = ({name: [] for name in cases} for _ in range(3))
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            outs[name] = fn()
+            walls[name].append(time.perf_counter() - w0)
+            cpus[name].append(time.process_time() - c0)
+    return {name: (statistics.median(walls[name]), statistics.median(cpus[name]), outs[name], min(walls[name]))
+            for name in cases}
+
+
+def load():
+    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
@@ -54,44 +78,74 @@ def main():
     model = load_robot("kuka_lwr4")
     _, positions = thesis_trajectory(model)
     path = PiecewiseC4Trajectory([0.0, DURATION], positions)
-    shape_trajectory(model, path, "zvd", knot_rate_hz=KNOT_RATE_HZ)          # warm-up (imports, caches)
+    segment_taylor_map(model, DEFAULT_EXPANSION_ORDER)          # built once per robot (the controller: at start)
+    for modal in ("exact", "polynomial"):                       # warm-up (imports, caches)
+        shape_trajectory(model, path, "zvd", knot_rate_hz=KNOT_RATE_HZ, modal=modal)
+    print(f"{load()} at start")
 
-    wall, cpu, (traj, pm) = timed(lambda: shape_trajectory(model, path, "zvd", knot_rate_hz=KNOT_RATE_HZ,
-                                                           ama_rate_hz=AMA_RATE_HZ), args.repeats)
-    samples = pm.eta.size
-    print(f"kuka_lwr4, {DURATION:g} s reference, 7 joints, ZVD on modes {[k + 1 for k in pm.selected]}, "
-          f"piecewise polynomial with {traj._knots.size} knots ({KNOT_RATE_HZ:g} Hz + segment starts of the copies)")
-    print(f"configuration-dependent (AMA at {AMA_RATE_HZ:g} Hz: {samples} configurations): "
-          f"{wall * 1e3:.1f} ms wall, {cpu * 1e3:.1f} ms CPU (target <= 50 ms)")
-
+    _, pm = shape_trajectory(model, path, "zvd", ama_rate_hz=AMA_RATE_HZ)
     start = modal_analysis(model, path.positions[0])
     sel = [int(np.argmin(np.abs(start.frequencies_hz - f))) for f in pm.frequencies_hz[0, list(pm.selected)]]
     fixed = convolve(*(zvd(start.frequencies_hz[i], start.damping_ratios[i]) for i in sel))
-    fwall, fcpu, _ = timed(lambda: shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ), args.repeats)
-    fwall_ama, _, _ = timed(lambda: (modal_analysis(model, path.positions[0]),
-                                     shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ)), args.repeats)
-    print(f"fixed-frequency (start configuration's modes, no AMA along the path): {fwall * 1e3:.1f} ms wall, "
-          f"{fcpu * 1e3:.1f} ms CPU; with its one AMA: {fwall_ama * 1e3:.1f} ms")
-    print(f"ratio configuration-dependent / fixed: {wall / fwall:.2f} (wall), {cpu / fcpu:.2f} (CPU)")
-
     _, _, qs = path_samples(path, AMA_RATE_HZ)
-    t_eig, _, _ = timed(lambda: modal_analysis_batch(model, qs, shapes=False), args.repeats)
+    samples = qs.shape[0]
+    others = np.setdiff1d(np.arange(samples), pm.anchors)
     M, KG, _ = configuration_terms(model, create_data(model), qs)
     A = closed_loop_state_matrix(model, M, KG)
-    t_bare, _, _ = timed(lambda: np.linalg.eigvals(A), args.repeats)
-    t_shp, _, _ = timed(lambda: modal_analysis_batch(model, qs[::10], shapes=True), args.repeats)
-    t_modes, _, _ = timed(lambda: path_modes(model, path, AMA_RATE_HZ), args.repeats)
     schedule = shaper_schedule(pm, "zvd")
-    t_sched, _, _ = timed(lambda: shaper_schedule(pm, "zvd"), args.repeats)
-    t_table, _, _ = timed(lambda: ShapedTrajectory(path, schedule, knot_rate_hz=KNOT_RATE_HZ), args.repeats)
-    t_cycle, _, _ = timed(lambda: [traj.sample(t) for t in np.arange(0.0, traj.duration, 1e-3)], 3)
-    print(f"breakdown: AMA eigenvalues {t_eig * 1e3:.1f} ms ({t_eig / samples * 1e6:.0f} us/config), "
-          f"AMA with shapes at {qs[::10].shape[0]} anchors {t_shp * 1e3:.1f} ms, path_modes total "
-          f"(+ tracking, selection) {t_modes * 1e3:.1f} ms; shaper design + splines {t_sched * 1e3:.1f} ms; "
-          f"piecewise polynomial {t_table * 1e3:.1f} ms; per control cycle (sample) "
-          f"{t_cycle / np.arange(0.0, traj.duration, 1e-3).size * 1e6:.1f} us")
-    print(f"floor: bare numpy.linalg.eigvals of the {samples} 28x28 state matrices, 1 thread: {t_bare * 1e3:.1f} ms; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    cases = {modal: (lambda modal=modal: shape_trajectory(model, path, "zvd", knot_rate_hz=KNOT_RATE_HZ,
+                                                          ama_rate_hz=AMA_RATE_HZ, modal=modal))
+             for modal in ("exact", "polynomial")}
+    cases.update({
+        "fixed": lambda: shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ),
+        "fixed_ama": lambda: (modal_analysis(model, path.positions[0]),
+                              shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ)),
+        "anchors": lambda: modal_analysis_batch(model, qs[pm.anchors], shapes=True),
+        "others": lambda: modal_analysis_batch(model, qs[others], shapes=False),
+        "modes_exact": lambda: path_modes(model, path, AMA_RATE_HZ),
+        "modes_polynomial": lambda: path_modes(model, path, AMA_RATE_HZ, modal="polynomial"),
+        "schedule": lambda: shaper_schedule(pm, "zvd"),
+        "table": lambda: ShapedTrajectory(path, schedule, knot_rate_hz=KNOT_RATE_HZ),
+        "bare": lambda: np.linalg.eigvals(A)})
+    runs = interleaved(cases, args.repeats)        # one round of every case per repeat: the same load for all
+    wall = {name: run[0] for name, run in runs.items()}
+    traj, pm = runs["exact"][2]
+    poly_traj, poly_pm = runs["polynomial"][2]
+    fwall, fcpu, _, fbest = runs["fixed"]
+    print(f"kuka_lwr4, {DURATION:g} s reference, 7 joints, ZVD on modes {[k + 1 for k in pm.selected]}, "
+          f"piecewise polynomial with {traj._knots.size} knots ({KNOT_RATE_HZ:g} Hz + segment starts of the copies)")
+    for modal in ("exact", "polynomial"):
+        w, cpu, _, best = runs[modal]
+        how = (f"AMA at {AMA_RATE_HZ:g} Hz: {samples} configurations" if modal == "exact" else
+               f"{pm.anchors.size} anchors + {poly_pm.expansion_samples.size} expansions of order "
+               f"{DEFAULT_EXPANSION_ORDER}")
+        print(f"configuration-dependent, {modal} ({how}): {w * 1e3:.1f} ms wall (best {best * 1e3:.1f}), "
+              f"{cpu * 1e3:.1f} ms CPU (target <= 50 ms); / fixed: {w / fwall:.2f} (wall), {cpu / fcpu:.2f} (CPU)")
+    print(f"fixed-frequency (start configuration's modes, no AMA along the path): {fwall * 1e3:.1f} ms wall "
+          f"(best {fbest * 1e3:.1f}), {fcpu * 1e3:.1f} ms CPU; with its one AMA: {wall['fixed_ama'] * 1e3:.1f} ms; "
+          f"{load()}")
+
+    s = list(pm.selected)
+    t = np.arange(0.0, max(traj.duration, poly_traj.duration), 1e-3)
+    y_exact, y_poly = traj.evaluate(t), poly_traj.evaluate(t)
+    ratios = [np.abs(y_poly[:, k] - y_exact[:, k]).max() / np.abs(y_exact[:, k]).max() for k in range(5)]
+    df = np.abs(poly_pm.frequencies_hz[:, s] / pm.frequencies_hz[:, s] - 1).max()
+    dz = np.abs(poly_pm.damping_ratios[:, s] - pm.damping_ratios[:, s]).max()
+    print(f"polynomial vs exact: max |Δf|/f {df:.1e}, max |Δζ| {dz:.1e}, error at the anchors "
+          f"{poly_pm.anchor_error:.1e}; shaped reference max |Δy^(k)| / max |y^(k)|, k = 0..4: "
+          + " ".join(f"{r:.1e}" for r in ratios))
+
+    cycles = np.arange(0.0, traj.duration, 1e-3)
+    t_cycle = timed(lambda: [traj.sample(t) for t in cycles], 3)[0] / cycles.size
+    per_expansion = (wall["modes_polynomial"] - wall["anchors"]) / poly_pm.expansion_samples.size
+    print(f"breakdown (wall): AMA with shapes at {pm.anchors.size} anchors {wall['anchors'] * 1e3:.1f} ms, eigenvalues "
+          f"only at the other {others.size} {wall['others'] * 1e3:.1f} ms ({wall['others'] / others.size * 1e6:.0f} "
+          f"us/config); path modes (+ tracking, selection) exact {wall['modes_exact'] * 1e3:.1f} ms, polynomial "
+          f"{wall['modes_polynomial'] * 1e3:.1f} ms ({per_expansion * 1e3:.1f} ms per expansion with its checks); "
+          f"shaper design + splines {wall['schedule'] * 1e3:.1f} ms; piecewise polynomial "
+          f"{wall['table'] * 1e3:.1f} ms; per control cycle (sample) {t_cycle * 1e6:.1f} us")
+    print(f"floor: bare numpy.linalg.eigvals of the {samples} 28x28 state matrices, 1 thread: "
+          f"{wall['bare'] * 1e3:.1f} ms; {load()} at the end")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from flexmodal_ros.parametric import (ExpansionWarning, FlexibleJointSystem, Mod
                                       expand, multi_index_set, table1)
 from flexmodal_ros.parametric.eigen import biorthogonality_error
 from flexmodal_ros.parametric.expansion import eigenpair_series
+from flexmodal_ros.parametric.flexible_joint import PathSegmentSystem
 from flexmodal_ros.parametric.multiindex import degree_count
 from flexmodal_ros.parametric.taylor import TaylorMap
 from flexmodal_ros.robots import load_robot, share_dir
@@ -111,6 +112,45 @@ def test_scompi_prismatic_joint_and_wrench_taylor():
     e = np.eye(6)[j] * h
     fd = (system.matrices(q0 + e)[2][0] - system.matrices(q0 - e)[2][0]) / (2 * h)
     assert np.abs(Kc[mset.row(np.eye(6, dtype=int)[j])] - fd).max() <= 1e-5 * np.abs(fd).max()
+
+
+@pytest.mark.parametrize("robot", ["kuka_lwr4", "scompi"])
+def test_path_segment_taylor_coefficients_match_finite_differences(robot):
+    """PathSegmentSystem (x = s along q_a + s (q_b − q_a), input shaping's polynomial path): the
+    coefficient of degree 0 is the exact M̄, D̄, K̄ (Pinocchio), degrees 1 and 2 are the central
+    differences d/ds and d²/ds² / 2 of the exact matrices; scompi with a tool and a constant wrench
+    (prismatic joint 1, wrench term of K_G)."""
+    from flexmodal_ros.config import Tool
+    from flexmodal_ros.model import with_overrides
+
+    if robot == "kuka_lwr4":
+        model, start = load_robot(robot), Q0
+        end = Q0 + np.array([0.4, -0.3, 0.5, 0.2, -0.6, 0.3, 0.1])
+    else:
+        model = with_overrides(load_robot(robot), tool=Tool.point_mass(4.0), wrench=[30.0, -20.0, 50.0, 2.0, -3.0, 1.0])
+        start = np.array([0.05, -0.374, 1.9448, 0.1, -1.9448, 0.3])
+        end = start + np.array([0.1, 0.3, -0.2, 0.4, 0.25, -0.5])
+    system = PathSegmentSystem(model, start, end)
+    s0, n = 0.37, model.n
+    mset, Mc, Dc, Kc = system.taylor([s0], 3)
+    assert mset.p == 1 and Mc.shape[0] == 4 and not np.any(Dc[1:])
+    for coef, mat in zip((Mc, Dc, Kc), system.matrices([s0])):
+        np.testing.assert_allclose(coef[0], mat[0], rtol=1e-10, atol=1e-10 * np.abs(mat[0]).max())
+    for coef, index in ((Mc, 0), (Kc, 2)):                  # only the link block depends on q
+        assert not np.any(coef[1:, n:]) and not np.any(coef[1:, :, n:])
+        for degree, h in ((1, 1e-5), (2, 1e-3)):
+            mats = system.matrices([s0 - h, s0, s0 + h])[index][:, :n, :n]
+            fd = (mats[2] - mats[0]) / (2 * h) if degree == 1 else (mats[2] - 2 * mats[1] + mats[0]) / (2 * h * h)
+            assert np.abs(coef[degree, :n, :n] - fd).max() <= 1e-5 * np.abs(fd).max(), (index, degree)
+    # expansion of the modes nearest given eigenvalues (near=), exact at s0, accurate nearby
+    at = system.exact_modes([s0, s0 + 0.01])
+    poly = expand(system, [s0], 4, left=False, near=at[0].eigenvalues[[1, 0]])
+    np.testing.assert_allclose(poly.eigenvalues[0], at[0].eigenvalues[[1, 0]], rtol=1e-10)
+    assert poly.mode_numbers.tolist() == [2, 1]
+    near = poly.evaluate([[s0 + 0.01]], vectors=False)
+    np.testing.assert_allclose(near.eigenvalues[0], at[1].eigenvalues[[1, 0]], rtol=1e-6)
+    with pytest.raises(InputError, match="either modes or near"):
+        expand(system, [s0], 2, modes=[1], near=at[0].eigenvalues[:1])
 
 
 def _sensitivity(Mc, Cc, Kc, mset, lam, phi, psi, j):

@@ -1,6 +1,7 @@
 """Input shaping (issue 19), core: shaper algebra against the closed forms, a single damped
 oscillator, insensitivity widths, the shaped C⁴ reference, configuration-dependent schedules, mode
-selection, bad input, trajectory files and the CLI. Robot closed loops: test_shaping_robots.py."""
+selection, the polynomial modal path against the exact one, bad input, trajectory files and the
+CLI. Robot closed loops: test_shaping_robots.py."""
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from flexmodal_ros.shaping import (KINDS, PassThrough, ReferenceShaper, ShapedTr
 from flexmodal_ros.shaping.schedule import end_effector_contributions
 from flexmodal_ros.shaping.trajectory_file import read_samples, read_waypoints, write_waypoints
 from flexmodal_ros.shaping.vibration import linearized_vibration
+from flexmodal_ros.simulation import thesis_trajectory
 from flexmodal_ros.trajectory import PiecewiseC4Trajectory
 
 # The kuka_lwr4 point-to-point move of the acceptance (test_shaping_robots.py, README): q2, q3, q4
@@ -288,6 +290,62 @@ def test_mode_selection_threshold_damping_and_override(lwr, lwr_move, lwr_modes)
     assert traj.schedule.num_impulses == 2 and pm.selected == (0,)
 
 
+# ---------------------------------------------------------------- polynomial modal path
+
+@pytest.fixture(scope="module")
+def benchmark_move(lwr):
+    """benchmarks/bench_shaping.py's reference: the thesis q0 -> qf (3.7 rad on joint 6) in 5 s."""
+    return PiecewiseC4Trajectory([0.0, 5.0], thesis_trajectory(lwr)[1])
+
+
+# per derivative order 0..4: largest |y_polynomial − y_exact| / max |y_exact| allowed
+REFERENCE_TOLERANCE = (1e-5, 5e-4, 3e-3, 1e-2, 3e-2)
+
+
+@pytest.mark.parametrize("move, expansions", [("acceptance", 2), ("benchmark", 10)])
+def test_polynomial_modal_path_agrees_with_the_exact_one(lwr, lwr_move, lwr_modes, benchmark_move, move, expansions):
+    """modal="polynomial" (expansions of the shaped modes in the path parameter, two-point Taylor
+    interpolation between them) against the exact AMA at every sample. Tolerances: same selected
+    modes; f of the shaped modes within 5e-4 (relative), ζ within 3e-4; the ZVD-shaped reference
+    and its derivatives 1..4 within REFERENCE_TOLERANCE of their peaks (the feedforward uses all of
+    them); percentage residual vibration on the linearized model within 1e-5. Measured (acceptance
+    / benchmark move, 2 / 16 expansions): f 5.4e-5 / 4.4e-6, ζ 2.9e-5 / 1.3e-6, reference
+    1e-6 3.6e-5 2.2e-4 1.1e-3 2.3e-3 / 1.2e-7 3.3e-6 1.6e-4 8.9e-4 4.8e-3, vibration 1e-6."""
+    path = lwr_move if move == "acceptance" else benchmark_move
+    exact = lwr_modes if move == "acceptance" else path_modes(lwr, path)
+    poly = path_modes(lwr, path, modal="polynomial")
+    sel = list(exact.selected)
+    assert poly.selected == exact.selected and poly.modal == "polynomial"
+    assert poly.expansion_samples.size >= expansions and poly.anchor_error < 1e-3
+    assert np.abs(poly.frequencies_hz[:, sel] / exact.frequencies_hz[:, sel] - 1).max() < 5e-4
+    assert np.abs(poly.damping_ratios[:, sel] - exact.damping_ratios[:, sel]).max() < 3e-4
+    at = poly.expansion_samples                                  # exact there
+    np.testing.assert_allclose(poly.frequencies_hz[at][:, sel], exact.frequencies_hz[at][:, sel], rtol=1e-9)
+    shaped_exact = ShapedTrajectory(path, shaper_schedule(exact, "zvd"))
+    shaped_poly = ShapedTrajectory(path, shaper_schedule(poly, "zvd"))
+    t = np.arange(0.0, max(shaped_exact.duration, shaped_poly.duration), 1e-3)
+    y_exact, y_poly = shaped_exact.evaluate(t), shaped_poly.evaluate(t)
+    for k, tol in enumerate(REFERENCE_TOLERANCE):
+        peak = np.abs(y_exact[:, k]).max()
+        assert np.abs(y_poly[:, k] - y_exact[:, k]).max() <= tol * peak, k
+    v_exact, v_poly = (linearized_vibration(r, exact) for r in (shaped_exact, shaped_poly))
+    np.testing.assert_allclose(v_poly, v_exact, atol=1e-5)
+    if move == "acceptance":
+        assert linearized_vibration(path, exact)[:2].min() > 100 * v_poly[:2].max()
+
+
+def test_polynomial_modal_path_options_and_errors(lwr, lwr_move):
+    with pytest.raises(InputError, match="modal: unknown value 'fast'"):
+        path_modes(lwr, lwr_move, modal="fast")
+    with pytest.raises(InputError, match="expansion tolerance"):
+        path_modes(lwr, lwr_move, modal="polynomial", expansion_tolerance=0.0)
+    undamped = with_overrides(lwr, kd=0.0, d_fm=0.0, d_f=0.0)
+    with pytest.raises(InputError, match="marginally stable"):
+        shape_trajectory(undamped, lwr_move, "zvd", modal="polynomial")
+    traj, pm = shape_trajectory(lwr, lwr_move, "zv", modes=[1], modal="polynomial", expansion_order=2)
+    assert pm.selected == (1,) and traj.schedule.num_impulses == 2 and pm.to_dict()["expansions"] >= 1
+
+
 # ---------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("f, zeta, match", [(0.0, 0.1, "frequency_hz: must be > 0"),
@@ -364,6 +422,11 @@ def test_cli_shape_writes_the_shaped_reference(lwr, tmp_path, capsys):
     np.testing.assert_allclose(samples[-1, 0], LWR_QF, atol=1e-12)
     vel = np.gradient(samples[:, 0], t, axis=0)
     assert np.abs(vel - samples[:, 1])[2:-2].max() < 1e-3 * np.abs(samples[:, 1]).max()
+    assert cli_main(["shape", "--robot", "kuka_lwr4", "--trajectory", str(src), "--shaper", "zvd", "-o", str(out),
+                     "--modal", "polynomial", "--json"]) == 0
+    poly = json.loads(capsys.readouterr().out)
+    assert poly["modal"] == "polynomial" and poly["expansions"] >= 1 and poly["selected_modes"] == [1, 2, 7]
+    np.testing.assert_allclose(poly["percentage_vibration_shaped"], report["percentage_vibration_shaped"], atol=1e-5)
     assert cli_main(["shape", "--robot", "kuka_lwr4", "--trajectory", str(tmp_path / "none.yaml"),
                      "--shaper", "zvd", "-o", str(out)]) == 2
     assert "cannot read" in capsys.readouterr().err

@@ -76,7 +76,10 @@ def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp
     assert ros.peak_m <= 2 * offline_shaped.residual(end, WINDOW).peak_m + 1e-4
 
 
-def test_unknown_shaping_value_fails_at_start(ros_process):
-    proc = ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p", "shaping:=fast"])
+@pytest.mark.parametrize("parameter, message", [("shaping:=fast", "shaping: unknown value 'fast'"),
+                                                ("shaping_modal:=approximate", "modal: unknown value 'approximate'")])
+def test_unknown_shaping_value_fails_at_start(ros_process, parameter, message):
+    proc = ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p", "shaping:=zvd",
+                        "-p", parameter])
     proc.popen.wait(60)
-    assert proc.popen.returncode == 2 and "shaping: unknown value 'fast'" in proc.log()
+    assert proc.popen.returncode == 2 and message in proc.log()

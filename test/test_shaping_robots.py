@@ -30,7 +30,7 @@ DT = 1.0 / 2000.0
 
 
 class Scenario:
-    """Lazily simulated variants of one robot's move: (law, stiffness scale, shaping, fixed)."""
+    """Lazily simulated variants of one robot's move: (law, stiffness scale, shaping, fixed, modal)."""
 
     def __init__(self, robot):
         model = load_robot(robot)
@@ -39,11 +39,11 @@ class Scenario:
         self.times, self.positions = np.array(path.times), np.array(path.positions)
         self._runs = {}
 
-    def run(self, law, scale, shaping, fixed=False):
-        key = (law, scale, shaping, fixed)
+    def run(self, law, scale, shaping, fixed=False, modal="exact"):
+        key = (law, scale, shaping, fixed, modal)
         if key not in self._runs:
             self._runs[key] = simulate_move(self.plant, self.times, self.positions, shaping, law, scale, fixed,
-                                            settle=WINDOW + 1.0, dt=DT)
+                                            settle=WINDOW + 1.0, dt=DT, modal=modal)
         return self._runs[key]
 
     def compare(self, **runs):
@@ -93,3 +93,17 @@ def test_exact_feedforward_shaping_costs_only_its_delay(scenarios, robot):
     assert 0.1 < shaped.added_delay < 1.0
     assert shaped.end_time == pytest.approx(s.times[-1] + shaped.added_delay)
     assert shaped.run.summary()["max_tracking_error_rad"] <= 1.5 * plain.run.summary()["max_tracking_error_rad"]
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_polynomial_modal_path_leaves_the_exact_paths_residual_vibration(scenarios, robot):
+    """PD law, configuration-dependent ZVD from the polynomial modal path (``modal="polynomial"``)
+    instead of the exact AMA at every sample: end-effector residual vibration (peak and RMS) within
+    2 % of the exact path's, same added delay within 0.1 ms. Measured: kuka 0.1 % / 0.08 %,
+    scompi 0.0 % / 0.0 %."""
+    s = scenarios[robot]
+    r = s.compare(exact=("pd", 1.0, "zvd"), poly=("pd", 1.0, "zvd", False, "polynomial"))
+    for metric in ("peak_m", "rms_m"):
+        assert r["poly"][metric] == pytest.approx(r["exact"][metric], rel=0.02), (metric, r)
+    assert r["poly"]["added_delay_s"] == pytest.approx(r["exact"]["added_delay_s"], abs=1e-4)
+    assert s.run("pd", 1.0, "zvd", False, "polynomial").path_modes.modal == "polynomial"

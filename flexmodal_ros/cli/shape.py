@@ -1,7 +1,8 @@
 """``flexmodal shape``: input shaping of a waypoint trajectory with the configuration-dependent modes.
 
 Reads the waypoint YAML (flexmodal_ros/shaping/trajectory_file.py), runs the closed-loop AMA along
-the path (``--ama-rate-hz`` samples per second of motion), selects the modes that dominate the
+the path (``--ama-rate-hz`` samples per second of motion; ``--modal polynomial``: polynomial
+eigenvalues of the shaped modes instead), selects the modes that dominate the
 end-effector response (or ``--modes``), designs the ``--shaper`` at every sample and writes the
 shaped reference with its derivatives 1..4 as CSV at ``--rate-hz``. Prints the selected modes, the
 added duration [s] and the percentage residual vibration of each mode on the linearized model,
@@ -12,7 +13,7 @@ import sys
 import numpy as np
 
 from ..errors import InputError
-from ..shaping import KINDS, shape_trajectory
+from ..shaping import KINDS, MODAL_CHOICES, shape_trajectory
 from ..shaping.trajectory_file import read_waypoints, write_samples
 from ..shaping.vibration import linearized_vibration
 from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
@@ -20,7 +21,7 @@ from .common import add_json_option, add_model_options, model_from_args, parse_f
 
 def add_shaping_options(p):
     """Options shared with ``flexmodal simulate``: --modes, --threshold, --tolerance, --fixed-shaper,
-    --ama-rate-hz."""
+    --ama-rate-hz, --modal."""
     p.add_argument("--modes", help="modes to shape, 1-based, comma-separated (default: those dominating the "
                                    "end-effector response)")
     p.add_argument("--threshold", type=float, default=0.1,
@@ -30,6 +31,9 @@ def add_shaping_options(p):
                    help="design the shaper at the start configuration only (fixed-frequency practice)")
     p.add_argument("--ama-rate-hz", type=float, default=100.0,
                    help="modal analyses per second of motion along the path (default 100)")
+    p.add_argument("--modal", choices=MODAL_CHOICES, default="exact",
+                   help="modes along the path: exact AMA at every sample, or polynomial eigenvalues of the "
+                        "shaped modes (expansions in the path parameter, verified at their reach; default exact)")
 
 
 def shaping_options(args):
@@ -43,7 +47,7 @@ def shaping_options(args):
     if not args.threshold > 0:
         raise InputError(f"--threshold: must be > 0, got {args.threshold}")
     return {"modes": modes, "threshold": args.threshold, "tolerance": args.tolerance,
-            "ama_rate_hz": args.ama_rate_hz}
+            "ama_rate_hz": args.ama_rate_hz, "modal": args.modal}
 
 
 def add_parser(sub):

@@ -17,8 +17,9 @@ the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100);
 ``shaping`` (none | zv | zvd | ei: each accepted reference is input-shaped with the modes of the
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
-is reported on ``~/status`` with the acceptance); ``realtime_priority`` / ``cpu`` (SCHED_FIFO and
-CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
+is reported on ``~/status`` with the acceptance); ``shaping_modal`` (exact | polynomial: the exact
+AMA at every path sample, or polynomial eigenvalues of the shaped modes); ``realtime_priority`` /
+``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
 cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (empty = the params YAML;
 one value = every joint, or one per joint; refused if the closed loop at the measured position
@@ -57,7 +58,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ..control import FailSafeController, SafetyLimits
 from ..errors import FlexmodalError
 from ..export.convention import check_link_state
-from ..shaping import ReferenceShaper, check_shaping
+from ..shaping import ReferenceShaper, check_modal, check_shaping
 from .common import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                      run_node, seconds, timing_clock)
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
@@ -74,8 +75,10 @@ class FeedforwardPdController(Node):
         super().__init__("feedforward_pd_controller", **kwargs)
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
-            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"))}
+            ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"),
+            ("shaping_modal", "exact"))}
         self.shaping = check_shaping(p["shaping"], FlexmodalError)
+        self.shaping_modal = check_modal(p["shaping_modal"], FlexmodalError)
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
         self._clock = timing_clock(self)      # sim time with use_sim_time, else steady
         for name in ("rate_hz", "watchdog_rate_hz"):
@@ -120,7 +123,8 @@ class FeedforwardPdController(Node):
         scheduling = apply_realtime(self.get_logger(), *realtime)
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.ctrl.model.kp.tolist()}, kd "
                                f"{self.ctrl.model.kd.tolist()}), feedforward "
-                               f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping}, {scheduling}")
+                               f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping} "
+                               f"({self.shaping_modal} modes), {scheduling}")
 
     def _apply_parameters(self, values):
         """The settable parameters → controller (checked first, then taken over together)."""
@@ -138,7 +142,7 @@ class FeedforwardPdController(Node):
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
         if self.shaping != "none":          # the modes along a path depend on the gains
-            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping)
+            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping, modal=self.shaping_modal)
         self._read_state.bounds = self.ctrl.state_bounds
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
         if changed and hasattr(self, "status_pub"):

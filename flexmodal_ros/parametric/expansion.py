@@ -381,14 +381,16 @@ def _cauchy(mset, d, terms, lowest=0):
 
 @lru_cache(maxsize=512)
 def _pair_sum(mset: MultiIndexSet, d: int, e: int):
-    """Sparse (N_d × N_e N_{d−e}) matrix: pair (b, a), |b| = e, |a| = d − e → row of a + b."""
+    """(N_d × N_e N_{d−e}) matrix: pair (b, a), |b| = e, |a| = d − e → row of a + b; sparse, or
+    dense when small (few parameters: a sparse product's overhead then exceeds the arithmetic)."""
     b, a = mset.degree_slices[e], mset.degree_slices[d - e]
     exps = mset.exponents
     target = [mset.row(exps[i] + exps[j]) - mset.degree_slices[d].start
               for i in range(b.start, b.stop) for j in range(a.start, a.stop)]
     size = mset.degree_slices[d].stop - mset.degree_slices[d].start
-    return scipy.sparse.csr_matrix((np.ones(len(target)), (target, np.arange(len(target)))),
-                                   shape=(size, len(target)))
+    matrix = scipy.sparse.csr_matrix((np.ones(len(target)), (target, np.arange(len(target)))),
+                                     shape=(size, len(target)))
+    return matrix.toarray() if size * len(target) <= 256 else matrix
 
 
 def select_pairs(pairs, modes=None):
@@ -421,6 +423,22 @@ def select_pairs(pairs, modes=None):
     return np.array(cols, int), numbers.astype(int)
 
 
+def select_nearest(pairs, targets):
+    """Columns and 1-based mode numbers (as :func:`select_pairs`) of the oscillatory eigenvalues
+    (Im > 0) of ``pairs`` nearest ``targets`` (k,) (Hungarian assignment on |Δλ|): following modes
+    known from a neighbouring point."""
+    from scipy.optimize import linear_sum_assignment
+
+    targets = np.atleast_1d(np.asarray(targets, complex))
+    lam = pairs.eigenvalues
+    osc = np.flatnonzero(lam.imag > 0)
+    osc = osc[np.argsort(np.abs(lam[osc]), kind="stable")]          # the ModeSet order (modes_from_eigenpairs)
+    if targets.size > osc.size:
+        raise InputError(f"near: {targets.size} eigenvalues to follow, the system has {osc.size} oscillatory modes")
+    _, idx = linear_sum_assignment(np.abs(targets[:, None] - lam[osc][None, :]))
+    return osc[idx], idx + 1
+
+
 def check_separation(eigenvalues, cols, numbers):
     """InputError for a repeated selected eigenvalue, ExpansionWarning for a nearly repeated one."""
     lam = np.asarray(eigenvalues)
@@ -440,14 +458,16 @@ def check_separation(eigenvalues, cols, numbers):
 
 
 def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
-           tolerance: float = DEFAULT_TOLERANCE, allow_unstable: bool = True) -> ModalPolynomial:
+           tolerance: float = DEFAULT_TOLERANCE, allow_unstable: bool = True, near=None) -> ModalPolynomial:
     """Expand eigenpairs of ``system`` about x0 up to total degree ``order`` (eqs. (19)-(29)).
 
     ``system``: a parametric system (:class:`flexmodal_ros.parametric.FlexibleJointSystem`,
     :class:`flexmodal_ros.erls.ErlsSystem`) with ``parameter_names``, ``x0``, ``taylor(x0, order)``,
     ``describe()``. ``modes``: 1-based mode numbers (see :func:`select_pairs`); ``left``: also
     expand left eigenvectors (29); ``tolerance``: relative eigenvalue error defining the trust
-    radius; ``allow_unstable``: False turns the instability warning into an InputError.
+    radius; ``allow_unstable``: False turns the instability warning into an InputError; ``near``
+    (instead of ``modes``): expand the oscillatory eigenpairs nearest these eigenvalues
+    (:func:`select_nearest`, in their order).
     """
     start = time.perf_counter()
     if isinstance(order, bool) or int(order) != order or order < 1:
@@ -466,7 +486,9 @@ def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
         if not allow_unstable:
             raise InputError(f"x0: {message}")
         warnings.warn(message, ExpansionWarning, stacklevel=2)
-    cols, numbers = select_pairs(pairs, modes)
+    if near is not None and modes is not None:
+        raise InputError("modes: give either modes or near, not both")
+    cols, numbers = select_pairs(pairs, modes) if near is None else select_nearest(pairs, near)
     check_separation(pairs.eigenvalues, cols, numbers)
     lam0 = pairs.eigenvalues[cols]
     with single_blas_thread():     # many small products: threading only costs here

@@ -11,6 +11,11 @@ Their Taylor coefficients come from the package's symbolic recursive Newton–Eu
 M(q) = ∂τ/∂q̈, and K_G^(σ) from the coefficients of G(q) = g(q) − Jᵀ(q)τ_ext one degree higher,
 K_G^(σ)[:, j] = (σ_j + 1) G^(σ+e_j). The Jacobian of the tool point for the wrench is written
 symbolically from the Pinocchio joint placements (forward kinematics with Rodrigues rotations).
+
+:class:`PathSegmentSystem` is the same closed loop along one straight joint-space segment,
+q(s) = q_a + s (q_b − q_a), expanded in the scalar s (p = 1): the coefficients of M(q(s)) and
+K_G(q(s)) = ∂G/∂q (q(s)) in s (one symbolic Jacobian of G, then the univariate Taylor map with q_a
+and q_b − q_a as frozen inputs). Along a path this needs t + 1 coefficients instead of C(n+t, t).
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from .multiindex import multi_index_set
 from .taylor import TaylorMap
 
 _CACHE: dict = {}          # id(pin model) → (pin model, {(wrench bytes, order): (TaylorMap M, TaylorMap G)})
+_SEGMENT_CACHE: dict = {}  # id(pin model) → (pin model, {(wrench bytes, order): TaylorMap [upper M; vec K_G]})
 
 
 def _symbolic_inertia_and_load(model):
@@ -78,20 +84,28 @@ def _generalized_wrench(model, q):
     return out
 
 
-def taylor_maps(model, order: int):
-    """(TaylorMap of upper(M) to degree t, TaylorMap of G to degree t+1), cached per model."""
-    entry = _CACHE.get(id(model.pin))
+def _cached(cache, model, order, build):
+    """Taylor maps cached per Pinocchio model and wrench: the stored one of the lowest order ≥
+    ``order`` (its leading rows serve a lower order), else ``build()``, stored under ``order``."""
+    entry = cache.get(id(model.pin))
     if entry is None or entry[0] is not model.pin:
         entry = (model.pin, {})
-        _CACHE[id(model.pin)] = entry
+        cache[id(model.pin)] = entry
     key = model.wrench.tobytes()
-    built = {o: maps for (w, o), maps in entry[1].items() if w == key and o >= order}
+    built = {o: value for (w, o), value in entry[1].items() if w == key and o >= order}
     if built:
         return built[min(built)]
-    q, upper, G = _symbolic_inertia_and_load(model)
-    maps = (TaylorMap(upper, q, order, name="mass_taylor"), TaylorMap(G, q, order + 1, name="load_taylor"))
-    entry[1][(key, order)] = maps
-    return maps
+    value = build()
+    entry[1][(key, order)] = value
+    return value
+
+
+def taylor_maps(model, order: int):
+    """(TaylorMap of upper(M) to degree t, TaylorMap of G to degree t+1), cached per model."""
+    def build():
+        q, upper, G = _symbolic_inertia_and_load(model)
+        return TaylorMap(upper, q, order, name="mass_taylor"), TaylorMap(G, q, order + 1, name="load_taylor")
+    return _cached(_CACHE, model, order, build)
 
 
 class FlexibleJointSystem:
@@ -145,3 +159,66 @@ class FlexibleJointSystem:
         return modal_analysis_batch(self.model, check_configurations(self.model, xs, "x"), workers=1)
 
 
+
+
+def segment_taylor_map(model, order: int) -> TaylorMap:
+    """TaylorMap (s0, q_a, Δq) → (order + 1, n(n+1)/2 + n²) coefficients in s of
+    [upper(M); vec(K_G)] at q = q_a + s Δq (vec column-major), cached per model, wrench and order."""
+    def build():
+        q, upper, G = _symbolic_inertia_and_load(model)
+        start, step, s = ca.SX.sym("q_a", model.n), ca.SX.sym("dq", model.n), ca.SX.sym("s")
+        outputs = ca.substitute(ca.vertcat(upper, ca.vec(ca.jacobian(G, q))), q, start + s * step)
+        return TaylorMap(outputs, s, order, frozen=(start, step), name="segment_taylor")
+    return _cached(_SEGMENT_CACHE, model, order, build)
+
+
+class PathSegmentSystem:
+    """The closed loop of ``model`` along the straight joint-space segment from ``start`` to ``end``
+    (n,) as a parametric system in x = s (q = start + s (end − start), s = 0 at start, 1 at end):
+    ``taylor``, ``matrices``, ``exact_modes`` as :class:`FlexibleJointSystem`."""
+
+    kind = "flexible_joint_segment"
+    parameter_names = ("s",)
+
+    def __init__(self, model, start, end):
+        self.model = model
+        self.start = check_configurations(model, start, "start")[0]
+        self.step = check_configurations(model, end, "end")[0] - self.start
+        self.x0 = np.zeros(1)
+        self.num_dof = 2 * model.n
+        self.row_names = tuple(model.joint_names) + tuple(f"{j}_motor" for j in model.joint_names)
+
+    def describe(self) -> dict:
+        m = self.model
+        return {"system": self.kind, "robot": m.name, "parameters": ["s"], "start": self.start.tolist(),
+                "end": (self.start + self.step).tolist(), "kp": m.kp.tolist(), "kd": m.kd.tolist(),
+                "tool_mass": float(m.tool.mass), "wrench": m.wrench.tolist(), "rows": list(self.row_names)}
+
+    def configurations(self, xs) -> np.ndarray:
+        """q(s) (m, n) for s values ``xs`` (m,) or (m, 1)."""
+        return self.start + np.reshape(np.asarray(xs, float), (-1, 1)) * self.step
+
+    def taylor(self, x0, order: int):
+        """(MultiIndexSet (p = 1), M̄^(d), D̄^(d), K̄^(d)) with (order + 1, 2n, 2n) stacks at s = x0."""
+        m, n = self.model, self.model.n
+        x0 = np.reshape(np.asarray(x0, float), (1,))
+        N = order + 1
+        coeffs = segment_taylor_map(m, order)(x0, self.start, self.step)[:N]
+        iu = np.triu_indices(n)
+        M = np.zeros((N, n, n))
+        M[:, iu[0], iu[1]] = coeffs[:, :iu[0].size]
+        M[:, iu[1], iu[0]] = coeffs[:, :iu[0].size]
+        KG = np.swapaxes(coeffs[:, iu[0].size:].reshape(N, n, n), 1, 2)     # column-major vec
+        Mbar, Dbar, Kbar = (np.zeros((N, 2 * n, 2 * n)) for _ in range(3))
+        Mbar[0], Dbar[0], Kbar[0] = assemble(M[0], KG[0], m.k, m.W, m.d_f, m.d_fm, m.B, m.kp, m.kd)
+        Mbar[1:, :n, :n] = M[1:]
+        Kbar[1:, :n, :n] = KG[1:]
+        return multi_index_set(1, order), Mbar, Dbar, Kbar
+
+    def matrices(self, xs):
+        """Exact M̄, D̄, K̄ stacks (m, 2n, 2n) at s values xs (2.9)-(2.11)."""
+        return linearized_batch(self.model, create_data(self.model), self.configurations(xs))[0]
+
+    def exact_modes(self, xs):
+        """:class:`~flexmodal_ros.modal.ModalResult` (exact AMA) at s values xs."""
+        return modal_analysis_batch(self.model, self.configurations(xs), workers=1)

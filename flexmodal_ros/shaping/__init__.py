@@ -7,8 +7,9 @@ Modules:
 - ``reference``: shaping a C⁴ waypoint reference (thesis (4.29)-(4.30)) by a time-varying impulse
   sequence, y(t) = Σ A_i(t) q(t − τ_i(t)), with exact derivatives up to the 4th (what the
   feedforward (4.6)-(4.10) needs);
-- ``schedule``: the closed-loop AMA (2.13)-(2.17) along the path, mode tracking (MAC), selection
-  of the modes that dominate the end-effector response, and the shaper designed at every sample;
+- ``schedule``: the closed-loop AMA (2.13)-(2.17) along the path (exact, or the polynomial fast
+  path of :mod:`flexmodal_ros.parametric.path`), mode tracking (MAC), selection of the modes that
+  dominate the end-effector response, and the shaper designed at every sample;
 - ``vibration``: residual vibration of a move (linearized modal measure and end-effector peak/RMS
   in simulation), closed-loop comparisons and plots;
 - ``trajectory_file``: the trajectory file format of ``flexmodal shape``.
@@ -18,7 +19,8 @@ Modules:
 from ..errors import InputError
 from ..trajectory import PiecewiseC4Trajectory
 from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory, ShaperSchedule, path_derivatives, shape_with
-from .schedule import (DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD, PathModes, path_modes,
+from .schedule import (DEFAULT_AMA_RATE_HZ, DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE,
+                       DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD, MODAL_CHOICES, PathModes, check_modal, path_modes,
                        shape_trajectory, shaper_schedule)
 from .shapers import (DEFAULT_TOLERANCE, KINDS, Shaper, convolve, design, ei, insensitivity,
                       percentage_vibration, zv, zvd)
@@ -49,10 +51,12 @@ class ReferenceShaper:
     """Callable path → shaped reference for :class:`~flexmodal_ros.control.FailSafeController`.
 
     ``kind``: none | zv | zvd | ei; ``knot_rate_hz``: knots of the piecewise polynomial a control
-    cycle evaluates (:class:`~flexmodal_ros.shaping.reference.ShapedTrajectory`); the other options as in
-    :func:`~flexmodal_ros.shaping.schedule.shape_trajectory`. A path without a selectable mode is
-    returned as a :class:`PassThrough` whose summary starts with "WARNING". Errors (unstable closed
-    loop along the path, bad options) are InputErrors: the trajectory is rejected.
+    cycle evaluates (:class:`~flexmodal_ros.shaping.reference.ShapedTrajectory`); the other options
+    as in :func:`~flexmodal_ros.shaping.schedule.shape_trajectory` (e.g. ``modal="polynomial"``: its
+    symbolic Taylor map is built here, ~1 s, not in the first trajectory callback). A path without
+    a selectable mode is returned as a :class:`PassThrough` whose summary starts with "WARNING".
+    Errors (unstable closed loop along the path, bad options) are InputErrors: the trajectory is
+    rejected.
     """
 
     def __init__(self, model, kind, knot_rate_hz=DEFAULT_KNOT_RATE_HZ, **options):
@@ -65,6 +69,9 @@ class ReferenceShaper:
         if self.kind == "ei":
             from .shapers import ei_table
             ei_table(options.get("tolerance", DEFAULT_TOLERANCE))
+        if check_modal(options.get("modal", "exact")) == "polynomial":     # symbolic Taylor map (~1 s)
+            from ..parametric.flexible_joint import segment_taylor_map
+            segment_taylor_map(model, options.get("expansion_order", DEFAULT_EXPANSION_ORDER))
 
     def __call__(self, path: PiecewiseC4Trajectory):
         if self.kind == "none":
@@ -78,7 +85,8 @@ class ReferenceShaper:
         return traj
 
 
-__all__ = ["DEFAULT_AMA_RATE_HZ", "DEFAULT_KNOT_RATE_HZ", "DEFAULT_MAX_DAMPING", "DEFAULT_THRESHOLD", "DEFAULT_TOLERANCE", "KINDS",
-           "PassThrough", "PathModes", "ReferenceShaper", "SHAPING_CHOICES", "ShapedTrajectory", "Shaper",
-           "ShaperSchedule", "check_shaping", "convolve", "design", "ei", "insensitivity", "path_derivatives",
+__all__ = ["DEFAULT_AMA_RATE_HZ", "DEFAULT_EXPANSION_ORDER", "DEFAULT_EXPANSION_TOLERANCE", "DEFAULT_KNOT_RATE_HZ",
+           "DEFAULT_MAX_DAMPING", "DEFAULT_THRESHOLD", "DEFAULT_TOLERANCE", "KINDS", "MODAL_CHOICES", "PassThrough",
+           "PathModes", "ReferenceShaper", "SHAPING_CHOICES", "ShapedTrajectory", "Shaper", "ShaperSchedule",
+           "check_modal", "check_shaping", "convolve", "design", "ei", "insensitivity", "path_derivatives",
            "path_modes", "percentage_vibration", "shape_trajectory", "shape_with", "shaper_schedule", "zv", "zvd"]

@@ -1,12 +1,25 @@
 """Configuration-dependent shapers: modes along a path, which modes to shape, the shaper schedule.
 
 Along a waypoint path (:func:`~flexmodal_ros.shaping.reference.path_samples`: ``ama_rate_hz``
-samples per second of motion, uniform along each straight joint-space segment) the closed-loop
-AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.modal.modal_analysis_batch`) gives f and ζ
-of every mode: eigenvalues only at every sample; eigenvalues and mode shapes at every
-``anchor_stride``-th sample (the *anchors*, and the last sample), where the modes are tracked by
-MAC (:func:`~flexmodal_ros.modes.track_modes`). Between two anchors a tracked mode is the
-eigenvalue closest to the straight-line interpolation of its anchor eigenvalues.
+samples per second of motion, uniform along each straight joint-space segment) the modes come from
+the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.modal.modal_analysis_batch`):
+eigenvalues and mode shapes at every ``anchor_stride``-th sample and the last (the *anchors*),
+where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.track_modes`) and the modes to
+shape are selected (below). f and ζ at the other samples come from
+
+- ``modal="exact"``: the exact AMA at every other sample, eigenvalues only (half the cost of an
+  analysis with shapes; with several ``workers`` solved in the background while the anchors' modes
+  are tracked and selected); between two anchors a tracked mode is the eigenvalue closest to the
+  straight-line interpolation of its anchor eigenvalues;
+- ``modal="polynomial"``: the selected modes only, as polynomial eigenvalues along the path
+  (:func:`~flexmodal_ros.parametric.path.follow_path_modes`: Taylor expansions of order
+  ``expansion_order`` in the path parameter of each segment, each reaching as far as its trust
+  radius and verified there against the exact eigenvalues to ``expansion_tolerance``, tracked by
+  the polynomials, two-point Taylor interpolation between the expansion points); the other tracked
+  modes are interpolated linearly between the anchors (exact there). Stability is checked exactly
+  at the anchors, the expansion points and the verification points, and from the selected modes'
+  damping at every sample. ``anchor_error`` reports the measured accuracy (relative eigenvalue
+  error at the anchors).
 
 Mode selection (default): the end-effector contribution of tracked mode k at an anchor (the first,
 middle and last anchor of every segment) is the
@@ -19,9 +32,9 @@ receptance (λ² M̄ + λ D̄ + K̄)⁻¹ has the residue u uᵀ / (uᵀ (2λ M�
 
 J_p the translational Jacobian of the tool point (m per rad), c_k in m per unit move. Selected:
 tracked modes whose largest c_k over the anchors is at least ``threshold`` × the largest of all
-modes, and whose damping ratio stays below ``max_damping`` (more damped modes lose > 97 % of their
-vibration per period at ζ = 0.5, and EI is tabulated up to 0.5). ``modes`` (0-based indices of the
-modes of the first configuration, by frequency) overrides the selection.
+modes, and whose damping ratio stays below ``max_damping`` at the anchors (more damped modes lose
+> 97 % of their vibration per period at ζ = 0.5, and EI is tabulated up to 0.5). ``modes``
+(0-based indices of the modes of the first configuration, by frequency) overrides the selection.
 
 Schedule: at every sample one shaper per selected mode from its (f, ζ) there, convolved
 (:func:`~flexmodal_ros.shaping.shapers.convolve`) → :class:`~flexmodal_ros.shaping.reference.ShaperSchedule`.
@@ -29,14 +42,19 @@ Schedule: at every sample one shaper per selected mode from its (f, ζ) there, c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..blas import single_thread_blas
 from ..errors import InputError
-from ..modal import linearized_batch, modal_analysis_batch
+from ..modal import default_workers, linearized_batch, modal_analysis_batch
 from ..model import create_data, ee_jacobian
-from ..modes import track_modes
+from ..modes import frequencies_and_damping, track_modes
+from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
+from ..parametric.path import DEFAULT_TOLERANCE as DEFAULT_EXPANSION_TOLERANCE
+from ..parametric.path import follow_path_modes
 from ..trajectory import PiecewiseC4Trajectory
 from .reference import ShapedTrajectory, ShaperSchedule, path_samples
 from .shapers import DEFAULT_TOLERANCE, KINDS, convolve, design
@@ -45,6 +63,7 @@ DEFAULT_AMA_RATE_HZ = 100.0
 DEFAULT_THRESHOLD = 0.1
 DEFAULT_MAX_DAMPING = 0.5
 ANCHOR_STRIDE = 10
+MODAL_CHOICES = ("exact", "polynomial")
 
 
 @dataclass(frozen=True)
@@ -52,8 +71,11 @@ class PathModes:
     """Modes along a path. ``segment``, ``eta`` (m,) sample positions, ``configurations`` (m, n);
     ``frequencies_hz`` / ``damping_ratios`` (m, K) of every tracked mode (K = modes of the first
     configuration, by frequency there); ``contributions`` (K,) end-effector contribution [m per
-    unit move], largest over the first, middle and last anchor of each segment; ``selected`` tracked indices chosen (0-based);
-    ``anchors`` sample indices with mode shapes."""
+    unit move], largest over the first, middle and last anchor of each segment; ``selected``
+    tracked indices chosen (0-based); ``anchors`` sample indices with mode shapes; ``modal``
+    "exact" or "polynomial"; ``expansion_samples`` sample indices of the polynomial expansions and
+    ``anchor_error`` the largest relative error of the selected modes' polynomial eigenvalues at
+    the anchors, where the exact ones are known (polynomial path; empty and 0 for the exact one)."""
     segment: np.ndarray
     eta: np.ndarray
     configurations: np.ndarray
@@ -62,53 +84,109 @@ class PathModes:
     contributions: np.ndarray
     selected: tuple
     anchors: np.ndarray
+    modal: str = "exact"
+    expansion_samples: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    anchor_error: float = 0.0
 
     def to_dict(self) -> dict:
         sel = list(self.selected)
-        return {"selected_modes": [k + 1 for k in sel],
-                "contributions": self.contributions.tolist(),
-                "start": {"frequencies_hz": self.frequencies_hz[0, sel].tolist(),
-                          "damping_ratios": self.damping_ratios[0, sel].tolist()},
-                "end": {"frequencies_hz": self.frequencies_hz[-1, sel].tolist(),
-                        "damping_ratios": self.damping_ratios[-1, sel].tolist()},
-                "frequency_range_hz": [[float(self.frequencies_hz[:, k].min()), float(self.frequencies_hz[:, k].max())]
-                                       for k in sel],
-                "samples": int(self.eta.size)}
+        out = {"selected_modes": [k + 1 for k in sel],
+               "contributions": self.contributions.tolist(),
+               "start": {"frequencies_hz": self.frequencies_hz[0, sel].tolist(),
+                         "damping_ratios": self.damping_ratios[0, sel].tolist()},
+               "end": {"frequencies_hz": self.frequencies_hz[-1, sel].tolist(),
+                       "damping_ratios": self.damping_ratios[-1, sel].tolist()},
+               "frequency_range_hz": [[float(self.frequencies_hz[:, k].min()), float(self.frequencies_hz[:, k].max())]
+                                      for k in sel],
+               "samples": int(self.eta.size), "modal": self.modal}
+        if self.modal == "polynomial":
+            out.update(expansions=int(self.expansion_samples.size), anchor_error=self.anchor_error)
+        return out
 
 
+def check_modal(modal, error=InputError):
+    """``modal`` if it is "exact" or "polynomial"; else ``error`` naming the choices."""
+    if modal not in MODAL_CHOICES:
+        raise error(f"modal: unknown value {modal!r} (choose from {', '.join(MODAL_CHOICES)})")
+    return modal
+
+
+@single_thread_blas
 def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_HZ, modes=None,
                threshold=DEFAULT_THRESHOLD, max_damping=DEFAULT_MAX_DAMPING, anchor_stride=ANCHOR_STRIDE,
-               workers=None) -> PathModes:
-    """Tracked modes along ``path`` and the selection (module docstring). InputError when the closed
-    loop is not asymptotically stable at a sample, when the number of oscillatory modes changes
-    along the path (tracking impossible), or for a bad override."""
+               workers=None, modal="exact", expansion_order=DEFAULT_EXPANSION_ORDER,
+               expansion_tolerance=DEFAULT_EXPANSION_TOLERANCE) -> PathModes:
+    """Tracked modes along ``path`` and the selection (module docstring); ``modal``: "exact" or
+    "polynomial" (``expansion_order``, ``expansion_tolerance``: the expansions' Taylor order and the
+    relative eigenvalue error estimate that ends their reach). InputError when the closed loop is
+    not asymptotically stable at a sample, when the number of oscillatory modes changes along the
+    path (tracking impossible), or for a bad override."""
+    check_modal(modal)
     if path.n != model.n:
         raise InputError(f"trajectory: {path.n} joints, the robot has {model.n}")
     segment, etas, qs = path_samples(path, ama_rate_hz)
     m = etas.size
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
-    light = modal_analysis_batch(model, qs, workers=workers, shapes=False)
-    full = modal_analysis_batch(model, qs[anchors], workers=workers, shapes=True)
-    for i, r in enumerate(light):
+    others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
+    workers = workers or default_workers()
+    with ThreadPoolExecutor(1) as background:
+        # exact path, several workers: the eigenvalues at the other samples are solved in the
+        # background while the anchors' modes are tracked and selected (LAPACK releases the GIL)
+        pending = background.submit(_batch, model, qs[others], workers, False) if others.size and workers > 1 else None
+        full = _batch(model, qs[anchors], workers, shapes=True)
+        _check_spectra(full, anchors, qs, full[0].num_modes)
+        order, _ = track_modes(full)
+        anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
+        picks = set()                # contributions at the first, middle and last anchor of each segment
+        for k in np.unique(segment[anchors]):
+            idx = np.flatnonzero(segment[anchors] == k)
+            picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
+        picks = sorted(picks)
+        contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]],
+                                 [full[a] for a in picks], order[picks])
+        if modes is None:
+            calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
+            selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
+        else:
+            selected = _checked_override(modes, anchor_lam.shape[1])
+        light = pending.result() if pending else _batch(model, qs[others], workers, False) if others.size else []
+    extra = {}
+    if modal == "exact":
+        _check_spectra(light, others, qs, anchor_lam.shape[1])
+        eig = np.empty((m, anchor_lam.shape[1]), complex)
+        eig[anchors] = [r.eigenvalues for r in full]
+        if others.size:
+            eig[others] = [r.eigenvalues for r in light]
+        lam = _tracked_eigenvalues(eig, anchors, anchor_lam)
+    else:
+        lam = _interpolated(anchor_lam, anchors, m)
+        if selected:
+            followed = follow_path_modes(model, path.positions, segment, etas, anchors,
+                                         anchor_lam[:, list(selected)], expansion_order, expansion_tolerance)
+            lam[:, list(selected)] = followed.eigenvalues
+            extra = {"expansion_samples": followed.expansion_samples,
+                     "anchor_error": followed.anchor_error}
+    freq, zeta = frequencies_and_damping(lam)
+    return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, **extra)
+
+
+def _batch(model, qs, workers, shapes):
+    """:func:`~flexmodal_ros.modal.modal_analysis_batch` in one equal chunk per worker (its default
+    chunks leave the 51 anchors to one thread)."""
+    return modal_analysis_batch(model, qs, workers=workers, chunk_size=-(-len(qs) // workers), shapes=shapes)
+
+
+def _check_spectra(results, samples, qs, count):
+    """InputError at the first sample whose closed loop is not asymptotically stable or whose number
+    of oscillatory modes is not ``count``."""
+    for i, r in zip(samples, results):
         if not r.stable:
             raise InputError(f"trajectory: the closed loop is {r.stability} at path sample {i} "
                              f"(q = {np.round(qs[i], 4).tolist()}): no modal shaping possible")
-    order, _ = track_modes(full)
-    lam = _tracked_eigenvalues(light, anchors, np.array([r.eigenvalues[o] for r, o in zip(full, order)]))
-    freq, zeta = np.abs(lam) / (2.0 * np.pi), -lam.real / np.abs(lam)
-    picks = set()                    # contributions at the first, middle and last anchor of each segment
-    for k in np.unique(segment[anchors]):
-        idx = np.flatnonzero(segment[anchors] == k)
-        picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
-    picks = sorted(picks)
-    contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]], [full[a] for a in picks],
-                             order[picks])
-    if modes is None:
-        ok = (contrib >= threshold * contrib.max()) & (zeta.max(axis=0) < max_damping)
-        selected = tuple(int(k) for k in np.flatnonzero(ok))
-    else:
-        selected = _checked_override(modes, lam.shape[1])
-    return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors)
+        if r.num_modes != count:
+            raise InputError(f"trajectory: the number of oscillatory modes changes along the path "
+                             f"({count} -> {r.num_modes} at sample {i}: a mode becomes overdamped); "
+                             "modes cannot be tracked")
 
 
 def _checked_override(modes, count):
@@ -122,26 +200,26 @@ def _checked_override(modes, count):
     return tuple(sorted(picked))
 
 
-def _tracked_eigenvalues(light, anchors, anchor_lam):
-    """(m, K) eigenvalue of every tracked mode at every sample: the sample's eigenvalue nearest the
-    linear interpolation between the neighbouring anchors (Hungarian assignment when two tracked
-    modes pick the same one)."""
+def _interpolated(anchor_lam, anchors, m):
+    """(m, K) straight-line interpolation of the anchors' tracked eigenvalues at every sample."""
+    idx = np.arange(m)
+    out = np.empty((m, anchor_lam.shape[1]), complex)
+    for j in range(anchor_lam.shape[1]):
+        out[:, j] = (np.interp(idx, anchors, anchor_lam[:, j].real)
+                     + 1j * np.interp(idx, anchors, anchor_lam[:, j].imag))
+    return out
+
+
+def _tracked_eigenvalues(eig, anchors, anchor_lam):
+    """(m, K) eigenvalue of every tracked mode at every sample, from the samples' eigenvalues ``eig``
+    (m, K): the one nearest the linear interpolation between the neighbouring anchors (Hungarian
+    assignment when two tracked modes pick the same one)."""
     from scipy.optimize import linear_sum_assignment
 
-    counts = {r.num_modes for r in light}
-    if len(counts) != 1:
-        raise InputError(f"trajectory: the number of oscillatory modes changes along the path "
-                         f"({sorted(counts)}: a mode becomes overdamped); modes cannot be tracked")
-    m, K = len(light), anchor_lam.shape[1]
-    idx = np.arange(m)
-    pred = np.empty((m, K), complex)
-    for j in range(K):
-        pred[:, j] = (np.interp(idx, anchors, anchor_lam[:, j].real)
-                      + 1j * np.interp(idx, anchors, anchor_lam[:, j].imag))
-    eig = np.array([r.eigenvalues for r in light])                       # (m, K)
-    cost = np.abs(pred[:, :, None] - eig[:, None, :])                   # (m, tracked, sample modes)
-    pick = cost.argmin(axis=2)
-    for i in np.flatnonzero([len(set(row)) < K for row in pick]):
+    cost = np.abs(_interpolated(anchor_lam, anchors, eig.shape[0])[:, :, None] - eig[:, None, :])
+    pick = cost.argmin(axis=2)                                          # (m, tracked)
+    ordered = np.sort(pick, axis=1)
+    for i in np.flatnonzero((np.diff(ordered, axis=1) == 0).any(axis=1)):
         rows, cols = linear_sum_assignment(cost[i])
         pick[i, rows] = cols
     return np.take_along_axis(eig, pick, axis=1)
@@ -188,13 +266,16 @@ def shaper_schedule(modes: PathModes, kind: str, tolerance=DEFAULT_TOLERANCE, fi
 
 def shape_trajectory(model, path: PiecewiseC4Trajectory, kind: str, *, modes=None, threshold=DEFAULT_THRESHOLD,
                      max_damping=DEFAULT_MAX_DAMPING, tolerance=DEFAULT_TOLERANCE, fixed=False,
-                     ama_rate_hz=DEFAULT_AMA_RATE_HZ, knot_rate_hz=None, workers=None):
+                     ama_rate_hz=DEFAULT_AMA_RATE_HZ, knot_rate_hz=None, workers=None, modal="exact",
+                     expansion_order=DEFAULT_EXPANSION_ORDER, expansion_tolerance=DEFAULT_EXPANSION_TOLERANCE):
     """Shape ``path`` with the configuration-dependent ``kind`` shaper ("zv", "zvd", "ei") of its
-    selected modes. Returns (ShapedTrajectory, PathModes), or (None, PathModes) when no mode is
-    selected (the caller passes the reference through unshaped and says so)."""
+    selected modes, from the ``modal`` ("exact" or "polynomial") modes along it (:func:`path_modes`).
+    Returns (ShapedTrajectory, PathModes), or (None, PathModes) when no mode is selected (the
+    caller passes the reference through unshaped and says so)."""
     if path.times.size < 2:
         raise InputError("trajectory: at least 2 waypoints are needed to shape a motion")
-    pm = path_modes(model, path, ama_rate_hz, modes, threshold, max_damping, workers=workers)
+    pm = path_modes(model, path, ama_rate_hz, modes, threshold, max_damping, workers=workers, modal=modal,
+                    expansion_order=expansion_order, expansion_tolerance=expansion_tolerance)
     if not pm.selected:
         return None, pm
     schedule = shaper_schedule(pm, kind, tolerance, fixed)

@@ -203,7 +203,7 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     """Closed loop of ``law`` (module docstring) on the plant ``plant_model`` tracking the waypoints
     (times, positions), shaped by ``shaping`` (none | zv | zvd | ei; ``fixed``: the shaper of the
     start configuration; ``shaping_options``: modes, threshold, max_damping, tolerance,
-    ama_rate_hz of :func:`~flexmodal_ros.shaping.schedule.shape_trajectory`) with modes from the
+    ama_rate_hz, modal of :func:`~flexmodal_ros.shaping.schedule.shape_trajectory`) with modes from the
     controller's model, whose joint stiffness is ``stiffness_scale`` × the plant's; simulated until
     the (shaped) reference ends + ``settle`` s, or until ``until`` s if later."""
     from . import ReferenceShaper, check_shaping
