@@ -9,7 +9,9 @@
   ``scipy.linalg.eig`` 13.9 s. Smaller pencils, or when that library is not found: SciPy's
   ``dggev`` wrapper with a queried optimal workspace (its default is the minimal one).
 * :func:`standard_eig` — ``dgeev`` (Hessenberg QR) with an optimal workspace (SciPy's low-level
-  default is the minimal one, i.e. the unblocked Hessenberg reduction).
+  default is the minimal one, i.e. the unblocked Hessenberg reduction). ``scipy.linalg.eig`` does
+  the same call but converts every vector to complex and copies the input; the callers here keep
+  the real layout and make complex only the rows and columns they return.
 * :class:`RepeatedEig` — ``dgeev`` for many small problems of one size (the single-configuration
   AMA): buffers, workspace and call arguments made once, ``LAPACKE_dgeev_work`` of the OpenBLAS
   that NumPy ships called through ctypes. Why by hand: ``numpy.linalg.eig`` spends 10-15 µs per

@@ -20,7 +20,9 @@
   (eigenvalue ŝ = s/ω_ref, velocity v̂ = q̇/ω_ref), the dynamic rows by 1/‖K_q‖, each constraint
   row by 1/‖Φ_q,k‖ and each multiplier column by ‖K_q‖/‖Φ_q,k‖, so that every block is O(1).
   Rank-deficient Φ_q is compressed to its row space (Σ_r V_rᵀ, same null space and reaction
-  space) so the pencil stays regular.
+  space) so the pencil stays regular. The scaled blocks are kept; E, A, B are assembled only when
+  asked for (the dense eigensolver works on the blocks, see
+  :func:`flexmodal_ros.constrained.analysis._index_one_pencil`).
 * UCS, penalty (11)-(14), static form (18), Ξ = αI, Θ = 2ξωI, Ω = ω²I (m × m) at the *shifted*
   penalty equilibrium q_p (f = Φ_qᵀαω²Φ there):
 
@@ -32,6 +34,7 @@ Every derivative comes from the system (exact AD or analytic), never from finite
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg as sla
@@ -99,18 +102,57 @@ class SecondOrderSystem:
 class DescriptorSystem:
     """RCS descriptor form E ẏ = A y + B u (8)-(9), y = [δq; δq̇/ω_ref; δλ̂] (scaled, see module
     docstring); eigenvalues of (A, E) are s/``time_scale``. ``n`` coordinates, ``m`` rows of the
-    (row-space-compressed) constraints; ``q`` the equilibrium; ``second_order`` the unscaled
-    blocks (M, C_q, K_q, Φ_q) (for Rayleigh quotients); ``info`` scaling and rank facts."""
+    (row-space-compressed) constraints; ``q`` the equilibrium; ``scaled`` the scaled blocks
+    (M̂, Ĉ, K̂, Φ̂, F̂) the pencil is made of, E = blkdiag(I, M̂, 0),
+    A = [[0, I, 0], [−K̂, −Ĉ, −Φ̂ᵀ], [−Φ̂, 0, 0]], B = [0; F̂; 0] — assembled on first use
+    (``sparse``: as CSC matrices), the dense eigensolver works on the blocks directly;
+    ``second_order`` the unscaled blocks (M, C_q, K_q, Φ_q) (for Rayleigh quotients); ``info``
+    scaling and rank facts."""
 
-    E: object
-    A: object
-    B: object
+    scaled: tuple
     n: int
     m: int
     q: np.ndarray
     time_scale: float
     second_order: tuple = ()
     info: dict = field(default_factory=dict)
+    sparse: bool = False
+
+    @cached_property
+    def E(self):
+        M, n, m = self.scaled[0], self.n, self.m
+        if self.sparse:
+            return sp.block_diag([sp.identity(n), sp.csc_matrix(M), sp.csc_matrix((m, m))],
+                                 format="csc")
+        E = np.zeros((2 * n + m, 2 * n + m))
+        E[:n, :n] = np.eye(n)
+        E[n:2 * n, n:2 * n] = _dense(M)
+        return E
+
+    @cached_property
+    def A(self):
+        _, C, K, phi, _ = self.scaled
+        n, m = self.n, self.m
+        if self.sparse:
+            phi = sp.csc_matrix(phi)
+            return sp.bmat([[None, sp.identity(n), None], [-sp.csc_matrix(K), -sp.csc_matrix(C), -phi.T],
+                            [-phi, None, sp.csc_matrix((m, m))]], format="csc")
+        A = np.zeros((2 * n + m, 2 * n + m))
+        A[:n, n:2 * n] = np.eye(n)
+        A[n:2 * n, :n], A[n:2 * n, n:2 * n] = -_dense(K), -_dense(C)
+        A[n:2 * n, 2 * n:] = -_dense(phi).T
+        A[2 * n:, :n] = -_dense(phi)
+        return A
+
+    @cached_property
+    def B(self):
+        F, n, m = self.scaled[4], self.n, self.m
+        if self.sparse:
+            return sp.vstack([sp.csc_matrix((n, F.shape[1])), sp.csc_matrix(F),
+                              sp.csc_matrix((m, F.shape[1]))], format="csc")
+        B = np.zeros((2 * n + m, F.shape[1]))
+        B[n:2 * n] = _dense(F)
+        return B
 
 
 def _dense(a):
@@ -190,10 +232,12 @@ def _pivoted_columns(block, rank):
     """First ``rank`` pivots of a column-pivoted QR of ``block`` and whether they are independent."""
     if rank == 0:
         return np.zeros(0, int), True
-    _, Rq, piv = sla.qr(block, mode="economic", pivoting=True)
-    diag = np.abs(np.diag(Rq))
+    qr, piv, _, _, info = sla.lapack.dgeqp3(block)   # LAPACK directly: this is the MCS hot path
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dgeqp3 failed, info = {info}")
+    diag = np.abs(np.diagonal(qr))
     ok = diag.size >= rank and diag[0] > 0 and diag[rank - 1] > PARTITION_RTOL * diag[0]
-    return piv[:rank], ok
+    return piv[:rank] - 1, ok
 
 
 def _partition_basis(system, phi_q, eq, preferred, reselect, sparse):
@@ -202,8 +246,9 @@ def _partition_basis(system, phi_q, eq, preferred, reselect, sparse):
     phi = _row_space(phi_q, rank)
     dense_phi = _dense(phi)
     names = system.coordinate_names
-    pref_idx = [system.index(p) for p in preferred]
-    candidates = np.setdiff1d(np.arange(n), pref_idx)
+    is_candidate = np.ones(n, bool)
+    is_candidate[[system.index(p) for p in preferred]] = False
+    candidates = np.flatnonzero(is_candidate)
     dep, ok = _pivoted_columns(dense_phi[:, candidates], rank)
     dep = candidates[dep]
     info = {"basis": "partition"}
@@ -224,7 +269,9 @@ def _partition_basis(system, phi_q, eq, preferred, reselect, sparse):
     if not ok:
         raise SingularConfigurationError(f"{system.name}: no set of {rank} dependent coordinates "
                                          f"with a regular Φ_d at the equilibrium")
-    indep = np.setdiff1d(np.arange(n), dep)
+    is_indep = np.ones(n, bool)
+    is_indep[dep] = False
+    indep = np.flatnonzero(is_indep)
     info["independent"] = [names[i] for i in indep]
     info["nominal_dof"] = nominal
     if sparse:
@@ -246,7 +293,6 @@ def _partition_basis(system, phi_q, eq, preferred, reselect, sparse):
 def rcs_linearization(system, eq: Equilibrium, scale=True, sparse=False, data=None) -> DescriptorSystem:
     """RCS descriptor pair (E, A) and B of (8)-(9), (17) about ``eq`` (scaled, see module doc)."""
     terms = _terms_at(system, eq, sparse, data)
-    n = system.n
     phi_q = _row_space(terms.phi_q, eq.constraint_rank)
     m = phi_q.shape[0]
     M, K, C, F = terms.M, _stiffness(terms), -terms.f_qd, terms.f_u
@@ -259,41 +305,19 @@ def rcs_linearization(system, eq: Equilibrium, scale=True, sparse=False, data=No
     else:
         time_scale, row = 1.0, np.ones(m)
     phi_s = (sp.diags(row) @ phi_q) if sp.issparse(phi_q) else row[:, None] * phi_q
-    lib = sp if sparse else None
-    E = _blocks([[_eye(n, lib), None, None], [None, M, None], [None, None, _zeros(m, m, lib)]], lib)
-    A = _blocks([[_zeros(n, n, lib), _eye(n, lib), _zeros(n, m, lib)],
-                 [-K, -C, -phi_s.T], [-phi_s, _zeros(m, n, lib), _zeros(m, m, lib)]], lib)
-    p = system.p
-    B = _blocks([[_zeros(n, p, lib)], [F], [_zeros(m, p, lib)]], lib)
     info = {"scaled": bool(scale), "time_scale": time_scale, "constraint_rows": m,
             "constraint_rank": eq.constraint_rank}
     if m < system.m:
         info["compressed"] = (f"Φ_q of rank {m} < {system.m}: constraint rows compressed to their "
                               f"row space so that the pencil stays regular")
-    return DescriptorSystem(E, A, B, n, m, eq.q, time_scale, unscaled, info)
+    return DescriptorSystem((M, C, K, phi_s, F), system.n, m, eq.q, time_scale, unscaled, info,
+                            bool(sparse))
 
 
 def _row_norms(a):
     if sp.issparse(a):
         return np.sqrt(np.asarray(a.multiply(a).sum(axis=1)).ravel())
     return np.linalg.norm(a, axis=1)
-
-
-def _eye(n, lib):
-    return sp.identity(n, format="csc") if lib else np.eye(n)
-
-
-def _zeros(r, c, lib):
-    return sp.csc_matrix((r, c)) if lib else np.zeros((r, c))
-
-
-def _blocks(rows, lib):
-    if lib:
-        return sp.bmat(rows, format="csc")
-    size = [next(b.shape[0] for b in row if b is not None) for row in rows]
-    cols = [next(row[j].shape[1] for row in rows if row[j] is not None) for j in range(len(rows[0]))]
-    return np.block([[_dense(b) if b is not None else np.zeros((r, c)) for b, c in zip(row, cols)]
-                     for row, r in zip(rows, size)])
 
 
 # --- UCS -------------------------------------------------------------------------------------

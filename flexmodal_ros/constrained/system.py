@@ -154,6 +154,14 @@ class _TermsBuffers:
         return out
 
 
+class _SymbolicData:
+    """Work buffers of a :class:`SymbolicSystem`: ``terms`` and ``phi`` (Φ(q, t)) evaluators."""
+
+    def __init__(self, terms, phi):
+        self.terms = _TermsBuffers(terms, vectors=(1, 5, 7))  # f, Φ, Φ_t of :class:`Terms`
+        self.phi = _TermsBuffers(phi, vectors=(0,))
+
+
 @dataclass(frozen=True, eq=False)
 class SymbolicSystem(ConstrainedSystem):
     """A Lagrangian constrained system compiled from CasADi SX expressions.
@@ -178,12 +186,12 @@ class SymbolicSystem(ConstrainedSystem):
     _bias: ca.Function
 
     def create_data(self):
-        """Evaluation buffers of the :meth:`terms` function (one per thread)."""
-        return _TermsBuffers(self._terms, vectors=(1, 5, 7))  # f, Φ, Φ_t of :class:`Terms`
+        """Evaluation buffers of :meth:`terms` and :meth:`constraints` (one per thread)."""
+        return _SymbolicData(self._terms, self._phi)
 
     def terms(self, q, u, lam, t=0.0, sparse=False, data=None) -> Terms:
-        data = data if isinstance(data, _TermsBuffers) else self.create_data()
-        return Terms(*data.evaluate((q, u, lam, t), sparse))
+        data = data if isinstance(data, _SymbolicData) else self.create_data()
+        return Terms(*data.terms.evaluate((q, u, lam, t), sparse))
 
     def mass(self, q, data=None):
         return self._mass(q).full()
@@ -192,6 +200,8 @@ class SymbolicSystem(ConstrainedSystem):
         return _vec(self._force(q, qd, u, t))
 
     def constraints(self, q, t=0.0, data=None):
+        if isinstance(data, _SymbolicData):
+            return data.phi.evaluate((q, t), False)[0]
         return _vec(self._phi(q, t))
 
     def constraint_jacobian(self, q, t=0.0, data=None):
