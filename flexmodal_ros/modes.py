@@ -146,6 +146,15 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
     return _mode_sets(w, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol, result_type, fields)
 
 
+def modes_from_eigen(w: np.ndarray, v: np.ndarray | None, rows: slice | None = None,
+                     rtol: float = STABILITY_RTOL, result_type: type = None, **fields) -> ModeSet:
+    """:class:`ModeSet` of one eigen-solution (``numpy.linalg.eig``/``eigvals`` output, ``v`` None
+    for eigenvalues only): :func:`modes_from_eigenpairs` of a batch of one, ``fields`` given as
+    the values of this entry."""
+    return modes_from_eigenpairs(np.asarray(w)[None], None if v is None else np.asarray(v)[None], rows, rtol,
+                                 result_type, **{key: (value,) for key, value in fields.items()})[0]
+
+
 def modes_from_real_eigenpairs(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | None,
                                rows: slice | None = None, rtol: float = STABILITY_RTOL,
                                result_type: type = None, **fields) -> list[ModeSet]:

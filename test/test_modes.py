@@ -97,7 +97,7 @@ def _real_layout(w, v):
 def test_real_layout_modes_equal_complex_modes():
     """modes_from_real_eigenpairs / modes_from_real_eigen (LAPACK layout) = modes_from_eigenpairs
     on numpy's complex output, for spectra with pairs and real eigenvalues."""
-    from flexmodal_ros.modes import modes_from_real_eigen, modes_from_real_eigenpairs
+    from flexmodal_ros.modes import modes_from_eigen, modes_from_real_eigen, modes_from_real_eigenpairs
     A = np.random.default_rng(5).normal(size=(6, 8, 8))
     w, v = np.linalg.eig(A)
     wr, wi, vt = _real_layout(w, v)
@@ -105,7 +105,8 @@ def test_real_layout_modes_equal_complex_modes():
     rows = slice(0, 5)
     ref = modes_from_eigenpairs(w, v, rows=rows)
     for batch in (modes_from_real_eigenpairs(wr, wi, vt, rows=rows),
-                  [modes_from_real_eigen(wr[b], wi[b], vt[b].T.copy(), rows=rows) for b in range(6)]):
+                  [modes_from_real_eigen(wr[b], wi[b], vt[b].T.copy(), rows=rows) for b in range(6)],
+                  [modes_from_eigen(w[b], v[b], rows=rows) for b in range(6)]):
         for r, s in zip(ref, batch):
             np.testing.assert_array_equal(s.eigenvalues, r.eigenvalues)
             np.testing.assert_allclose(s.mode_shapes, r.mode_shapes, rtol=0, atol=1e-14)
