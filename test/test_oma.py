@@ -241,7 +241,7 @@ def test_kuka_lwr4_impact_tests_nonlinear():
     assert result.identified.references == 3
     assert len(comp.within(F_ABS, F_REL, Z_ABS)) == 11 and not comp.unmatched, comp.table()
     assert len(comp.within(0.002, 0.0, 0.0005)) == 11, comp.table()        # 0.002 Hz / 0.05 pp in fact
-    # the three slow overdamped motor poles (-31.7, -29.3, -28.8 1/s) are resolved as well
+    # its six overdamped poles (-363 ... -28.8 1/s; the slow three 2 % apart) are resolved as well
     np.testing.assert_allclose(result.identified.real_eigenvalues,
                                modal_analysis(model, KUKA_Q).real_eigenvalues, rtol=2e-3)
 
