@@ -1,5 +1,6 @@
 """``flexmodal oma``: operational modal analysis of a simulated impact test, a ROS 2 bag or a CSV
 record; comparison with the AMA; oma.json, oma.csv, stabilization.png and identify_data.yaml."""
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,9 @@ def add_parser(sub):
     src.add_argument("--end", type=float, help="analyse up to this time [s after the first sample]")
     sim = p.add_argument_group("simulated impact test (thesis §2.4.3)")
     sim.add_argument("--impulse", type=float, default=50.0, help="impulse force [N] (default 50)")
-    sim.add_argument("--impulse-axis", default="y0", choices=AXES, help="axis of frame 0 (default y0)")
+    sim.add_argument("--impulse-axis", default="y0",
+                     help=f"axis of frame 0, one of {', '.join(AXES)} (default y0); several, comma-separated "
+                          "(e.g. x0,y0,z0): one impact test per axis, identified together (multi-reference)")
     sim.add_argument("--t-impulse", type=float, default=0.2, help="impulse start [s] (default 0.2)")
     sim.add_argument("--impulse-duration", type=float, default=0.006, help="[s] (default 0.006)")
     sim.add_argument("--duration", type=float, default=2.5, help="record length [s] (default 2.5)")
@@ -103,8 +106,17 @@ def _model(args):
     return with_overrides(model, kp=kp, kd=kd, tool=tool)
 
 
+def parse_axes(text):
+    """'x0,y0' → ('x0', 'y0'); InputError naming the option otherwise."""
+    axes = tuple(a.strip() for a in str(text).split(","))
+    unknown = [a for a in axes if a not in AXES]
+    if unknown or len(set(axes)) != len(axes):
+        raise InputError(f"--impulse-axis: expected distinct axes among {', '.join(AXES)}, got {text!r}")
+    return axes
+
+
 def _record(args, model):
-    """(record, q) from the selected source."""
+    """(record or list of references, q) from the selected source."""
     joints = [j.strip() for j in args.joints.split(",")] if args.joints else None
     if args.bag and args.csv:
         raise InputError("--bag/--csv: give one record source")
@@ -130,11 +142,14 @@ def _record(args, model):
     if not args.q:
         raise InputError("--q: the configuration of the impact test is required")
     q = parse_floats(args.q, "--q")
-    impulse = Impulse(args.impulse, args.impulse_axis, args.t_impulse, args.impulse_duration)
     noise = parse_noise(args.noise) if args.noise else None
-    record = simulate_impact(model, q, impulse, args.duration, args.sample_rate, args.controller_rate_hz,
-                             args.hold, args.dynamics, args.channels, noise)
-    return record, q
+    records = []
+    for k, axis in enumerate(parse_axes(args.impulse_axis)):      # independent noise per impact
+        impulse = Impulse(args.impulse, axis, args.t_impulse, args.impulse_duration)
+        records.append(simulate_impact(model, q, impulse, args.duration, args.sample_rate, args.controller_rate_hz,
+                                       args.hold, args.dynamics, args.channels,
+                                       None if noise is None else replace(noise, seed=noise.seed + k)))
+    return (records[0] if len(records) == 1 else records), q
 
 
 def run(args):
@@ -147,7 +162,9 @@ def run(args):
         print_json(result.to_dict())
         return 0
     ident = result.identified
-    print(f"{record.num_channels} channels ({', '.join(record.channels)}), {record.num_samples} samples at "
+    record = result.record
+    refs = f" x {len(result.records)} references" if len(result.records) > 1 else ""
+    print(f"{record.num_channels} channels ({', '.join(record.channels)}), {record.num_samples} samples{refs} at "
           f"{record.sample_rate_hz:g} Hz; {ident.method}, orders "
           f"{ident.diagram.orders[0]}..{ident.diagram.orders[-1]}: {ident.num_modes} modes "
           f"in {result.seconds:.2f} s")

@@ -1,17 +1,21 @@
 """Output-only pole estimators over a range of model orders: VAR (thesis), SSI-cov, ERA.
 
-Each estimator takes y (N, c) — deviations of c channels sampled at fs — and returns one
-:class:`OrderPoles` per model order: continuous-time poles λ = fs·ln μ (μ the discrete poles, the
+Each estimator takes y (N, c) — deviations of c channels sampled at fs — or a list of such
+segments (several records of the same system: *references*, e.g. impacts along different axes;
+the channels are the same, the lengths may differ) and returns one :class:`OrderPoles` per model
+order: continuous-time poles λ = fs·ln μ (μ the discrete poles, the
 principal logarithm: damped frequencies up to the Nyquist frequency fs/2), mode shapes at the c
 channels (columns), and each pole's initial amplitude in the record where the method gives one.
 
 - :func:`var_poles` — the thesis' method (T.T. Do 2021 §2.4.3; Vu et al. 2011): vector
   autoregression y_k = Σ_{i=1..p} A_i y_{k−i} + e_k of orders p fitted by least squares (QR of the
-  regressor of the largest order; the leading blocks of its R factor solve every smaller order,
+  regressor of the largest order, the rows of all references stacked; the leading blocks of its R
+  factor solve every smaller order,
   rank-deficient blocks by SVD pseudo-inverse), poles = eigenvalues of the companion (discrete
   state) matrix [[A_1 … A_p], [I 0]], shapes = its eigenvectors' first block.
 - :func:`ssi_cov_poles` — covariance-driven stochastic subspace identification (Peeters & De Roeck
-  1999): output covariances R_i = E[y_{k+i} y_kᵀ] in a block Toeplitz matrix T = O Γ, SVD,
+  1999): output covariances R_i = E[y_{k+i} y_kᵀ] (summed over the references) in a block Toeplitz
+  matrix T = O Γ, SVD,
   observability matrix O_n = U_n S_n^½ for order n, A = O_n↑⁺ O_n↓ (shift invariance), C = O_n's
   first block row.
 - :func:`era_poles` — Eigensystem Realization Algorithm (Juang & Pappa 1985) on a free decay: the
@@ -19,6 +23,12 @@ channels (columns), and each pole's initial amplitude in the record where the me
   y = C x is a sequence of "Markov parameters" C A^k x_0), SVD, A_n = S_n^{−½} U_nᵀ H₁ V_n S_n^{−½}
   with the one-step-shifted H₁, C_n = first block row of U_n S_n^½; the state at k = 0 gives each
   pole's amplitude. For noise-free sampled linear data the realization is exact at the true order.
+  Several references (multi-reference ERA: Juang & Pappa's block Hankel has one block column per
+  input) put their Hankel matrices side by side, H₀ = [H₀⁽¹⁾ … H₀⁽ᴿ⁾] = O [Γ⁽¹⁾ … Γ⁽ᴿ⁾]: one
+  realization (A, C) whose modes share their shapes across the records. From one free decay, two
+  modes whose poles nearly coincide differ only by their time functions (each channel's amplitude
+  is free), which no realistic signal-to-noise ratio separates; references that mix them
+  differently separate them by their shapes.
 
 Written here rather than taken from pyOMA2: pyOMA2 has SSI-cov but no VAR and no free-decay ERA,
 its default damping ceiling (0.2) drops Scompi's 26 % mode, and its automatic selection needs a
@@ -71,6 +81,15 @@ def check_orders(orders, num_channels: int, num_samples: int, method: str) -> np
     return arr
 
 
+def as_segments(y) -> list:
+    """``y`` (N, c) or a list of (N_r, c) segments → list of float arrays with a common c;
+    InputError otherwise."""
+    segments = [np.asarray(seg, float) for seg in (y if isinstance(y, (list, tuple)) else [y])]
+    if not segments or any(seg.ndim != 2 for seg in segments) or len({seg.shape[1] for seg in segments}) != 1:
+        raise InputError("records: every reference needs the same channels (samples x channels arrays)")
+    return segments
+
+
 def _poles(mu, fs):
     """Continuous-time λ = fs ln μ of discrete poles μ (principal branch; μ = 0 → very fast real)."""
     mu = np.asarray(mu, complex)
@@ -83,17 +102,22 @@ def _poles(mu, fs):
 def var_poles(y, fs, orders) -> list[OrderPoles]:
     """VAR poles for each order p in ``orders`` (module docstring); shapes from the companion
     eigenvectors' first block, no amplitudes (NaN)."""
-    y = np.asarray(y, float)
-    N, c = y.shape
-    orders = check_orders(orders, c, N, "var")
+    segments = as_segments(y)
+    c = segments[0].shape[1]
+    orders = check_orders(orders, c, sum(seg.shape[0] for seg in segments), "var")
     pmax = int(orders[-1])
-    rows = N - pmax
-    # Regressor [y_{k−1}, …, y_{k−pmax}] and target y_k for k = pmax..N−1 (common sample range).
-    phi = np.empty((rows, c * pmax + c))
-    for i in range(1, pmax + 1):
-        phi[:, (i - 1) * c:i * c] = y[pmax - i:N - i]
-    phi[:, c * pmax:] = y[pmax:]
-    R = sla.qr(phi, mode="r", check_finite=False)[0][: c * pmax + c]
+    if min(seg.shape[0] for seg in segments) <= 2 * pmax:
+        raise InputError(f"orders: VAR order {pmax} needs references longer than {2 * pmax} samples")
+    # Regressor [y_{k−1}, …, y_{k−pmax}] and target y_k for k = pmax..N−1 of every reference.
+    blocks = []
+    for seg in segments:
+        N = seg.shape[0]
+        phi = np.empty((N - pmax, c * pmax + c))
+        for i in range(1, pmax + 1):
+            phi[:, (i - 1) * c:i * c] = seg[pmax - i:N - i]
+        phi[:, c * pmax:] = seg[pmax:]
+        blocks.append(phi)
+    R = sla.qr(np.vstack(blocks), mode="r", check_finite=False)[0][: c * pmax + c]
     out = []
     for p in orders:
         m = c * p
@@ -126,54 +150,64 @@ def _block_rows(max_order, c):
 
 
 def era_poles(y, fs, orders, block_rows=None) -> list[OrderPoles]:
-    """ERA poles of the free decay ``y`` (N, c) for each state order n in ``orders`` (module
-    docstring); amplitudes = ‖φ_j‖·|(Ψ⁻¹x₀)_j| with x₀ the realized initial state."""
-    y = np.asarray(y, float)
-    N, c = y.shape
-    orders = check_orders(orders, c, N, "era")
+    """ERA poles of the free decay ``y`` (N, c), or of several (multi-reference, module docstring),
+    for each state order n in ``orders``; amplitudes = ‖φ_j‖·|(Ψ⁻¹x₀)_j| with x₀ the realized
+    initial state (root sum of squares over the references)."""
+    segments = as_segments(y)
+    c = segments[0].shape[1]
+    orders = check_orders(orders, c, sum(seg.shape[0] for seg in segments), "era")
     s = block_rows or _block_rows(orders[-1], c)
-    cols = N - s
-    if cols < orders[-1] + 1:
-        raise InputError(f"orders: record too short for ERA order {orders[-1]} ({N} samples)")
-    H0 = _block_hankel(y, s, cols)
+    widths = [seg.shape[0] - s for seg in segments]
+    if min(widths) < 1 or sum(widths) < orders[-1] + 1:
+        raise InputError(f"orders: record too short for ERA order {orders[-1]} "
+                         f"({', '.join(str(seg.shape[0]) for seg in segments)} samples)")
+    H0 = np.hstack([_block_hankel(seg, s, w) for seg, w in zip(segments, widths)])
     U, S, Vt = np.linalg.svd(H0, full_matrices=False)
     r = int(orders[-1])
     if S[r - 1] <= 0:
         raise InputError("record: the free decay has too few independent components for these orders")
-    H1 = _block_hankel(y, s, cols, shift=1)
+    H1 = np.hstack([_block_hankel(seg, s, w, shift=1) for seg, w in zip(segments, widths)])
     G = U[:, :r].T @ H1 @ Vt[:r].T                 # U_rᵀ H₁ V_r, truncated per order below
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]])      # column of each reference's k = 0
     out = []
     for n in orders:
         scale = 1.0 / np.sqrt(S[:n])
         A = scale[:, None] * G[:n, :n] * scale[None, :]
         C = U[:c, :n] * np.sqrt(S[:n])
-        x0 = np.sqrt(S[:n]) * Vt[:n, 0]
+        x0 = np.sqrt(S[:n])[:, None] * Vt[:n, starts]
         mu, psi = np.linalg.eig(A)
         shapes = C @ psi
         coeff = np.linalg.solve(psi, x0.astype(complex))
-        amp = np.linalg.norm(shapes, axis=0) * np.abs(coeff)
+        amp = np.linalg.norm(shapes, axis=0) * np.linalg.norm(coeff, axis=1)
         out.append(OrderPoles(int(n), _poles(mu, fs), shapes, amp))
     return out
 
 
 def ssi_cov_poles(y, fs, orders, block_rows=None) -> list[OrderPoles]:
-    """SSI-cov poles of ``y`` (N, c) for each state order n in ``orders`` (module docstring).
+    """SSI-cov poles of ``y`` (N, c), or of several references, for each state order n in
+    ``orders`` (module docstring).
 
     Covariance estimates R_i = Σ_{k<M} y_{k+i} y_kᵀ / M (M = N − 2s, the same samples for
-    every lag i = 1..2s−1), Toeplitz block (a, b) = R_{s+a−b}; no amplitudes (NaN).
+    every lag i = 1..2s−1; summed over the references, divided by ΣM), Toeplitz block (a, b) =
+    R_{s+a−b}; no amplitudes (NaN).
     """
-    y = np.asarray(y, float)
-    N, c = y.shape
-    orders = check_orders(orders, c, N, "ssi-cov")
+    segments = as_segments(y)
+    c = segments[0].shape[1]
+    orders = check_orders(orders, c, sum(seg.shape[0] for seg in segments), "ssi-cov")
     s = block_rows or _block_rows(orders[-1], c)
-    if 2 * s >= N // 2:
-        raise InputError(f"orders: record too short for SSI-cov order {orders[-1]} ({N} samples)")
     lags = 2 * s
+    if 2 * s >= min(seg.shape[0] for seg in segments) // 2:
+        raise InputError(f"orders: record too short for SSI-cov order {orders[-1]} "
+                         f"({', '.join(str(seg.shape[0]) for seg in segments)} samples)")
     # R_i over one common sample range k = 0..M−1 for every lag: for a free decay
     # (x_{k+1} = A x_k) the Toeplitz matrix then factors exactly as O Γ.
-    M = N - lags
-    ref = y[:M]
-    R = np.array([y[i:i + M].T @ ref for i in range(lags)]) / M
+    R = np.zeros((lags, c, c))
+    total = 0
+    for seg in segments:
+        M = seg.shape[0] - lags
+        R += np.array([seg[i:i + M].T @ seg[:M] for i in range(lags)])
+        total += M
+    R /= total
     T = np.empty((s * c, s * c))
     for a in range(s):
         for b in range(s):

@@ -15,17 +15,19 @@ import yaml
 from ..errors import InputError
 from ..modal import modal_analysis
 from ..validation import load_yaml_mapping
-from .analysis import IdentifiedModes, identify_modes
-from .compare import IDENTIFIED, Comparison, check_model_channels, compare_with_model, write_comparison_csv
+from .analysis import IdentifiedModes, as_records, identify_modes
+from .compare import (IDENTIFIED, Comparison, check_model_channels, compare_with_model, predicted_response,
+                      write_comparison_csv)
 from .record import Record
 from .stabilization import plot_stabilization
 
 
 @dataclass(frozen=True)
 class OmaResult:
-    """``record``; ``identified`` modes; ``comparisons`` with the model (first: continuous AMA;
-    second: sampled-data AMA if a controller rate was given; empty without a model); ``model``
-    and ``q`` (or None); ``seconds`` spent identifying; ``files`` written."""
+    """``record`` (the first of ``records`` when several references were analysed together);
+    ``identified`` modes; ``comparisons`` with the model (first: continuous AMA; second:
+    sampled-data AMA if a controller rate was given; empty without a model); ``model`` and ``q``
+    (or None); ``seconds`` spent identifying; ``files`` written; ``records`` all records."""
 
     record: Record
     identified: IdentifiedModes
@@ -34,12 +36,13 @@ class OmaResult:
     q: np.ndarray | None = None
     seconds: float = 0.0
     files: dict = field(default_factory=dict)
+    records: tuple = ()
 
     def to_dict(self) -> dict:
-        rec = self.record
-        return {"record": {"channels": list(rec.channels), "sample_rate_hz": rec.sample_rate_hz,
-                           "samples": rec.num_samples, "duration_s": rec.duration, "warnings": list(rec.warnings),
-                           "metadata": rec.metadata},
+        summary = lambda rec: {"channels": list(rec.channels), "sample_rate_hz": rec.sample_rate_hz,
+                               "samples": rec.num_samples, "duration_s": rec.duration,
+                               "warnings": list(rec.warnings), "metadata": rec.metadata}
+        return {"record": summary(self.record), "records": [summary(r) for r in self.records or (self.record,)],
                 "robot": None if self.model is None else self.model.name,
                 "q": None if self.q is None else self.q.tolist(),
                 "identified": self.identified.to_dict(),
@@ -47,28 +50,34 @@ class OmaResult:
                 "identification_seconds": self.seconds, "files": {k: str(v) for k, v in self.files.items()}}
 
 
-def run_oma(record: Record, model=None, q=None, method: str = "era", orders=None, controller_rate_hz=None,
+def run_oma(record, model=None, q=None, method: str = "era", orders=None, controller_rate_hz=None,
             hold: str = "zoh", snr_min=None, free_decay: bool = True) -> OmaResult:
-    """Identify ``record``'s modes; with ``model`` and ``q`` compare them with the AMA (and the
-    sampled-data AMA at ``controller_rate_hz`` with ``hold``)."""
+    """Identify the modes of ``record`` (a :class:`Record` or a list of references, e.g. impacts
+    along several axes: :func:`~flexmodal_ros.oma.analysis.identify_modes`); with ``model`` and
+    ``q`` compare them with the AMA (and the sampled-data AMA at ``controller_rate_hz`` with
+    ``hold``). Simulated impact records carry their excitation, so unidentified modes are judged
+    from their predicted amplitudes (:mod:`~flexmodal_ros.oma.visibility`)."""
+    records = as_records(record)
     options = {} if snr_min is None else {"snr_min": snr_min}
     t0 = time.perf_counter()
-    identified = identify_modes(record, method, orders, free_decay=free_decay, **options)
+    identified = identify_modes(records, method, orders, free_decay=free_decay, **options)
     seconds = time.perf_counter() - t0
     comparisons = []
     if model is not None:
         if q is None:
             raise InputError("q: the configuration is needed to compare with the model")
-        rows = check_model_channels(model, record.channels)
-        comparisons.append(compare_with_model(identified, modal_analysis(model, q), rows, record, "continuous AMA",
-                                              free_decay=free_decay, **options))
+        rows = check_model_channels(model, records[0].channels)
+        response = predicted_response(model, q, records, free_decay)
+        comparisons.append(compare_with_model(identified, modal_analysis(model, q), rows, records, "continuous AMA",
+                                              free_decay=free_decay, response=response, **options))
         if controller_rate_hz:
             from ..sampled import sampled_modal_analysis
             sampled = sampled_modal_analysis(model, q, controller_rate_hz, hold)
-            comparisons.append(compare_with_model(identified, sampled, rows, record,
+            comparisons.append(compare_with_model(identified, sampled, rows, records,
                                                   f"sampled-data AMA {controller_rate_hz:g} Hz {hold}",
-                                                  free_decay=free_decay, **options))
-    return OmaResult(record, identified, comparisons, model, None if q is None else np.asarray(q, float), seconds)
+                                                  free_decay=free_decay, response=response, **options))
+    return OmaResult(records[0], identified, comparisons, model, None if q is None else np.asarray(q, float), seconds,
+                     records=tuple(records))
 
 
 def write_outputs(result: OmaResult, out_dir, plot: bool = True, data_out=None) -> OmaResult:
