@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import json
 import sys
 from dataclasses import dataclass
@@ -193,13 +194,19 @@ def _mode_sets(w, lam, shapes, counts, rtol, result_type, fields) -> list[ModeSe
     suspect = w.real.max(axis=1) >= -rtol * np.abs(w).max(axis=1)     # else stable: no per-entry check
     has_real = 2 * counts < w.shape[1]
     make = result_type or ModeSet
+    if (counts == lam.shape[1]).all():          # the usual case: rows split at C speed, no slicing
+        freq, zeta, lam, shapes = list(freq), list(zeta), list(lam), list(shapes)
+    else:
+        freq, zeta, lam = ([row[:m] for row, m in zip(a, counts)] for a in (freq, zeta, lam))
+        shapes = [s[:, :m] for s, m in zip(shapes, counts)]
+    keys = tuple(fields)
+    entries = zip(*(list(values) for values in fields.values())) if keys else itertools.repeat(())
     out = []
-    for b in range(w.shape[0]):
-        m = counts[b]
-        label, bad = classify_stability(w[b], rtol) if suspect[b] else (STABLE, _NO_EIGENVALUES)
-        real = np.sort(w[b][w[b].imag == 0.0].real) if has_real[b] else _NO_REAL_EIGENVALUES
-        out.append(make(freq[b, :m], zeta[b, :m], lam[b, :m], shapes[b, :, :m], real, label, bad,
-                        **{key: values[b] for key, values in fields.items()}))
+    for b, (f, z, l, u, near_axis, with_real, extra) in enumerate(
+            zip(freq, zeta, lam, shapes, suspect.tolist(), has_real.tolist(), entries)):
+        label, bad = classify_stability(w[b], rtol) if near_axis else (STABLE, _NO_EIGENVALUES)
+        real = np.sort(w[b][w[b].imag == 0.0].real) if with_real else _NO_REAL_EIGENVALUES
+        out.append(make(f, z, l, u, real, label, bad, **dict(zip(keys, extra))))
     return out
 
 
