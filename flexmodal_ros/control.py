@@ -226,11 +226,12 @@ class ControlLaw:
 
 
 class _Trajectory:
-    """An accepted reference: waypoint trajectory (times from t0), its start time t0 [s] and the
-    segment currently loaded into the control law."""
+    """An accepted reference: waypoint trajectory (times from t0), its start time t0 [s] (for a
+    ``start_now`` trajectory an estimate, replaced by the time of the first cycle that runs it) and
+    the segment currently loaded into the control law."""
 
-    def __init__(self, path, t0):
-        self.path, self.t0 = path, t0
+    def __init__(self, path, t0, start_now=False):
+        self.path, self.t0, self.start_now = path, t0, start_now
         self.duration = path.duration
         self.explicit = float(getattr(path, "explicit", False))
         self._begin, self._end = 0.0, -1.0          # times of the loaded segment (none yet)
@@ -450,9 +451,9 @@ class FailSafeController:
     def set_trajectory(self, times, positions, start_time=None, now=None):
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
         ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now:
-        the last sample's time, advanced by its age when ``now`` (the clock of :meth:`update_state`'s
-        ``received``) is given — after a stall of this process the last sample is old, and starting
-        at its time would put the start in the past of the robot. A first waypoint with time > 0 is preceded by the measured
+        the first cycle that runs it (reported as "tracking started at t=..."); the acceptance
+        message gives the estimate "last sample's time, advanced by its age when ``now`` (the clock
+        of :meth:`update_state`'s ``received``) is given". A first waypoint with time > 0 is preceded by the measured
         position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
         measured position until its start. Returns a one-line description; InputError naming the
         field otherwise.
@@ -476,6 +477,8 @@ class FailSafeController:
             return None
         law, traj = self.law, self._trajectory
         if traj is not None and s.t >= traj.t0:
+            if traj.start_now and self.mode != Mode.TRACKING:
+                self._start_now(traj, s.t)
             t = s.t - traj.t0
             if t >= traj.duration:
                 self._enter_hold(traj.path.positions[-1], "trajectory finished", abort=True)
@@ -491,6 +494,17 @@ class FailSafeController:
         if law.n_nonfinite[0]:
             return self._nonfinite_command(tracking)
         return self._finish(law.q_ref.copy() if tracking else self._hold_q)
+
+    def _start_now(self, traj, t):
+        """A "start now" trajectory starts at the first cycle that runs it (sample time ``t``). Its
+        start estimated at acceptance (last sample's time + its age) is too early when the samples
+        were still behind: after a stall of this process the transport delivers the states queued
+        meanwhile, and one of them may be the last sample when the trajectory is accepted; starting
+        at that estimate would begin mid-trajectory."""
+        if t - traj.t0 > 1e-3:
+            self.events.append(f"trajectory start moved from t={traj.t0:.4f} s to t={t:.4f} s: the joint "
+                               f"states were behind when it was accepted")
+        traj.t0, traj.start_now = t, False
 
     def _nonfinite_command(self, tracking):
         """Fail-safe for a non-finite law result (module docstring): HOLD at the measured position
@@ -574,7 +588,7 @@ class FailSafeController:
                              f"{s.t:.4f} s)")
         path = PiecewiseC4Trajectory(times, positions)
         self._check_rates(path)
-        return _Trajectory(path if self.shaper is None else self.shaper(path), t0)
+        return _Trajectory(path if self.shaper is None else self.shaper(path), t0, start_time is None)
 
     def _check_rates(self, path):
         """InputError naming the segment and joint whose peak speed or acceleration exceeds the limits."""

@@ -193,8 +193,8 @@ class SuiteClient:
         ``settle`` s after the end; a :class:`ClosedLoopResult` (t from the start).
 
         The trajectory goes out with a zero header.stamp ("start now"): the controller starts it
-        at the time of the latest joint state it holds when it accepts it, and says that time in
-        its status. A start stamped here from this process' latest joint state plus a margin was
+        at its first cycle after accepting it and says that time in its status ("tracking started
+        at t=..."). A start stamped here from this process' latest joint state plus a margin was
         refused as "in the past" whenever the controller processed the message later than the
         margin (on a loaded machine: 1.7 s after, in one of six ``make demo`` runs); no margin is
         safe, while "start now" is exact whatever the load.
@@ -210,7 +210,10 @@ class SuiteClient:
         index = answer()
         if self.statuses[index].startswith("trajectory rejected"):
             raise FlexmodalError(self.statuses[index])
-        start = accepted_start_time(self.statuses[index])
+        started = lambda: next((i for i in range(index + 1, len(self.statuses))
+                                if self.statuses[i].startswith("tracking: tracking started at t=")), None)
+        self.spin_until(lambda: started() is not None, timeout, "the start of tracking")
+        start = tracking_start_time(self.statuses[started()])
         end = start + times[-1] + settle
         self.spin_until(lambda: self.latest.t >= end, timeout, f"simulation time {end:.2f} s")
         self.recording = False
@@ -229,9 +232,9 @@ class SuiteClient:
         rclpy.try_shutdown(context=self.context)
 
 
-def accepted_start_time(status):
-    """Start time [s] in the controller's "trajectory accepted: ..., starting at t=<s> s" status."""
-    found = re.search(r"starting at t=([0-9.]+) s", status)
+def tracking_start_time(status):
+    """Start time [s] in the controller's "tracking: tracking started at t=<s> s" status."""
+    found = re.search(r"tracking started at t=([0-9.]+) s", status)
     if found is None:
         raise FlexmodalError(f"controller status without a start time: {status!r}")
     return float(found.group(1))

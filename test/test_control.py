@@ -160,6 +160,7 @@ def test_trajectory_finishes_in_hold_at_the_last_waypoint(lwr, ctrl_factory):
     q = np.zeros(lwr.n)
     ctrl.update_state(at_rest(lwr, q, t=1.0), 0.0)
     ctrl.set_trajectory([0.5], [q + 0.1])            # first point later than 0: starts from q
+    assert ctrl.compute().mode == Mode.TRACKING        # started by this cycle, at t = 1.0
     ctrl.update_state(at_rest(lwr, q, t=1.25), 0.25)
     mid = ctrl.compute()
     assert mid.mode == Mode.TRACKING
@@ -200,6 +201,26 @@ def test_trajectory_before_any_state_or_in_the_past_is_rejected(lwr, ctrl_factor
     with pytest.raises(InputError, match="in the past"):
         ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1], start_time=1.5)
     assert "trajectory accepted" in ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1], start_time=2.5)
+
+
+def test_start_now_begins_at_the_first_cycle_that_runs_it(lwr, ctrl_factory):
+    """After a stall of the controller the transport delivers the states queued meanwhile: the last
+    sample when a "start now" trajectory is accepted can be far behind the robot. The trajectory
+    starts at the first cycle that runs it (reported), not mid-way (issue 11 item 17)."""
+    ctrl = ctrl_factory()
+    times, positions = [0.0, 0.6], np.array([np.zeros(lwr.n), np.full(lwr.n, 0.05)])
+    ctrl.update_state(at_rest(lwr, positions[0], t=0.30), 10.0)          # a queued, old state
+    assert "starting at t=0.3000 s" in ctrl.set_trajectory(times, positions, now=10.0)
+    ctrl.events.clear()
+    ctrl.update_state(at_rest(lwr, positions[0], t=1.30), 10.001)        # the stream has caught up
+    cmd = ctrl.compute()
+    assert cmd.mode == Mode.TRACKING
+    np.testing.assert_allclose(cmd.q_ref, positions[0], atol=1e-12)     # from the trajectory's beginning
+    assert any("start moved from t=0.3000 s to t=1.3000 s" in e for e in ctrl.events)
+    assert any(e == "tracking: tracking started at t=1.3000 s" for e in ctrl.events)
+    ctrl.update_state(at_rest(lwr, positions[0], t=1.60), 10.3)
+    np.testing.assert_allclose(ctrl.compute().q_ref, PiecewiseC4Trajectory(times, positions).sample(0.3)[0],
+                               atol=1e-12)
 
 
 def test_tracking_follows_the_waypoint_segments(lwr, ctrl_factory):
