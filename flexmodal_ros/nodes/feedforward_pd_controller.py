@@ -32,7 +32,7 @@ are accepted for double parameters; other type mismatches are refused with a one
 
 Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
 (trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
-time_from_start; header.stamp = start time on the joint-state clock, zero = now; a message too
+time_from_start; header.stamp = start time on the joint-state clock, zero = now (the first cycle that runs it, reported as "tracking started at t=..."); a message too
 large for max_trajectory_points is refused before it is deserialized, so that a huge trajectory
 cannot hold up the control cycles). Out:
 ``/effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
