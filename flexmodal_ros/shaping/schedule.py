@@ -8,8 +8,8 @@ where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.track_modes`) an
 shape are selected (below). f and ζ at the other samples come from
 
 - ``modal="exact"``: the exact AMA at every other sample, eigenvalues only (half the cost of an
-  analysis with shapes; with several ``workers`` solved in the background while the anchors' modes
-  are tracked and selected); between two anchors a tracked mode is the eigenvalue closest to the
+  analysis with shapes; anchors and other samples split evenly over the ``workers`` threads of
+  one pool); between two anchors a tracked mode is the eigenvalue closest to the
   straight-line interpolation of its anchor eigenvalues;
 - ``modal="polynomial"``: the selected modes only, as polynomial eigenvalues along the path
   (:func:`~flexmodal_ros.parametric.path.follow_path_modes`: Taylor expansions of order
@@ -128,28 +128,22 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     m = etas.size
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
     others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
-    workers = workers or default_workers()
-    with ThreadPoolExecutor(1) as background:
-        # exact path, several workers: the eigenvalues at the other samples are solved in the
-        # background while the anchors' modes are tracked and selected (LAPACK releases the GIL)
-        pending = background.submit(_batch, model, qs[others], workers, False) if others.size and workers > 1 else None
-        full = _batch(model, qs[anchors], workers, shapes=True)
-        _check_spectra(full, anchors, qs, full[0].num_modes)
-        order, _ = track_modes(full)
-        anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
-        picks = set()                # contributions at the first, middle and last anchor of each segment
-        for k in np.unique(segment[anchors]):
-            idx = np.flatnonzero(segment[anchors] == k)
-            picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
-        picks = sorted(picks)
-        contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]],
-                                 [full[a] for a in picks], order[picks])
-        if modes is None:
-            calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
-            selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
-        else:
-            selected = _checked_override(modes, anchor_lam.shape[1])
-        light = pending.result() if pending else _batch(model, qs[others], workers, False) if others.size else []
+    full, light = _solve_samples(model, qs, anchors, others, workers or default_workers())
+    _check_spectra(full, anchors, qs, full[0].num_modes)
+    order, _ = track_modes(full)
+    anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
+    picks = set()                # contributions at the first, middle and last anchor of each segment
+    for k in np.unique(segment[anchors]):
+        idx = np.flatnonzero(segment[anchors] == k)
+        picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
+    picks = sorted(picks)
+    contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]],
+                             [full[a] for a in picks], order[picks])
+    if modes is None:
+        calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
+        selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
+    else:
+        selected = _checked_override(modes, anchor_lam.shape[1])
     extra = {}
     if modal == "exact":
         _check_spectra(light, others, qs, anchor_lam.shape[1])
@@ -170,10 +164,22 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, **extra)
 
 
-def _batch(model, qs, workers, shapes):
-    """:func:`~flexmodal_ros.modal.modal_analysis_batch` in one equal chunk per worker (its default
-    chunks leave the 51 anchors to one thread)."""
-    return modal_analysis_batch(model, qs, workers=workers, chunk_size=-(-len(qs) // workers), shapes=shapes)
+def _solve_samples(model, qs, anchors, others, workers):
+    """AMA at the ``anchors`` (with mode shapes, for tracking and selection) and eigenvalues only at
+    the ``others``, both split evenly over ``workers`` threads of one pool (each thread: its anchors,
+    then its other samples; LAPACK releases the GIL), so that the two kinds never compete for the
+    cores. Returns (anchor results, other results), each in sample order."""
+    def solve(part):
+        a, o = part
+        return (modal_analysis_batch(model, qs[a], workers=1, shapes=True),
+                modal_analysis_batch(model, qs[o], workers=1, shapes=False) if o.size else [])
+    parts = list(zip(np.array_split(anchors, workers), np.array_split(others, workers)))
+    if workers == 1:
+        done = [solve(parts[0])]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            done = list(pool.map(solve, parts))
+    return [r for d in done for r in d[0]], [r for d in done for r in d[1]]
 
 
 def _check_spectra(results, samples, qs, count):
