@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 from .errors import ConfigError
 from .validation import (finite_array, finite_vector, load_yaml_mapping, nonnegative, positive,
-                         reject_unknown_keys)
+                         reject_unknown_keys, require_keys)
 
 TOP_KEYS = {"robot", "urdf", "gravity", "end_effector_frame", "locked_joints", "tool", "wrench", "joints",
             "links",  # links: beam-link data, read by flexmodal_ros.links.arm
@@ -153,8 +153,7 @@ def make_tool(spec, field="tool", error=ConfigError):
     if not isinstance(spec, dict):
         raise error(f"{field}: expected a mapping with mass, com, inertia")
     reject_unknown_keys(spec, TOOL_KEYS, field, error)
-    if "mass" not in spec:
-        raise error(f"{field}.mass: missing")
+    require_keys(spec, ("mass",), field, error)
     mass = float(nonnegative(spec["mass"], f"{field}.mass", error))
     com = finite_vector(spec.get("com", [0.0, 0.0, 0.0]), 3, f"{field}.com", error)
     inertia = inertia_matrix(spec.get("inertia", [0.0] * 6), f"{field}.inertia", error)
@@ -200,8 +199,7 @@ def _passive_joints(spec, actuated):
         if not isinstance(params, dict):
             raise ConfigError(f"{field_name}: expected a mapping with d_f")
         reject_unknown_keys(params, PASSIVE_KEYS, field_name, ConfigError)
-        if "d_f" not in params:
-            raise ConfigError(f"{field_name}.d_f: missing")
+        require_keys(params, ("d_f",), field_name, ConfigError)
         out[str(name)] = float(nonnegative(params["d_f"], f"{field_name}.d_f", ConfigError))
     return out
 
@@ -215,9 +213,7 @@ def _loop_closures(spec):
         if not isinstance(item, dict):
             raise ConfigError(f"{field_name}: expected a mapping with name, frames, type")
         reject_unknown_keys(item, CLOSURE_KEYS, field_name, ConfigError)
-        for key in ("name", "frames", "type"):
-            if key not in item:
-                raise ConfigError(f"{field_name}.{key}: missing")
+        require_keys(item, ("name", "frames", "type"), field_name, ConfigError)
         name = str(item["name"])
         if name in names:
             raise ConfigError(f"{field_name}.name: duplicate loop closure name '{name}'")
@@ -256,9 +252,7 @@ def _joint(spec, field):
     if not isinstance(spec, dict):
         raise ConfigError(f"{field}: expected a mapping of parameters")
     reject_unknown_keys(spec, JOINT_KEYS, field, ConfigError)
-    for key in ("k", "d_f", "d_fm", "kp", "kd"):
-        if key not in spec:
-            raise ConfigError(f"{field}.{key}: missing")
+    require_keys(spec, ("k", "d_f", "d_fm", "kp", "kd"), field, ConfigError)
 
     def get(key, check, default=None):
         if key not in spec:

@@ -53,7 +53,7 @@ from .model import create_data, mass_matrix
 from .modal import check_configurations
 from .robots import resolve_model
 from .validation import (finite_array, finite_scalar, finite_vector, frozen, load_yaml_mapping, positive,
-                         reject_unknown_keys, shown)
+                         reject_unknown_keys, require_keys, shown)
 from .workers import NO_STOP, Interrupted, WorkerPool
 
 KINDS = ("k", "d_f", "d_fm")
@@ -130,9 +130,7 @@ def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalD
             if not isinstance(mode, dict):
                 raise InputError(f"{mw}: expected a mapping with frequency_hz and damping_ratio")
             reject_unknown_keys(mode, {"frequency_hz", "damping_ratio", "mode_index"}, mw)
-            for key in ("frequency_hz", "damping_ratio"):
-                if key not in mode:
-                    raise InputError(f"{mw}.{key}: missing")
+            require_keys(mode, ("frequency_hz", "damping_ratio"), mw)
             config.append(i)
             freq.append(finite_scalar(mode["frequency_hz"], f"{mw}.frequency_hz"))
             zeta.append(finite_scalar(mode["damping_ratio"], f"{mw}.damping_ratio"))

@@ -94,6 +94,13 @@ def reject_unknown_keys(mapping, allowed, field, error=InputError):
         raise error(f"{field}: unknown key(s) {shown_names(unknown)} (allowed: {', '.join(sorted(allowed))})")
 
 
+def require_keys(mapping, required, field, error=InputError):
+    """Error naming the first key of ``required`` (in its order) that ``mapping`` lacks."""
+    for key in required:
+        if key not in mapping:
+            raise error(f"{field}.{key}: missing")
+
+
 def shown(value, limit=MAX_ECHO):
     """``repr(value)`` cut to ``limit`` characters (user values quoted in error messages)."""
     if isinstance(value, (list, tuple, dict, set)) and len(value) > limit:   # no repr of a huge container

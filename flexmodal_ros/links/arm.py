@@ -44,7 +44,8 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..robots import resolve_model
-from ..validation import finite_vector, frozen, load_yaml_mapping, positive, reject_unknown_keys
+from ..validation import (finite_vector, frozen, load_yaml_mapping, positive, reject_unknown_keys,
+                          require_keys)
 from .beam import Beam, Section, hollow_rectangle, make_beam, rectangle
 
 JOINT_MODELS = ("rigid", "elastic", "servo")
@@ -263,9 +264,7 @@ def _beam(name, spec, field) -> Beam:
     if not isinstance(spec, dict):
         raise ConfigError(f"{field}: expected a mapping of beam data")
     reject_unknown_keys(spec, BEAM_KEYS, field, ConfigError)
-    for key in ("length", "shear_factor", "section"):
-        if key not in spec:
-            raise ConfigError(f"{field}.{key}: missing")
+    require_keys(spec, ("length", "shear_factor", "section"), field, ConfigError)
     section = _section(spec["section"], f"{field}.section")
     length = float(positive(spec["length"], f"{field}.length", ConfigError))
     key, value = _one_of(spec, "E", "bending_stiffness", field)
