@@ -158,7 +158,7 @@ class RepeatedEig:
         self._fn(*args, query.ctypes.data, -1)
         self._work = np.empty(max(int(query[0]), 4 * n, 1))
         self._args = (*args, self._work.ctypes.data, self._work.size)
-        self._keep = vr
+        self._vr_buffer = vr        # the array behind the pointer in the arguments (dummy without vectors)
 
     def solve_many(self, at: np.ndarray):
         """Eigen-decompositions of a batch: ``at`` (B, n, n) C-contiguous holding each matrix

@@ -159,8 +159,6 @@ class FlexibleJointSystem:
         return modal_analysis_batch(self.model, check_configurations(self.model, xs, "x"), workers=1)
 
 
-
-
 def segment_taylor_map(model, order: int) -> TaylorMap:
     """TaylorMap (s0, q_a, Δq) → (order + 1, n(n+1)/2 + n²) coefficients in s of
     [upper(M); vec(K_G)] at q = q_a + s Δq (vec column-major), cached per model, wrench and order."""
