@@ -64,18 +64,21 @@ def motor_equilibrium(model, data, q) -> np.ndarray:
     return equilibrium_from_compensation(model, q, static_compensation(model, data, q))
 
 
-def configuration_terms(model, data, qs):
-    """For configurations ``qs`` (m, n): M(q) (m, n, n), K_G (2.12) (m, n, n) and
-    g − Jᵀτ_ext (m, n), in one pass (the configuration-dependent inputs of (2.3), (2.9)-(2.11))."""
+def configuration_terms(model, data, qs, inverse: bool = False):
+    """For configurations ``qs`` (m, n): M(q) (m, n, n), or M(q)⁻¹ with ``inverse`` (Pinocchio's
+    computeMinverse), K_G (2.12) (m, n, n) and g − Jᵀτ_ext (m, n), in one pass (the
+    configuration-dependent inputs of (2.3), (2.9)-(2.11))."""
     qs = np.asarray(qs, dtype=float)
     m, n = qs.shape
     M, KG, comp = np.empty((m, n, n)), np.empty((m, n, n)), np.empty((m, n))
     w = _wrench(model)
+    inertia = pin.computeMinverse if inverse else pin.crba
     for i, q in enumerate(qs):
-        M[i] = pin.crba(model.pin, data, q)                       # upper triangle valid
+        M[i] = inertia(model.pin, data, q)                        # crba: upper triangle valid
         KG[i], comp[i] = _gravity_and_wrench_terms(model, data, q, w)
-    lower = _lower_indices(n)
-    M[:, lower[0], lower[1]] = M[:, lower[1], lower[0]]           # CRBA fills the upper triangle
+    if not inverse:
+        lower = _lower_indices(n)
+        M[:, lower[0], lower[1]] = M[:, lower[1], lower[0]]       # CRBA fills the upper triangle
     return M, KG, comp
 
 
@@ -188,7 +191,7 @@ class _StateTemplate(NamedTuple):
 _TEMPLATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _state_template(model) -> _StateTemplate:
+def state_template(model) -> _StateTemplate:
     """The cached :class:`_StateTemplate` of ``model`` (models are immutable: computed once)."""
     tpl = _TEMPLATES.get(model)
     if tpl is None:
@@ -212,7 +215,7 @@ def closed_loop_state_matrix(model, M, KG) -> np.ndarray:
     right-hand sides); the rest comes from a per-model template. Batched over leading axes (one
     configuration with M⁻¹ already known: :func:`single_state_matrix`).
     """
-    tpl = _state_template(model)
+    tpl = state_template(model)
     M, KG = np.asarray(M, float), np.asarray(KG, float)
     n = model.n
     batch = M.shape[:-2]
@@ -227,7 +230,7 @@ def single_state_matrix(model, M_inv, KG, out: np.ndarray | None = None) -> np.n
     """A (2.14) of one configuration from M(q)⁻¹ (e.g. Pinocchio's computeMinverse) and K_G, in
     column-major order (for LAPACK), written into ``out`` (4n, 4n) if given: link rows
     −M⁻¹[K_G + K W², −K W, D] by one n × 3n product."""
-    tpl = _state_template(model)
+    tpl = state_template(model)
     n = model.n
     if out is None:
         A = tpl.A.copy(order="F")

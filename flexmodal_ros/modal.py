@@ -12,6 +12,7 @@ link configuration and the motor equilibrium added; mode shapes have 2n rows [q;
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,13 +21,14 @@ from typing import Callable, Sequence
 import numpy as np
 import pinocchio as pin
 
+from flexmodal_ros.blas import single_thread_blas
 from flexmodal_ros.errors import InputError
 from flexmodal_ros.lapack import repeated_eig
 from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
                                      equilibrium_from_compensation, single_configuration_terms,
-                                     single_state_matrix)
+                                     single_state_matrix, state_template)
 from flexmodal_ros.model import create_data
-from flexmodal_ros.modes import ModeSet, modes_from_real_eigen, modes_from_real_eigenpairs
+from flexmodal_ros.modes import ModeSet, first_mode_set, mode_sets
 from flexmodal_ros.validation import finite_array, finite_vector
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,11 +111,18 @@ def linearized_batch(model, data, qs: np.ndarray):
 
 
 def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[ModalResult]:
-    M, KG, comp = configuration_terms(model, data, qs)
-    A = closed_loop_state_matrix(model, M, KG)
-    wr, wi, vt = repeated_eig(A.shape[-1], shapes).solve_many(np.ascontiguousarray(A.transpose(0, 2, 1)))
-    return modes_from_real_eigenpairs(wr, wi, vt, rows=slice(0, 2 * model.n), result_type=ModalResult,
-                                      q=qs.copy(), motor_equilibrium=equilibrium_from_compensation(model, qs, comp))
+    eig = repeated_eig(4 * model.n, shapes)
+    if eig.assembles:         # the C kernel builds A from M⁻¹ and K_G (GIL released for the chunk)
+        Minv, KG, comp = configuration_terms(model, data, qs, inverse=True)
+        template = state_template(model)
+        spectra = eig.modes_many(np.empty((len(qs), 4 * model.n, 4 * model.n)), 2 * model.n,
+                                 assembly=(template.A, template.rhs, Minv, KG))
+    else:
+        M, KG, comp = configuration_terms(model, data, qs)
+        A = closed_loop_state_matrix(model, M, KG)
+        spectra = eig.modes_many(np.ascontiguousarray(A.transpose(0, 2, 1)), 2 * model.n)
+    return mode_sets(spectra, result_type=ModalResult,
+                     fields={"q": qs.copy(), "motor_equilibrium": equilibrium_from_compensation(model, qs, comp)})
 
 
 def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
@@ -128,12 +137,15 @@ def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
     data = data if data is not None else create_data(model)
     KG, comp = single_configuration_terms(model, data, q)
     eig = repeated_eig(4 * model.n, shapes)
-    single_state_matrix(model, pin.computeMinverse(model.pin, data, q), KG, out=eig.a)
-    info = eig.solve()
-    if info:
-        raise np.linalg.LinAlgError(f"eigenvalues did not converge (LAPACK dgeev info {info})")
-    return modes_from_real_eigen(eig.wr, eig.wi, eig.vr, rows=slice(0, 2 * model.n), result_type=ModalResult, q=q,
-                                 motor_equilibrium=equilibrium_from_compensation(model, q, comp))
+    Minv = pin.computeMinverse(model.pin, data, q)
+    if eig.assembles:
+        template = state_template(model)
+        spectra = eig.modes(2 * model.n, assembly=(template.A, template.rhs, Minv, KG))
+    else:
+        single_state_matrix(model, Minv, KG, out=eig.a)
+        spectra = eig.modes(2 * model.n)
+    return first_mode_set(spectra, result_type=ModalResult, q=q,
+                          motor_equilibrium=equilibrium_from_compensation(model, q, comp))
 
 
 def _one_configuration(model, q) -> np.ndarray:
@@ -143,7 +155,7 @@ def _one_configuration(model, q) -> np.ndarray:
         arr = np.array(q, dtype=float)
     except (TypeError, ValueError):
         arr = None
-    if arr is None or arr.shape != (model.n,) or not np.isfinite(arr).all():
+    if arr is None or arr.shape != (model.n,) or not math.isfinite(arr @ arr):   # inf or NaN (or overflow: checked below)
         return check_configurations(model, finite_vector(q, None, "q"))[0]
     return arr
 
@@ -153,20 +165,22 @@ def default_workers() -> int:
     return max(1, min(2, len(os.sched_getaffinity(0))))
 
 
+@single_thread_blas     # worker threads each run LAPACK; OpenBLAS's own threads would serialize them
 def modal_analysis_batch(model, qs, workers: int | None = None, chunk_size: int = 256,
                          progress: Callable[[int], None] | None = None,
                          shapes: bool = True) -> list[ModalResult]:
     """:func:`modal_analysis` for configurations ``qs`` (m, n), results in input order.
 
-    Configurations are processed in chunks of ``chunk_size`` (vectorized assembly, one batched
-    ``eig`` per chunk) by ``workers`` threads (default :func:`default_workers`), each with its own
+    Configurations are processed in chunks of at most ``chunk_size``, as many per worker
+    (vectorized assembly, one batched ``eig`` per chunk) by ``workers`` threads (default :func:`default_workers`), each with its own
     model data. ``progress(k)`` is called after each chunk with the number of configurations done.
     """
     qs = check_configurations(model, qs, "configurations")
     if chunk_size < 1:
         raise InputError(f"chunk_size: must be >= 1, got {chunk_size}")
-    chunks = [qs[i:i + chunk_size] for i in range(0, len(qs), chunk_size)]
-    workers = min(workers or default_workers(), len(chunks))
+    workers = min(workers or default_workers(), len(qs))
+    count = -(-len(qs) // chunk_size)
+    chunks = np.array_split(qs, -(-count // workers) * workers)     # at most chunk_size each, balanced
     if workers == 1:
         data = create_data(model)
         results = []

@@ -25,7 +25,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -122,6 +122,31 @@ def normalize_shapes(shapes: np.ndarray) -> np.ndarray:
     return shapes / np.where(scale == 0, 1.0, scale)
 
 
+class SpectrumModes(NamedTuple):
+    """The modes of a batch of B spectra as padded arrays, before they become :class:`ModeSet`
+    objects (:func:`mode_sets`); h is the width of the per-entry mode arrays (>= every count).
+
+    ``wr``, ``wi`` (B, N) all eigenvalues; ``counts`` (B,) modes per entry; ``frequencies_hz``,
+    ``damping_ratios`` (B, h) and ``eigenvalues`` (B, h) complex: entry b's modes in its first
+    ``counts[b]`` columns, sorted; ``mode_shapes`` (B, r, h) complex, normalized (r = 0 without
+    vectors); ``real`` (B, N): entry b's ``nreal[b]`` real eigenvalues first, ascending (0 unless
+    some eigenvalue is real); ``near_axis`` (B,) bool: False only where every Re λ is certainly
+    below −tol (stable without a closer look). Made by :func:`spectrum_modes` (NumPy) or by the C
+    kernel of :meth:`flexmodal_ros.lapack.RepeatedEig.modes_many` (the same, faster).
+    """
+
+    wr: np.ndarray
+    wi: np.ndarray
+    counts: np.ndarray
+    frequencies_hz: np.ndarray
+    damping_ratios: np.ndarray
+    eigenvalues: np.ndarray
+    mode_shapes: np.ndarray
+    real: np.ndarray
+    nreal: np.ndarray
+    near_axis: np.ndarray
+
+
 def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = None,
                           rtol: float = STABILITY_RTOL, result_type: type = None,
                           **fields) -> list[ModeSet]:
@@ -144,7 +169,8 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
         v = np.asarray(v).astype(complex, copy=False).reshape((-1, v.shape[-2], size))
         v = v if rows is None else v[:, rows, :]
         shapes = np.take_along_axis(v, kept[:, None, :], axis=2)
-    return _mode_sets(w, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol, result_type, fields)
+    return mode_sets(_padded(w.real, w.imag, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol), rtol,
+                     result_type, fields)
 
 
 def modes_from_eigen(w: np.ndarray, v: np.ndarray | None, rows: slice | None = None,
@@ -156,18 +182,17 @@ def modes_from_eigen(w: np.ndarray, v: np.ndarray | None, rows: slice | None = N
                                  result_type, **{key: (value,) for key, value in fields.items()})[0]
 
 
-def modes_from_real_eigenpairs(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | None,
-                               rows: slice | None = None, rtol: float = STABILITY_RTOL,
-                               result_type: type = None, **fields) -> list[ModeSet]:
-    """:func:`modes_from_eigenpairs` for real matrices in LAPACK's real layout, batched
-    (:meth:`flexmodal_ros.lapack.RepeatedEig.solve_many`): eigenvalues ``wr`` + i ``wi`` (B, N) and
-    ``vt`` (B, N, N) with ``vt[b, j]`` the j-th real vector column, a pair j, j + 1 (``wi`` > 0
-    first) being ``vt[b, j]`` ± i ``vt[b, j + 1]``; or None (eigenvalues only). Only the kept
-    vectors are made complex.
-    """
+def spectrum_modes(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | None, rows: slice | None = None,
+                   rtol: float = STABILITY_RTOL) -> SpectrumModes:
+    """:class:`SpectrumModes` of real matrices' eigen-solutions in LAPACK's real layout, batched
+    (:meth:`flexmodal_ros.lapack.RepeatedEig.solve_many`): eigenvalues ``wr`` + i ``wi`` (B, N)
+    and ``vt`` (B, N, N) with ``vt[b, j]`` the j-th real vector column, a pair j, j + 1 (``wi`` > 0
+    first) being ``vt[b, j]`` ± i ``vt[b, j + 1]``; or None (eigenvalues only). ``rows`` selects
+    the vector rows kept as shapes. Only the kept vectors are made complex. The NumPy reference
+    of the C kernel in :mod:`flexmodal_ros.lapack` (and its fallback)."""
     w = wr + 1j * wi
     order, counts = _mode_order(w)
-    kept = order[:, : counts.max(initial=0)]
+    kept = order[:, : w.shape[1] // 2]
     if vt is None:
         shapes = np.zeros((w.shape[0], 0, kept.shape[1]), complex)
     else:
@@ -176,7 +201,15 @@ def modes_from_real_eigenpairs(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | 
         shapes = np.take_along_axis(part, kept[:, :, None], axis=1) \
             + 1j * np.take_along_axis(part, pair, axis=1)
         shapes = shapes.transpose(0, 2, 1)
-    return _mode_sets(w, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol, result_type, fields)
+    return _padded(wr, wi, np.take_along_axis(w, kept, axis=1), shapes, counts, rtol)
+
+
+def modes_from_real_eigenpairs(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | None,
+                               rows: slice | None = None, rtol: float = STABILITY_RTOL,
+                               result_type: type = None, **fields) -> list[ModeSet]:
+    """:class:`ModeSet` per entry of a batch in LAPACK's real layout (arguments as
+    :func:`spectrum_modes`; ``result_type`` and ``fields`` as :func:`modes_from_eigenpairs`)."""
+    return mode_sets(spectrum_modes(wr, wi, vt, rows, rtol), rtol, result_type, fields)
 
 
 def _mode_order(w):
@@ -186,63 +219,50 @@ def _mode_order(w):
     return np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable"), pos.sum(axis=1)
 
 
-def _mode_sets(w, lam, shapes, counts, rtol, result_type, fields) -> list[ModeSet]:
-    """ModeSets from all eigenvalues ``w`` (B, N), the sorted modes ``lam`` (B, m_max) and their
-    unnormalized shapes (B, r, m_max); entry b keeps its first ``counts[b]`` modes."""
+def _padded(wr, wi, lam, shapes, counts, rtol) -> SpectrumModes:
+    """:class:`SpectrumModes` from all eigenvalues ``wr`` + i ``wi`` (B, N), the sorted modes
+    ``lam`` (B, h) and their unnormalized shapes (B, r, h), entry b's modes in its first
+    ``counts[b]`` columns."""
     shapes = normalize_shapes(shapes) if shapes.shape[1] else shapes
     freq, zeta = frequencies_and_damping(lam)
-    suspect = w.real.max(axis=1) >= -rtol * np.abs(w).max(axis=1)     # else stable: no per-entry check
-    has_real = 2 * counts < w.shape[1]
+    radius = np.hypot(wr, wi).max(axis=1, initial=0.0)
+    near = wr.max(axis=1, initial=-np.inf) >= -rtol * radius
+    real_members = wi == 0.0
+    nreal = np.where(2 * counts < wr.shape[1], real_members.sum(axis=1), 0)
+    real = np.sort(np.where(real_members, wr, np.inf), axis=1)
+    return SpectrumModes(wr, wi, counts, freq, zeta, lam, shapes, real, nreal, near)
+
+
+def mode_sets(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_type: type = None,
+              fields=None) -> list[ModeSet]:
+    """One ``result_type`` (a :class:`ModeSet` subclass, default ModeSet) per entry of ``modes``,
+    built with entry b of each sequence in ``fields``; the arrays are views into ``modes``."""
     make = result_type or ModeSet
-    if (counts == lam.shape[1]).all():          # the usual case: rows split at C speed, no slicing
-        freq, zeta, lam, shapes = list(freq), list(zeta), list(lam), list(shapes)
-    else:
-        freq, zeta, lam = ([row[:m] for row, m in zip(a, counts)] for a in (freq, zeta, lam))
-        shapes = [s[:, :m] for s, m in zip(shapes, counts)]
-    keys = tuple(fields)
+    keys = tuple(fields or ())
     entries = zip(*(list(values) for values in fields.values())) if keys else itertools.repeat(())
     out = []
-    for b, (f, z, l, u, near_axis, with_real, extra) in enumerate(
-            zip(freq, zeta, lam, shapes, suspect.tolist(), has_real.tolist(), entries)):
-        label, bad = classify_stability(w[b], rtol) if near_axis else (STABLE, _NO_EIGENVALUES)
-        real = np.sort(w[b][w[b].imag == 0.0].real) if with_real else _NO_REAL_EIGENVALUES
-        out.append(make(f, z, l, u, real, label, bad, **dict(zip(keys, extra))))
+    for b, (m, r, near, extra) in enumerate(zip(modes.counts.tolist(), modes.nreal.tolist(),
+                                                modes.near_axis.tolist(), entries)):
+        label, bad = _stability(modes, b, rtol) if near else (STABLE, _NO_EIGENVALUES)
+        out.append(make(modes.frequencies_hz[b, :m], modes.damping_ratios[b, :m], modes.eigenvalues[b, :m],
+                        modes.mode_shapes[b, :, :m], modes.real[b, :r] if r else _NO_REAL_EIGENVALUES, label, bad,
+                        **dict(zip(keys, extra))))
     return out
 
 
-def modes_from_real_eigen(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray | None,
-                          rows: slice | None = None, rtol: float = STABILITY_RTOL,
-                          result_type: type = None, **fields) -> ModeSet:
-    """:class:`ModeSet` of one eigen-solution of a real matrix in LAPACK's real layout
-    (``dgeev``, e.g. :func:`flexmodal_ros.lapack.standard_eig`): eigenvalues ``wr`` + i ``wi``; the
-    pair with ``wi[j]`` > 0 has the right vector ``vr[:, j]`` + i ``vr[:, j + 1]``.
+def first_mode_set(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_type: type = None,
+                   **fields) -> ModeSet:
+    """Entry 0 of ``modes`` as a ``result_type`` (default ModeSet) with ``fields``, its arrays
+    copied (for kernel buffers that the next call reuses): :func:`mode_sets` for one spectrum."""
+    m, r = int(modes.counts[0]), int(modes.nreal[0])
+    label, bad = _stability(modes, 0, rtol) if modes.near_axis[0] else (STABLE, _NO_EIGENVALUES)
+    return (result_type or ModeSet)(modes.frequencies_hz[0, :m].copy(), modes.damping_ratios[0, :m].copy(),
+                                    modes.eigenvalues[0, :m].copy(), modes.mode_shapes[0, :, :m].copy(),
+                                    modes.real[0, :r].copy() if r else _NO_REAL_EIGENVALUES, label, bad, **fields)
 
-    Same conventions as :func:`modes_from_eigenpairs`, written for one small spectrum: only the
-    kept vectors are made complex. With ``vr`` None the mode shapes have 0 rows (eigenvalues-only
-    analysis: frequencies, damping and stability without shapes). ``result_type`` (a ModeSet
-    subclass, default ModeSet) is built with the extra ``fields``.
-    """
-    pos = (wi > 0.0).nonzero()[0]
-    omega = np.hypot(wr[pos], wi[pos])
-    order = omega.argsort(kind="stable")
-    first, omega = pos[order], omega[order]
-    lam = wr[first] + 1j * wi[first]
-    if vr is None:
-        shapes = np.zeros((0, first.size), complex)
-    else:
-        part = vr if rows is None else vr[rows]
-        shapes = part[:, first] + 1j * part[:, first + 1]
-        mag = np.abs(shapes)
-        pivot = shapes[mag.argmax(axis=0), np.arange(first.size)]
-        shapes *= np.abs(pivot) / (pivot * np.sqrt((mag * mag).sum(axis=0)))
-    label, bad = STABLE, _NO_EIGENVALUES
-    top, bottom = (wr.max(), wr.min()) if wr.size else (0.0, 0.0)
-    radius_bound = max(omega[-1] if omega.size else 0.0, -bottom, top)     # >= max|λ|
-    if wr.size and top >= -rtol * radius_bound:      # else stable; exact check only near the axis
-        label, bad = classify_stability(wr + 1j * wi, rtol)
-    real = np.sort(wr[wi == 0.0]) if 2 * first.size < wr.size else _NO_REAL_EIGENVALUES
-    return (result_type or ModeSet)(omega * (1.0 / TWO_PI), lam.real / -omega, lam, shapes, real, label,
-                                    bad, **fields)
+
+def _stability(modes: SpectrumModes, b: int, rtol: float):
+    return classify_stability(modes.wr[b] + 1j * modes.wi[b], rtol)
 
 
 def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:

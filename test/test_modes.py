@@ -95,9 +95,9 @@ def _real_layout(w, v):
 
 
 def test_real_layout_modes_equal_complex_modes():
-    """modes_from_real_eigenpairs / modes_from_real_eigen (LAPACK layout) = modes_from_eigenpairs
-    on numpy's complex output, for spectra with pairs and real eigenvalues."""
-    from flexmodal_ros.modes import modes_from_eigen, modes_from_real_eigen, modes_from_real_eigenpairs
+    """modes_from_real_eigenpairs / spectrum_modes (LAPACK layout) = modes_from_eigenpairs on
+    numpy's complex output, for spectra with pairs and real eigenvalues."""
+    from flexmodal_ros.modes import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
     A = np.random.default_rng(5).normal(size=(6, 8, 8))
     w, v = np.linalg.eig(A)
     wr, wi, vt = _real_layout(w, v)
@@ -105,7 +105,7 @@ def test_real_layout_modes_equal_complex_modes():
     rows = slice(0, 5)
     ref = modes_from_eigenpairs(w, v, rows=rows)
     for batch in (modes_from_real_eigenpairs(wr, wi, vt, rows=rows),
-                  [modes_from_real_eigen(wr[b], wi[b], vt[b].T.copy(), rows=rows) for b in range(6)],
+                  [first_mode_set(spectrum_modes(wr[b:b + 1], wi[b:b + 1], vt[b:b + 1], rows=rows)) for b in range(6)],
                   [modes_from_eigen(w[b], v[b], rows=rows) for b in range(6)]):
         for r, s in zip(ref, batch):
             np.testing.assert_array_equal(s.eigenvalues, r.eigenvalues)
@@ -140,3 +140,108 @@ def test_repeated_eig_equals_numpy_with_and_without_the_bundled_lapack():
         np.testing.assert_allclose(solver.wr + 1j * solver.wi, w[0], rtol=1e-12, atol=1e-12)
         with pytest.raises(ValueError, match="C-contiguous float64"):
             solver.solve_many(A[:, :, :8].copy())
+
+
+def _spectra_with_pairs_reals_and_the_axis(rng, count, n):
+    """Random real matrices (shifted left for half of them), plus one with eigenvalues on the
+    imaginary axis (marginal) and one with an unstable pair: every branch of the mode extraction runs."""
+    A = rng.normal(size=(count, n, n))
+    rot = np.array([[0.0, 3.0], [-3.0, 0.0]])
+    A[0] = np.kron(np.eye(n // 2), rot) - np.diag(np.r_[np.zeros(2), np.full(n - 2, 0.5)])
+    A[1] = np.kron(np.eye(n // 2), rot) + np.diag(np.r_[np.full(2, 0.2), np.full(n - 2, -0.5)])
+    A[2:count // 2] -= 4.0 * np.eye(n)          # mostly stable
+    return A
+
+
+def test_compiled_kernel_equals_the_numpy_reference():
+    """RepeatedEig.modes_many / modes (dgeev + mode extraction in lapack_batch.c) = dgeev followed
+    by spectrum_modes (NumPy) on the same matrices: eigenvalues, f, ζ, shapes, real eigenvalues,
+    stability; with and without vectors; the kernel is built on this machine."""
+    from flexmodal_ros.lapack import RepeatedEig, eig_modes_kernel
+    from flexmodal_ros.modes import first_mode_set, mode_sets, spectrum_modes
+    assert eig_modes_kernel() is not None
+    rng = np.random.default_rng(11)
+    A = _spectra_with_pairs_reals_and_the_axis(rng, 12, 10)
+    rows = 6
+    for vectors in (True, False):
+        solver = RepeatedEig(10, vectors)
+        at = np.ascontiguousarray(A.transpose(0, 2, 1))
+        ref = mode_sets(spectrum_modes(*solver.solve_many(at.copy()), slice(0, rows)))
+        fast = mode_sets(solver.modes_many(at.copy(), rows))
+        single = []
+        for b in range(A.shape[0]):
+            np.copyto(solver.a, A[b])
+            single.append(first_mode_set(solver.modes(rows)))
+        assert {r.stability for r in ref} == {STABLE, MARGINAL, UNSTABLE}
+        for r, f, s in zip(ref, fast, single):
+            for x in (f, s):
+                assert x.num_modes == r.num_modes and x.stability == r.stability
+                np.testing.assert_array_equal(x.eigenvalues, r.eigenvalues)
+                np.testing.assert_allclose(x.frequencies_hz, r.frequencies_hz, rtol=1e-15)
+                np.testing.assert_allclose(x.damping_ratios, r.damping_ratios, rtol=1e-14, atol=1e-16)
+                np.testing.assert_array_equal(x.real_eigenvalues, r.real_eigenvalues)
+                np.testing.assert_array_equal(x.unstable_eigenvalues, r.unstable_eigenvalues)
+                assert x.mode_shapes.shape == r.mode_shapes.shape == ((rows if vectors else 0), r.num_modes)
+                np.testing.assert_allclose(x.mode_shapes, r.mode_shapes, rtol=0, atol=1e-14)
+
+
+def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_refused():
+    """The kernel's A (2.14) from (template, rhs, M⁻¹, K_G) gives the modes of
+    linearize.single_state_matrix's A; wrong shapes or layouts raise ValueError naming the part."""
+    import pinocchio as pin
+    import pytest
+
+    from flexmodal_ros.lapack import repeated_eig
+    from flexmodal_ros.linearize import configuration_terms, single_state_matrix, state_template
+    from flexmodal_ros.model import create_data
+    from flexmodal_ros.modes import mode_sets, spectrum_modes
+    model = load_robot("kuka_lwr4")
+    data = create_data(model)
+    qs = np.random.default_rng(12).uniform(-1.0, 1.0, (5, model.n))
+    Minv, KG, _ = configuration_terms(model, data, qs, inverse=True)
+    np.testing.assert_allclose(Minv[0] @ pin.crba(model.pin, data, qs[0]), np.eye(model.n), atol=1e-12)
+    template = state_template(model)
+    eig = repeated_eig(4 * model.n)
+    fast = mode_sets(eig.modes_many(np.empty((5, 28, 28)), 14, assembly=(template.A, template.rhs, Minv, KG)))
+    A = np.stack([single_state_matrix(model, Minv[b], KG[b]) for b in range(5)])
+    ref = mode_sets(spectrum_modes(*eig.solve_many(np.ascontiguousarray(A.transpose(0, 2, 1))), slice(0, 14)))
+    for r, f in zip(ref, fast):
+        np.testing.assert_allclose(f.frequencies_hz, r.frequencies_hz, rtol=1e-12)
+        np.testing.assert_allclose(f.damping_ratios, r.damping_ratios, rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(np.abs(f.mode_shapes), np.abs(r.mode_shapes), atol=1e-9)
+    with pytest.raises(ValueError, match="assembly minv must be a C-contiguous float64 \\(5, 7, 7\\)"):
+        eig.modes_many(np.empty((5, 28, 28)), 14, assembly=(template.A, template.rhs, Minv[:4], KG))
+    with pytest.raises(ValueError, match="assembly template must be a F-contiguous"):
+        eig.modes_many(np.empty((5, 28, 28)), 14, assembly=(np.ascontiguousarray(template.A), template.rhs, Minv, KG))
+
+
+def test_without_a_compiler_the_analysis_warns_once_and_gives_the_same_results(tmp_path):
+    """A cache that cannot be written (as when no C compiler is found) leaves the kernel unbuilt:
+    one RuntimeWarning names why, and the AMA (single and batch) gives the same modes via NumPy."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, warnings, numpy as np\n"
+        "from flexmodal_ros.robots import load_robot\n"
+        "from flexmodal_ros.modal import modal_analysis, modal_analysis_batch\n"
+        "m = load_robot('kuka_lwr4'); qs = np.random.default_rng(4).uniform(-1, 1, (6, 7))\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    out = [modal_analysis(m, qs[0]).frequencies_hz.tolist()] + "
+        "[r.frequencies_hz.tolist() for r in modal_analysis_batch(m, qs, workers=2, chunk_size=2)]\n"
+        "print(json.dumps({'f': out, 'warnings': [str(w.message) for w in caught]}))\n")
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    runs = {}
+    for name, cache in (("kernel", tmp_path / "cache"), ("numpy", blocked / "cache")):
+        env = dict(os.environ, FLEXMODAL_CACHE=str(cache))
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert runs["kernel"]["warnings"] == []
+    assert len(runs["numpy"]["warnings"]) == 1 and "C kernel is unavailable" in runs["numpy"]["warnings"][0]
+    assert "not writable" in runs["numpy"]["warnings"][0]
+    np.testing.assert_allclose(runs["numpy"]["f"], runs["kernel"]["f"], rtol=1e-12)

@@ -12,11 +12,7 @@ code depends on, so a model is compiled once per machine. Functions built on the
 import ctypes
 import hashlib
 import json
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +20,8 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 
+from ..ccompile import atomic_write, cache_dir, compile_shared, writable_cache
+from ..ccompile import find_compiler as _find_compiler
 from ..errors import BuildError
 from .symbolic import canonical_chain, flexible_joint_quantities, rnea_jets
 
@@ -103,11 +101,6 @@ def count_operations(source):
     return counts
 
 
-def cache_dir():
-    """Directory of compiled feedforward libraries: $FLEXMODAL_CACHE or ~/.cache/flexmodal_ros."""
-    return Path(os.environ.get("FLEXMODAL_CACHE") or Path.home() / ".cache" / "flexmodal_ros")
-
-
 def model_hash(pin_model, flex, sources=(), parameters=None):
     """SHA-256 (hex) of everything the generated code depends on: model numbers, ``parameters``
     (a dict of further arrays the generator reads), generator source (this package's and the
@@ -146,10 +139,7 @@ class LibraryInfo:
 
 def find_compiler():
     """Path of the C compiler ($CC, else cc, else gcc); BuildError naming the fallback if none."""
-    for cand in (os.environ.get("CC"), "cc", "gcc"):
-        if cand and (path := shutil.which(cand)):
-            return path
-    raise BuildError(f"no C compiler found (tried $CC, cc, gcc): install gcc or set CC, or {_FALLBACK}")
+    return _find_compiler(_FALLBACK)
 
 
 def model_feedforward_function(model, name):
@@ -196,45 +186,19 @@ def build_library(model, cache=None, generator=model_feedforward_function, tag="
         except (ValueError, TypeError):
             pass                                                  # damaged entry: rebuild it
     compiler = find_compiler()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BuildError(f"cache directory {folder} not writable ({exc}); set FLEXMODAL_CACHE") from None
+    writable_cache(folder)
     t0 = time.perf_counter()
     symbol = stem.name
     function = generator(model, symbol)
     source = emit_c(function)
     rigid = rigid_term_operations(function, model.n) if generator in FEEDFORWARD_GENERATORS else None
     t1 = time.perf_counter()
-    _atomic_write(stem.with_suffix(".c"), source.encode())
-    _compile(compiler, stem.with_suffix(".c"), stem.with_suffix(".so"))
+    atomic_write(stem.with_suffix(".c"), source.encode())
+    compile_shared(compiler, stem.with_suffix(".c"), stem.with_suffix(".so"), CFLAGS, _FALLBACK)
     info = LibraryInfo(symbol, str(stem.with_suffix(".c")), str(stem.with_suffix(".so")), model.n, digest,
                        count_operations(source), t1 - t0, time.perf_counter() - t1, rigid)
-    _atomic_write(meta_path, json.dumps(asdict(info), indent=1).encode())
+    atomic_write(meta_path, json.dumps(asdict(info), indent=1).encode())
     return info
-
-
-def _atomic_write(path, data):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
-def _compile(compiler, source, library):
-    fd, tmp = tempfile.mkstemp(dir=library.parent, prefix=library.name + ".", suffix=".so")
-    os.close(fd)
-    cmd = [compiler, *CFLAGS, str(source), "-o", tmp, "-lm"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise BuildError(f"C compiler {compiler} could not run ({exc}); {_FALLBACK}") from None
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        first = (proc.stderr.strip().splitlines() or ["no output"])[0]
-        raise BuildError(f"compiling {source} failed ({first}); {_FALLBACK}")
-    os.replace(tmp, library)
 
 
 class CompiledFunction:

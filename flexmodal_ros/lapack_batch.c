@@ -1,0 +1,160 @@
+/* Eigen-solutions and modes of many small real matrices in one call from Python
+ * (flexmodal_ros.lapack.RepeatedEig.modes_many; the AMA of flexmodal_ros.modal).
+ *
+ * Why C: the GIL is released once per batch instead of once per matrix (ctypes releases it
+ * around each foreign call; with one call per 28 x 28 matrix two worker threads reached only
+ * 1.3x one thread's throughput, with this loop 2x), and the mode extraction of one spectrum
+ * (~20 small NumPy operations, 15-35 us) takes ~1 us. LAPACK itself is not linked: the caller
+ * passes the address of LAPACKE_dgeev_work (ILP64) of the OpenBLAS inside NumPy's wheel.
+ *
+ * Conventions are those of flexmodal_ros.modes (module docstring there), computed exactly as
+ * modes.modes_from_real_eigen does with NumPy (the reference implementation and the fallback):
+ * a mode is an eigenvalue with Im > 0, sorted by |lambda| (stable); f = |lambda|/2pi (2.16),
+ * zeta = -Re lambda/|lambda| (2.17); its shape is the first `rows` rows of vr[:, j] + i vr[:, j+1]
+ * scaled to unit norm with the component of largest modulus real and positive. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int64_t (*dgeev_work_fn)(int layout, char jobvl, char jobvr, int64_t n, double *a,
+                                 int64_t lda, double *wr, double *wi, double *vl, int64_t ldvl,
+                                 double *vr, int64_t ldvr, double *work, int64_t lwork);
+
+#define MAX_ORDER 4096
+
+/* Modes of one spectrum wr + i wi (n) with right vectors vr (column-major n x n, or NULL):
+ * returns the number of modes m (<= n/2); fills freq, zeta (m), lam (2m: re, im), shapes (rows x
+ * `width` complex, row-major, first m columns used; skipped without vr), real (the *nreal real
+ * eigenvalues, ascending; only when 2m < n, else *nreal = 0) and *near = 1 when the largest
+ * Re lambda is within rtol * (a bound on max |lambda|) of the imaginary axis (the caller then
+ * classifies the stability from the whole spectrum), else 0 (asymptotically stable). */
+static int64_t spectrum_modes(int64_t n, const double *wr, const double *wi, const double *vr,
+                              int64_t rows, int64_t width, double rtol, double *freq, double *zeta,
+                              double *lam, double *shapes, double *real, int64_t *nreal,
+                              int64_t *near)
+{
+    int64_t idx[MAX_ORDER / 2];
+    double omega[MAX_ORDER / 2];
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        if (wi[j] > 0.0) {                            /* insertion keeps equal |lambda| in order */
+            double w = hypot(wr[j], wi[j]);
+            int64_t k = m++;
+            while (k > 0 && omega[k - 1] > w) {
+                omega[k] = omega[k - 1];
+                idx[k] = idx[k - 1];
+                --k;
+            }
+            omega[k] = w;
+            idx[k] = j;
+        }
+    }
+    const double inv_two_pi = 1.0 / 6.283185307179586;    /* 2 pi, as modes.TWO_PI */
+    for (int64_t k = 0; k < m; ++k) {
+        int64_t j = idx[k];
+        freq[k] = omega[k] * inv_two_pi;
+        zeta[k] = wr[j] / -omega[k];
+        lam[2 * k] = wr[j];
+        lam[2 * k + 1] = wi[j];
+        if (vr == NULL)
+            continue;
+        const double *re = vr + j * n, *im = vr + (j + 1) * n;
+        int64_t pivot = 0;
+        double largest = -1.0, sum = 0.0;
+        for (int64_t r = 0; r < rows; ++r) {
+            double mag = hypot(re[r], im[r]);
+            sum += mag * mag;
+            if (mag > largest) {
+                largest = mag;
+                pivot = r;
+            }
+        }
+        /* |p| / (p * norm) = conj(p) / (|p| * norm) */
+        double denom = largest * sqrt(sum);
+        double sr = denom > 0.0 ? re[pivot] / denom : 0.0, si = denom > 0.0 ? -im[pivot] / denom : 0.0;
+        for (int64_t r = 0; r < rows; ++r) {
+            double *out = shapes + 2 * (r * width + k);
+            out[0] = re[r] * sr - im[r] * si;
+            out[1] = re[r] * si + im[r] * sr;
+        }
+        double *out = shapes + 2 * (pivot * width + k);
+        out[1] = 0.0;                                 /* exactly real (rounding leaves ~1e-17) */
+    }
+    double top = n ? wr[0] : 0.0, bottom = top;
+    for (int64_t j = 1; j < n; ++j) {
+        top = wr[j] > top ? wr[j] : top;
+        bottom = wr[j] < bottom ? wr[j] : bottom;
+    }
+    double bound = m ? omega[m - 1] : 0.0;
+    bound = -bottom > bound ? -bottom : bound;
+    bound = top > bound ? top : bound;
+    *near = n && top >= -rtol * bound;
+    *nreal = 0;
+    if (2 * m < n) {
+        for (int64_t j = 0; j < n; ++j) {
+            if (wi[j] == 0.0) {
+                int64_t k = (*nreal)++;
+                while (k > 0 && real[k - 1] > wr[j]) {
+                    real[k] = real[k - 1];
+                    --k;
+                }
+                real[k] = wr[j];
+            }
+        }
+    }
+    return m;
+}
+
+/* State matrix (2.14) of the flexible-joint closed loop, n = 4q, column-major into a: the
+ * configuration-independent `tpl` (n x n, column-major) with the link rows 2q..3q-1, columns
+ * 0..3q-1 replaced by -Minv (rhs + [KG 0 0]) (flexmodal_ros.linearize.single_state_matrix);
+ * rhs (q x 3q), minv and kg (q x q) row-major. */
+static void state_matrix(int64_t q, const double *tpl, const double *rhs, const double *minv,
+                         const double *kg, double *a)
+{
+    const int64_t n = 4 * q, width = 3 * q;
+    for (int64_t i = 0; i < n * n; ++i)
+        a[i] = tpl[i];
+    for (int64_t c = 0; c < width; ++c) {
+        for (int64_t r = 0; r < q; ++r) {
+            double sum = 0.0;
+            for (int64_t k = 0; k < q; ++k)
+                sum += minv[r * q + k] * (rhs[k * width + c] + (c < q ? kg[k * q + c] : 0.0));
+            a[(2 * q + r) + c * n] = -sum;
+        }
+    }
+}
+
+/* dgeev, then spectrum_modes, for `count` column-major n x n matrices stored one after another
+ * in `a` (overwritten); with `minv` not NULL, matrix b is first assembled there by state_matrix
+ * from tpl, rhs, minv + b q q and kg + b q q (q = n / 4). jobvr 'V' computes vectors (into the n x n scratch `vr`) and shapes, 'N'
+ * eigenvalues only. Per entry b: eigenvalues to wr, wi + b n; modes[b]; freq, zeta + b h; lam +
+ * 2 b h; shapes + 2 b rows h; real + b n; nreal[b]; near[b] (h = n / 2: the width of every
+ * per-entry mode array). Returns -1 on success, else the index of the first entry LAPACK failed
+ * on (its info in *info), or -2 if n exceeds MAX_ORDER. */
+int64_t flexmodal_eig_modes(void *dgeev_work, char jobvr, int64_t count, int64_t n, double *a,
+                            double *wr, double *wi, double *vr, double *work, int64_t lwork,
+                            int64_t rows, double rtol, int64_t *modes, double *freq, double *zeta,
+                            double *lam, double *shapes, double *real, int64_t *nreal,
+                            int64_t *near, const double *tpl, const double *rhs,
+                            const double *minv, const double *kg, int64_t *info)
+{
+    dgeev_work_fn solve = (dgeev_work_fn)dgeev_work;
+    const int vectors = jobvr == 'V';
+    const int64_t h = n / 2;
+    double unused = 0.0;
+    if (n > MAX_ORDER)
+        return -2;
+    for (int64_t b = 0; b < count; ++b) {
+        if (minv != NULL)
+            state_matrix(n / 4, tpl, rhs, minv + b * (n / 4) * (n / 4), kg + b * (n / 4) * (n / 4), a + b * n * n);
+        *info = solve(102, 'N', jobvr, n, a + b * n * n, n, wr + b * n, wi + b * n, &unused, 1,
+                      vectors ? vr : &unused, vectors ? n : 1, work, lwork);
+        if (*info != 0)
+            return b;
+        modes[b] = spectrum_modes(n, wr + b * n, wi + b * n, vectors ? vr : NULL, rows, h, rtol,
+                                  freq + b * h, zeta + b * h, lam + 2 * b * h,
+                                  shapes + 2 * b * rows * h, real + b * n, nreal + b, near + b);
+    }
+    return -1;
+}
