@@ -22,9 +22,10 @@
   the mode extraction (:func:`flexmodal_ros.modes.spectrum_modes`) of one matrix or a whole batch
   in one call of the C loop ``lapack_batch.c`` (compiled once per machine,
   :func:`flexmodal_ros.ccompile.kernel_library`; without a C compiler: ``dgeev`` then NumPy). It
-  releases the GIL for the whole batch, so worker threads scale (2 threads: 2.0x one thread's
-  throughput on 28 x 28 matrices, against 1.3x with one ctypes call per matrix), and extracts the
-  modes of a spectrum in ~1 µs instead of 15-35 µs of small NumPy operations.
+  releases the GIL for the whole batch, so worker threads scale (one ctypes call per matrix left
+  two threads at ~1.3x one thread's throughput; ``benchmarks/bench_modal.py`` prints the batch
+  figures), and extracts the modes of a spectrum in ~1 µs instead of 15-35 µs of small NumPy
+  operations.
 
 Both return LAPACK's real layout (complex pairs as two real columns); :func:`complex_vectors`
 builds complex vectors for the columns the caller keeps.
@@ -37,7 +38,6 @@ import glob
 import os
 import threading
 import warnings
-
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ from .errors import BuildError
 from .modes import STABILITY_RTOL, SpectrumModes, spectrum_modes
 
 _COL_MAJOR = 102
+KERNEL_MAX_ORDER = 4096     # MAX_ORDER of lapack_batch.c (its per-spectrum scratch arrays)
 GGEV3_MIN_ORDER = 128   # below this order dggev is faster (measured: 44: 1.0 vs 1.2 ms, 86: 5.7 vs 6.9 ms;
                         # 250: 0.107 vs 0.050 s; 400: 0.28 vs 0.16 s, random pencils, one thread)
 
@@ -160,19 +161,28 @@ def eig_modes_kernel():
         warnings.warn(f"flexmodal_ros.lapack: the C kernel is unavailable ({exc}); the modal analysis uses "
                       "dgeev + NumPy instead (same results, slower)", RuntimeWarning, stacklevel=2)
         return None
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [ptr, ctypes.c_char, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, ctypes.c_double] + [ptr] * 13
-    fn.restype = i64
+    fn.argtypes = [ctypes.c_void_p]
+    fn.restype = ctypes.c_int64
     return fn
 
 
-def _mode_buffers(count, n, rows):
-    """Fresh output arrays of the kernel for ``count`` n × n matrices keeping ``rows`` shape rows:
-    (SpectrumModes fields with int64 counts and near_axis, info)."""
+class _KernelCall(ctypes.Structure):
+    """``struct eig_modes_call`` of ``lapack_batch.c`` (field for field)."""
+    _fields_ = [(name, kind) for names, kind in (
+        ("dgeev_work", ctypes.c_void_p), ("vectors count n", ctypes.c_int64),
+        ("a wr wi vr work", ctypes.c_void_p), ("lwork rows", ctypes.c_int64), ("rtol", ctypes.c_double),
+        ("modes freq zeta lam shapes real nreal near tpl rhs minv kg", ctypes.c_void_p),
+        ("info", ctypes.c_int64)) for name in names.split()]
+
+
+def _kernel_outputs(count, n, rows):
+    """Fresh kernel outputs for ``count`` n × n matrices keeping ``rows`` shape rows, as the
+    :class:`~flexmodal_ros.modes.SpectrumModes` the kernel fills."""
     h = n // 2
-    return (np.empty((count, n)), np.empty((count, n)), np.empty(count, np.int64), np.empty((count, h)),
-            np.empty((count, h)), np.empty((count, h), complex), np.empty((count, rows, h), complex),
-            np.empty((count, n)), np.empty(count, np.int64), np.empty(count, np.int64)), np.zeros(1, np.int64)
+    return SpectrumModes(np.empty((count, n)), np.empty((count, n)), np.empty(count, np.int64),
+                         np.empty((count, h)), np.empty((count, h)), np.empty((count, h), complex),
+                         np.empty((count, rows, h), complex), np.empty((count, n)), np.empty(count, np.int64),
+                         np.empty(count, bool))
 
 
 def _checked_assembly(assembly, count, n):
@@ -213,20 +223,20 @@ class RepeatedEig:
         self._args = (*args, self._work.ctypes.data, self._work.size)
         self._vr_buffer = vr        # the array behind the pointer in the arguments (dummy without vectors)
         self._address = ctypes.cast(self._fn, ctypes.c_void_p).value
-        self._single = {}           # (rows, rtol) -> kernel outputs and arguments of modes()
+        self._single = {}           # (rows, rtol, template) -> kernel outputs and arguments of modes()
 
     @property
     def assembles(self) -> bool:
         """True when :meth:`modes` / :meth:`modes_many` run in the C kernel and so accept ``assembly``."""
-        return self._fn is not None and eig_modes_kernel() is not None
+        return self._fn is not None and self.a.shape[0] <= KERNEL_MAX_ORDER and eig_modes_kernel() is not None
 
     def modes(self, rows: int, rtol: float = STABILITY_RTOL, assembly=None) -> SpectrumModes:
         """Eigen-decomposition of :attr:`a` and its modes (:func:`flexmodal_ros.modes.spectrum_modes`
         with shapes from the first ``rows`` vector rows), a batch of one. ``assembly`` (only when
         :attr:`assembles`): (template, rhs, M⁻¹, K_G), the matrix is then the flexible-joint state
         matrix (2.14) built from them in the kernel (:meth:`modes_many`), not :attr:`a`. The arrays
-        are this instance's buffers, reused by the next call (``mode_sets(..., copy=True)``).
-        Raises numpy.linalg.LinAlgError if LAPACK fails."""
+        are this instance's buffers, reused by the next call (:func:`flexmodal_ros.modes.first_mode_set`
+        copies them). Raises numpy.linalg.LinAlgError if LAPACK fails."""
         if not self.assembles:
             info = self.solve()
             if info:
@@ -237,21 +247,16 @@ class RepeatedEig:
         key = (rows, rtol, None if template is None else (template.ctypes.data, rhs.ctypes.data))
         cached = self._single.get(key)
         if cached is None:
-            n = self.a.shape[0]
-            out, info = _mode_buffers(1, n, rows if self.vr is not None else 0)
-            inputs = None if template is None else (np.empty((1, n // 4, n // 4)), np.empty((1, n // 4, n // 4)))
-            pointers = (0, 0, 0, 0) if template is None else (template.ctypes.data, rhs.ctypes.data,
-                                                              *(x.ctypes.data for x in inputs))
-            args = (self._address, self._args[2], 1, n, self.a.ctypes.data, out[0].ctypes.data, out[1].ctypes.data,
-                    self._vr_buffer.ctypes.data, *self._args[12:], rows, rtol, *(x.ctypes.data for x in out[2:]),
-                    *pointers, info.ctypes.data)
-            cached = self._single[key] = (out, info, args, inputs, (template, rhs))
-        out, info, args, inputs = cached[:4]
+            q = self.a.shape[0] // 4
+            inputs = None if template is None else (template, rhs, np.empty((1, q, q)), np.empty((1, q, q)))
+            out, call = self._kernel_call(1, self.a, rows, rtol, inputs)
+            cached = self._single[key] = (out, call, ctypes.addressof(call), inputs)
+        out, call, address, inputs = cached
         if inputs is not None:
-            inputs[0][0], inputs[1][0] = minv, kg
-        if eig_modes_kernel()(*args) != -1:
-            raise np.linalg.LinAlgError(f"eigenvalues did not converge (LAPACK dgeev info {info[0]})")
-        return SpectrumModes(*out[:-1], out[-1].astype(bool))
+            inputs[2][0], inputs[3][0] = minv, kg
+        if eig_modes_kernel()(address) != -1:
+            raise np.linalg.LinAlgError(f"eigenvalues did not converge (LAPACK dgeev info {call.info})")
+        return out
 
     def modes_many(self, at: np.ndarray, rows: int, rtol: float = STABILITY_RTOL, assembly=None) -> SpectrumModes:
         """Eigen-decompositions and modes of a batch (``at`` as :meth:`solve_many`, overwritten),
@@ -265,15 +270,25 @@ class RepeatedEig:
         if not self.assembles:
             return spectrum_modes(*self.solve_many(at), slice(0, rows), rtol)
         count, n = self._checked_batch(at)
-        out, info = _mode_buffers(count, n, rows if self.vr is not None else 0)
-        pointers = (0, 0, 0, 0) if assembly is None else tuple(x.ctypes.data for x in _checked_assembly(assembly, count, n))
-        failed = eig_modes_kernel()(self._address, self._args[2], count, n, at.ctypes.data, out[0].ctypes.data,
-                                    out[1].ctypes.data, self._vr_buffer.ctypes.data, *self._args[12:], rows, rtol,
-                                    *(x.ctypes.data for x in out[2:]), *pointers, info.ctypes.data)
+        out, call = self._kernel_call(count, at, rows, rtol,
+                                      None if assembly is None else _checked_assembly(assembly, count, n))
+        failed = eig_modes_kernel()(ctypes.addressof(call))
         if failed != -1:
             raise np.linalg.LinAlgError(f"eigenvalues of batch entry {failed} did not converge "
-                                        f"(LAPACK dgeev info {info[0]})")
-        return SpectrumModes(*out[:-1], out[-1].astype(bool))
+                                        f"(LAPACK dgeev info {call.info})")
+        return out
+
+    def _kernel_call(self, count, at, rows, rtol, assembly):
+        """(fresh outputs, the filled :class:`_KernelCall`) for ``count`` matrices in ``at``."""
+        n = self.a.shape[0]
+        vectors = self.vr is not None
+        out = _kernel_outputs(count, n, rows if vectors else 0)
+        pointers = [x.ctypes.data for x in (at, out.wr, out.wi, self._vr_buffer, self._work)]
+        results = [x.ctypes.data for x in out[2:]]
+        inputs = [0] * 4 if assembly is None else [x.ctypes.data for x in assembly]
+        call = _KernelCall(self._address, int(vectors), count, n, *pointers, self._work.size, rows, rtol,
+                           *results, *inputs, 0)
+        return out, call
 
     def _checked_batch(self, at):
         count, n = at.shape[0], self.a.shape[0]

@@ -28,7 +28,7 @@ from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configu
                                      equilibrium_from_compensation, single_configuration_terms,
                                      single_state_matrix, state_template)
 from flexmodal_ros.model import create_data
-from flexmodal_ros.modes import ModeSet, first_mode_set, mode_sets
+from flexmodal_ros.modes import ModeSet, SpectrumModes, first_mode_set, mode_sets
 from flexmodal_ros.validation import finite_array, finite_vector
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,9 +110,12 @@ def linearized_batch(model, data, qs: np.ndarray):
     return mats, equilibrium_from_compensation(model, qs, comp)
 
 
-def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[ModalResult]:
+def modal_spectra(model, data, qs: np.ndarray, shapes: bool = True) -> tuple[SpectrumModes, np.ndarray]:
+    """The AMA of configurations ``qs`` (m, n) as padded arrays, without result objects: the
+    :class:`~flexmodal_ros.modes.SpectrumModes` (mode shapes with 2n rows [q; q_m], or none) and
+    g − Jᵀτ_ext (m, n) for the motor equilibrium. One thread, one kernel call (GIL released)."""
     eig = repeated_eig(4 * model.n, shapes)
-    if eig.assembles:         # the C kernel builds A from M⁻¹ and K_G (GIL released for the chunk)
+    if eig.assembles:         # the C kernel builds A from M⁻¹ and K_G
         Minv, KG, comp = configuration_terms(model, data, qs, inverse=True)
         template = state_template(model)
         spectra = eig.modes_many(np.empty((len(qs), 4 * model.n, 4 * model.n)), 2 * model.n,
@@ -121,6 +124,11 @@ def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[Mod
         M, KG, comp = configuration_terms(model, data, qs)
         A = closed_loop_state_matrix(model, M, KG)
         spectra = eig.modes_many(np.ascontiguousarray(A.transpose(0, 2, 1)), 2 * model.n)
+    return spectra, comp
+
+
+def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[ModalResult]:
+    spectra, comp = modal_spectra(model, data, qs, shapes)
     return mode_sets(spectra, result_type=ModalResult,
                      fields={"q": qs.copy(), "motor_equilibrium": equilibrium_from_compensation(model, qs, comp)})
 

@@ -44,14 +44,15 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from ..blas import single_thread_blas
 from ..errors import InputError
-from ..modal import default_workers, linearized_batch, modal_analysis_batch
+from ..modal import default_workers, linearized_batch, modal_analysis_batch, modal_spectra
 from ..model import create_data, ee_jacobian
-from ..modes import frequencies_and_damping, track_modes
+from ..modes import STABLE, classify_stability, frequencies_and_damping, track_modes
 from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
 from ..parametric.path import DEFAULT_TOLERANCE as DEFAULT_EXPANSION_TOLERANCE
 from ..parametric.path import follow_path_modes
@@ -134,7 +135,7 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
     others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
     full, light = _solve_samples(model, qs, anchors, others, workers or default_workers())
-    _check_spectra(full, anchors, qs, full[0].num_modes)
+    _check_spectra([r.stability for r in full], [r.num_modes for r in full], anchors, qs, full[0].num_modes)
     order, _ = track_modes(full)
     anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
     picks = set()                # contributions at the first, middle and last anchor of each segment
@@ -151,11 +152,11 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
         selected = _checked_override(modes, anchor_lam.shape[1])
     extra = {}
     if modal == "exact":
-        _check_spectra(light, others, qs, anchor_lam.shape[1])
-        eig = np.empty((m, anchor_lam.shape[1]), complex)
+        count = anchor_lam.shape[1]
+        _check_spectra(light.stability, light.counts.tolist(), others, qs, count)
+        eig = np.empty((m, count), complex)
         eig[anchors] = [r.eigenvalues for r in full]
-        if others.size:
-            eig[others] = [r.eigenvalues for r in light]
+        eig[others] = light.eigenvalues[:, :count]
         lam = _tracked_eigenvalues(eig, anchors, anchor_lam)
     else:
         lam = _interpolated(anchor_lam, anchors, m)
@@ -172,33 +173,53 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
 def _solve_samples(model, qs, anchors, others, workers):
     """AMA at the ``anchors`` (with mode shapes, for tracking and selection) and eigenvalues only at
     the ``others``, both split evenly over ``workers`` threads of one pool (each thread: its anchors,
-    then its other samples; LAPACK releases the GIL), so that the two kinds never compete for the
-    cores. Small chunks (``SAMPLE_CHUNK``) let one thread's Python work (assembly, result objects)
-    overlap the other's LAPACK call. Returns (anchor results, other results), each in sample order."""
+    then its other samples; the kernel releases the GIL), so that the two kinds never compete for
+    the cores. Small chunks (``SAMPLE_CHUNK``) let one thread's Python work (Pinocchio terms,
+    result objects) overlap the other's kernel call; the other samples stay padded arrays (no
+    result objects). Returns (anchor results in sample order, :class:`_Eigenvalues` of the others)."""
     def solve(part):
         a, o = part
-        return (modal_analysis_batch(model, qs[a], workers=1, shapes=True, chunk_size=SAMPLE_CHUNK),
-                modal_analysis_batch(model, qs[o], workers=1, shapes=False, chunk_size=SAMPLE_CHUNK)
-                if o.size else [])
+        data = create_data(model)
+        spectra = [modal_spectra(model, data, qs[o[i:i + SAMPLE_CHUNK]], shapes=False)[0]
+                   for i in range(0, o.size, SAMPLE_CHUNK)]
+        return modal_analysis_batch(model, qs[a], workers=1, shapes=True, chunk_size=SAMPLE_CHUNK), spectra
     parts = list(zip(np.array_split(anchors, workers), np.array_split(others, workers)))
     if workers == 1:
         done = [solve(parts[0])]
     else:
         with ThreadPoolExecutor(workers) as pool:
             done = list(pool.map(solve, parts))
-    return [r for d in done for r in d[0]], [r for d in done for r in d[1]]
+    spectra = [s for d in done for s in d[1]]
+    return [r for d in done for r in d[0]], _Eigenvalues.join(spectra, qs.shape[1] * 2)
 
 
-def _check_spectra(results, samples, qs, count):
-    """InputError at the first sample whose closed loop is not asymptotically stable or whose number
-    of oscillatory modes is not ``count``."""
-    for i, r in zip(samples, results):
-        if not r.stable:
-            raise InputError(f"trajectory: the closed loop is {r.stability} at path sample {i} "
+class _Eigenvalues(NamedTuple):
+    """Eigenvalues-only AMA of many samples: modes per sample ``counts`` (k,), the sorted modes
+    ``eigenvalues`` (k, h) (the first counts[i] of row i) and the stability label of each sample."""
+    counts: np.ndarray
+    eigenvalues: np.ndarray
+    stability: list
+
+    @classmethod
+    def join(cls, spectra, width):
+        if not spectra:
+            return cls(np.zeros(0, int), np.zeros((0, width), complex), [])
+        labels = [classify_stability(s.wr[b] + 1j * s.wi[b])[0] if near else STABLE
+                  for s in spectra for b, near in enumerate(s.near_axis.tolist())]
+        return cls(np.concatenate([s.counts for s in spectra]), np.concatenate([s.eigenvalues for s in spectra]),
+                   labels)
+
+
+def _check_spectra(labels, counts, samples, qs, count):
+    """InputError at the first sample whose closed loop is not asymptotically stable (``labels``)
+    or whose number of oscillatory modes (``counts``) is not ``count``."""
+    for i, label, found in zip(samples, labels, counts):
+        if label != STABLE:
+            raise InputError(f"trajectory: the closed loop is {label} at path sample {i} "
                              f"(q = {np.round(qs[i], 4).tolist()}): no modal shaping possible")
-        if r.num_modes != count:
+        if found != count:
             raise InputError(f"trajectory: the number of oscillatory modes changes along the path "
-                             f"({count} -> {r.num_modes} at sample {i}: a mode becomes overdamped); "
+                             f"({count} -> {found} at sample {i}: a mode becomes overdamped); "
                              "modes cannot be tracked")
 
 
