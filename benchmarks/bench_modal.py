@@ -7,7 +7,8 @@ Every figure is measured in the same run as its baseline and printed as a ratio 
    the straightforward way (the peer, target: faster in every mode). Medians over many calls,
    the three variants interleaved so that machine drift hits them alike.
 2. batch kuka_lwr4 on 1 worker: per-configuration time with shapes vs bare batched `eig` (target
-   <= 1.1x) and eigenvalues-only throughput (target >= 10,000 configs/s per core); 2 workers.
+   <= 1.1x) and eigenvalues-only throughput (target >= 10,000 configs/s per core); 2 workers. The
+   five cases run in interleaved rounds (medians over the rounds).
 3. `~/compute_modal_parameters` round trip to the `modal_analysis_server` executable (targets
    p50 <= 0.6 ms, p99 <= 2 ms over 1,000 calls; the client spins its own persistent executor, as
    a client stack does), the server's resident memory (target <= 130 MiB) and its start-up to the
@@ -30,16 +31,6 @@ from flexmodal_ros.model import create_data
 from flexmodal_ros.robots import load_robot
 
 Q_LWR = [0.1, 0.5, -0.2, -1.2, 0.3, 0.8, 0.0]
-
-
-def median_time(fn, repeats):
-    """Median wall time [s] of ``fn()`` over ``repeats`` runs."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def interleaved(fns, calls):
@@ -111,11 +102,17 @@ def bench_batch(repeats, m):
     qs = random_configs(model, m, seed=1)
     (Mb, Db, Kb), _ = linearized_batch(model, create_data(model), qs)
     A = state_matrix(Mb, Db, Kb)
-    bare = median_time(lambda: np.linalg.eig(A), repeats) / m
-    bare_ev = median_time(lambda: np.linalg.eigvals(A), repeats) / m
-    one = median_time(lambda: modal_analysis_batch(model, qs, workers=1), repeats) / m
-    one_ev = median_time(lambda: modal_analysis_batch(model, qs, workers=1, shapes=False), repeats) / m
-    two = median_time(lambda: modal_analysis_batch(model, qs, workers=2), repeats) / m
+    cases = [lambda: np.linalg.eig(A), lambda: np.linalg.eigvals(A),
+             lambda: modal_analysis_batch(model, qs, workers=1),
+             lambda: modal_analysis_batch(model, qs, workers=1, shapes=False),
+             lambda: modal_analysis_batch(model, qs, workers=2)]
+    samples = [[] for _ in cases]
+    for _ in range(repeats):                 # interleaved rounds: machine drift hits all cases alike
+        for fn, out in zip(cases, samples):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    bare, bare_ev, one, one_ev, two = (statistics.median(s) / m for s in samples)
     print(f"batch kuka_lwr4, {m} configurations:")
     print(f"  1 worker, shapes: {1 / one:,.0f} configs/s ({one * 1e6:.1f} us/config) | bare batched eig "
           f"{bare * 1e6:.1f} us/config -> {one / bare:.2f}x (target <= 1.10x)")
@@ -150,6 +147,15 @@ def bench_service(calls):
         executor.spin_until_future_complete(future, timeout_sec=timeout)
         return future.result()
 
+    def round_trips(count):
+        times = []
+        for _ in range(count + 20):
+            t0 = time.perf_counter()
+            assert call().success
+            times.append(time.perf_counter() - t0)
+        return np.array(times[20:]) * 1e3  # the first calls warm up discovery and caches
+
+    floor = _trivial_round_trips(node, executor, calls)
     exe = os.path.join(os.path.dirname(sys.executable), "modal_analysis_server")
     started = time.perf_counter()
     server = subprocess.Popen([exe, "--ros-args", "-p", "robot:=kuka_lwr4"], stdout=subprocess.DEVNULL,
@@ -160,14 +166,10 @@ def bench_service(calls):
         first = call(timeout=30.0)
         startup = time.perf_counter() - started
         assert first is not None and first.success
-        times = []
-        for _ in range(calls + 20):
-            t0 = time.perf_counter()
-            assert call().success
-            times.append(time.perf_counter() - t0)
-        times = np.array(times[20:]) * 1e3  # the first calls warm up discovery and caches
+        times = round_trips(calls)
         print(f"service round trip kuka_lwr4 ({calls} calls): p50 {np.median(times):.2f} ms (target <= 0.6), "
-              f"p99 {np.percentile(times, 99):.2f} ms (target <= 2)")
+              f"p99 {np.percentile(times, 99):.2f} ms (target <= 2); the same service type answered by an "
+              f"empty rclpy handler: p50 {np.median(floor):.2f} ms, p99 {np.percentile(floor, 99):.2f} ms")
         print(f"modal_analysis_server: start-up to first answer {startup:.2f} s (target <= 1.5), resident "
               f"{_resident_mib(server.pid):.0f} MiB after {calls + 21} calls (target <= 130)")
     finally:
@@ -178,12 +180,61 @@ def bench_service(calls):
         server.wait(10)
 
 
+TRIVIAL_SERVER = """
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from flexmodal_interfaces.srv import ComputeModalParameters
+
+def answer(request, response):
+    response.success = True
+    return response
+
+rclpy.init()
+node = rclpy.create_node("bench_trivial_server")
+node.create_service(ComputeModalParameters, "/bench_trivial/compute_modal_parameters", answer)
+executor = SingleThreadedExecutor()
+executor.add_node(node)
+try:
+    executor.spin()
+except (KeyboardInterrupt, ExternalShutdownException):
+    pass
+"""
+
+
+def _trivial_round_trips(node, executor, calls):
+    """Round trips [ms] of the same service type to an rclpy server whose handler does nothing: the
+    floor that rclpy and the middleware set on this machine (same client, same executor)."""
+    from flexmodal_interfaces.srv import ComputeModalParameters
+
+    client = node.create_client(ComputeModalParameters, "/bench_trivial/compute_modal_parameters")
+    server = subprocess.Popen([sys.executable, "-c", TRIVIAL_SERVER], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=os.environ.copy())
+    try:
+        started = time.perf_counter()
+        while not client.service_is_ready() and time.perf_counter() - started < 30:
+            executor.spin_once(timeout_sec=0.01)
+        req = ComputeModalParameters.Request()
+        req.positions = Q_LWR
+        times = []
+        for _ in range(calls + 20):
+            t0 = time.perf_counter()
+            future = client.call_async(req)
+            executor.spin_until_future_complete(future, timeout_sec=5.0)
+            assert future.result().success
+            times.append(time.perf_counter() - t0)
+        return np.array(times[20:]) * 1e3
+    finally:
+        node.destroy_client(client)
+        server.terminate()
+        server.wait(10)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip-ros", action="store_true")
     args = ap.parse_args()
-    repeats = 3 if args.quick else 7
+    repeats = 3 if args.quick else 9
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     for robot in ("kuka_lwr4", "scompi"):
         bench_single(robot, 1000 if args.quick else 4000)

@@ -72,7 +72,10 @@ def limit_warnings(model, qs, field="q", max_listed=5) -> list[str]:
     q = np.atleast_2d(np.asarray(qs, float))
     low = q < model.position_lower - LIMIT_TOLERANCE
     high = q > model.position_upper + LIMIT_TOLERANCE
-    rows = np.flatnonzero((low | high).any(axis=1))
+    outside = low | high
+    if not outside.any():
+        return []
+    rows = np.flatnonzero(outside.any(axis=1))
     out = []
     for i in rows[:max_listed]:
         where = field if q.shape[0] == 1 else f"{field}[{i}]"
