@@ -134,22 +134,24 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     m = etas.size
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
     others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
-    full, light = _solve_samples(model, qs, anchors, others, workers or default_workers())
-    _check_spectra([r.stability for r in full], [r.num_modes for r in full], anchors, qs, full[0].num_modes)
-    order, _ = track_modes(full)
-    anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
-    picks = set()                # contributions at the first, middle and last anchor of each segment
-    for k in np.unique(segment[anchors]):
-        idx = np.flatnonzero(segment[anchors] == k)
-        picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
-    picks = sorted(picks)
-    contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]],
-                             [full[a] for a in picks], order[picks])
-    if modes is None:
-        calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
-        selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
-    else:
-        selected = _checked_override(modes, anchor_lam.shape[1])
+    with _SampleSolver(model, qs, anchors, others, workers or default_workers()) as solver:
+        full = solver.anchors()         # tracked and selected while the other samples are solved
+        _check_spectra([r.stability for r in full], [r.num_modes for r in full], anchors, qs, full[0].num_modes)
+        order, _ = track_modes(full)
+        anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
+        picks = set()                # contributions at the first, middle and last anchor of each segment
+        for k in np.unique(segment[anchors]):
+            idx = np.flatnonzero(segment[anchors] == k)
+            picks |= {int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])}
+        picks = sorted(picks)
+        contrib = _contributions(model, path, qs[anchors[picks]], segment[anchors[picks]],
+                                 [full[a] for a in picks], order[picks])
+        if modes is None:
+            calm = frequencies_and_damping(anchor_lam)[1].max(axis=0) < max_damping
+            selected = tuple(int(k) for k in np.flatnonzero((contrib >= threshold * contrib.max()) & calm))
+        else:
+            selected = _checked_override(modes, anchor_lam.shape[1])
+        light = solver.others()
     extra = {}
     if modal == "exact":
         count = anchor_lam.shape[1]
@@ -170,27 +172,43 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, **extra)
 
 
-def _solve_samples(model, qs, anchors, others, workers):
-    """AMA at the ``anchors`` (with mode shapes, for tracking and selection) and eigenvalues only at
-    the ``others``, both split evenly over ``workers`` threads of one pool (each thread: its anchors,
-    then its other samples; the kernel releases the GIL), so that the two kinds never compete for
-    the cores. Small chunks (``SAMPLE_CHUNK``) let one thread's Python work (Pinocchio terms,
-    result objects) overlap the other's kernel call; the other samples stay padded arrays (no
-    result objects). Returns (anchor results in sample order, :class:`_Eigenvalues` of the others)."""
-    def solve(part):
-        a, o = part
-        data = create_data(model)
-        spectra = [modal_spectra(model, data, qs[o[i:i + SAMPLE_CHUNK]], shapes=False)[0]
-                   for i in range(0, o.size, SAMPLE_CHUNK)]
-        return modal_analysis_batch(model, qs[a], workers=1, shapes=True, chunk_size=SAMPLE_CHUNK), spectra
-    parts = list(zip(np.array_split(anchors, workers), np.array_split(others, workers)))
-    if workers == 1:
-        done = [solve(parts[0])]
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            done = list(pool.map(solve, parts))
-    spectra = [s for d in done for s in d[1]]
-    return [r for d in done for r in d[0]], _Eigenvalues.join(spectra, qs.shape[1] * 2)
+class _SampleSolver:
+    """The AMA along a path in ``workers`` threads of one pool (LAPACK runs in the C kernel, which
+    releases the GIL): first the ``anchors`` (with mode shapes, for tracking and selection), then
+    eigenvalues only at the ``others``, each kind split evenly over the threads, so that the two
+    kinds never compete for the cores and the caller can track the anchors' modes while the other
+    samples are still being solved. Small chunks (``SAMPLE_CHUNK``) let one thread's Python work
+    (Pinocchio terms, result objects) overlap the other's kernel call; the other samples stay
+    padded arrays (no result objects). A context manager: leaving it ends the pool."""
+
+    def __init__(self, model, qs, anchors, others, workers):
+        self._pool = ThreadPoolExecutor(workers)
+        self._anchors = [self._pool.submit(modal_analysis_batch, model, qs[a], workers=1, shapes=True,
+                                           chunk_size=SAMPLE_CHUNK) for a in np.array_split(anchors, workers)]
+        self._others = [self._pool.submit(_eigenvalue_spectra, model, qs[o])
+                        for o in np.array_split(others, workers) if o.size]
+        self._width = 2 * model.n
+
+    def anchors(self) -> list:
+        """The anchors' ModalResults, in sample order (waits for them)."""
+        return [r for f in self._anchors for r in f.result()]
+
+    def others(self) -> "_Eigenvalues":
+        """The other samples' eigenvalues, in sample order (waits for them)."""
+        return _Eigenvalues.join([s for f in self._others for s in f.result()], self._width)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        return False
+
+
+def _eigenvalue_spectra(model, qs):
+    """Eigenvalues-only spectra of configurations ``qs`` in chunks of ``SAMPLE_CHUNK`` (one thread)."""
+    data = create_data(model)
+    return [modal_spectra(model, data, qs[i:i + SAMPLE_CHUNK], shapes=False)[0] for i in range(0, len(qs), SAMPLE_CHUNK)]
 
 
 class _Eigenvalues(NamedTuple):
