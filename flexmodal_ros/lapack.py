@@ -244,7 +244,7 @@ class RepeatedEig:
             vt = None if self.vr is None else self.vr.T[None]
             return spectrum_modes(self.wr[None], self.wi[None], vt, slice(0, rows), rtol)
         template, rhs, minv, kg = assembly if assembly is not None else (None, None, None, None)
-        key = (rows, rtol, None if template is None else (template.ctypes.data, rhs.ctypes.data))
+        key = (rows, rtol, id(template), id(rhs))     # the cache entry keeps both alive: ids stay unique
         cached = self._single.get(key)
         if cached is None:
             q = self.a.shape[0] // 4
