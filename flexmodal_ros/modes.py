@@ -239,14 +239,22 @@ def mode_sets(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_type: t
     built with entry b of each sequence in ``fields``; the arrays are views into ``modes``."""
     make = result_type or ModeSet
     keys = tuple(fields or ())
-    entries = zip(*(list(values) for values in fields.values())) if keys else itertools.repeat(())
+    counts, nreal = modes.counts.tolist(), modes.nreal.tolist()
+    if counts and len(set(counts)) == 1 and len(set(nreal)) == 1:     # the usual case: rows split at C speed
+        m, r = counts[0], nreal[0]
+        parts = [list(modes.frequencies_hz[:, :m]), list(modes.damping_ratios[:, :m]),
+                 list(modes.eigenvalues[:, :m]), list(modes.mode_shapes[:, :, :m]),
+                 list(modes.real[:, :r]) if r else itertools.repeat(_NO_REAL_EIGENVALUES)]
+    else:
+        parts = [[a[b, :m] for b, m in enumerate(counts)] for a in
+                 (modes.frequencies_hz, modes.damping_ratios, modes.eigenvalues)]
+        parts += [[modes.mode_shapes[b, :, :m] for b, m in enumerate(counts)],
+                  [modes.real[b, :r] if r else _NO_REAL_EIGENVALUES for b, r in enumerate(nreal)]]
     out = []
-    for b, (m, r, near, extra) in enumerate(zip(modes.counts.tolist(), modes.nreal.tolist(),
-                                                modes.near_axis.tolist(), entries)):
+    for b, (f, z, lam, u, real, near, *extra) in enumerate(zip(*parts, modes.near_axis.tolist(),
+                                                               *(list(v) for v in (fields or {}).values()))):
         label, bad = _stability(modes, b, rtol) if near else (STABLE, _NO_EIGENVALUES)
-        out.append(make(modes.frequencies_hz[b, :m], modes.damping_ratios[b, :m], modes.eigenvalues[b, :m],
-                        modes.mode_shapes[b, :, :m], modes.real[b, :r] if r else _NO_REAL_EIGENVALUES, label, bad,
-                        **dict(zip(keys, extra))))
+        out.append(make(f, z, lam, u, real, label, bad, **dict(zip(keys, extra))))
     return out
 
 
