@@ -22,10 +22,9 @@
   the mode extraction (:func:`flexmodal_ros.modes.spectrum_modes`) of one matrix or a whole batch
   in one call of the C loop ``lapack_batch.c`` (compiled once per machine,
   :func:`flexmodal_ros.ccompile.kernel_library`; without a C compiler: ``dgeev`` then NumPy). It
-  releases the GIL for the whole batch, so worker threads scale (one ctypes call per matrix left
-  two threads at ~1.3x one thread's throughput; ``benchmarks/bench_modal.py`` prints the batch
-  figures), and extracts the modes of a spectrum in ~1 µs instead of 15-35 µs of small NumPy
-  operations.
+  releases the GIL for the whole batch, so worker threads do not wait for each other (with one
+  ctypes call per matrix they did; ``benchmarks/bench_modal.py`` prints the batch figures), and
+  extracts the modes of a spectrum in ~1 µs instead of 15-35 µs of small NumPy operations.
 
 Both return LAPACK's real layout (complex pairs as two real columns); :func:`complex_vectors`
 builds complex vectors for the columns the caller keeps.

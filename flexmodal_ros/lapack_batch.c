@@ -1,14 +1,14 @@
 /* Eigen-solutions and modes of many small real matrices in one call from Python
  * (flexmodal_ros.lapack.RepeatedEig.modes_many; the AMA of flexmodal_ros.modal).
  *
- * Why C: the GIL is released once per batch instead of once per matrix (ctypes releases it
- * around each foreign call; with one call per 28 x 28 matrix two worker threads reached only
- * 1.3x one thread's throughput, with this loop 2x), and the mode extraction of one spectrum
- * (~20 small NumPy operations, 15-35 us) takes ~1 us. LAPACK itself is not linked: the caller
- * passes the address of LAPACKE_dgeev_work (ILP64) of the OpenBLAS inside NumPy's wheel.
+ * Why C: the GIL is released once per batch instead of once per matrix (ctypes releases and
+ * takes it back around each foreign call, so worker threads making one call per 28 x 28 matrix
+ * kept waiting for each other), and the mode extraction of one spectrum (~20 small NumPy
+ * operations, 15-35 us) takes ~1 us. LAPACK itself is not linked: the caller passes the address
+ * of LAPACKE_dgeev_work (ILP64) of the OpenBLAS inside NumPy's wheel.
  *
- * Conventions are those of flexmodal_ros.modes (module docstring there), computed exactly as
- * modes.modes_from_real_eigen does with NumPy (the reference implementation and the fallback):
+ * Conventions are those of flexmodal_ros.modes (module docstring there), computed as
+ * modes.spectrum_modes does with NumPy (the reference implementation and the fallback):
  * a mode is an eigenvalue with Im > 0, sorted by |lambda| (stable); f = |lambda|/2pi (2.16),
  * zeta = -Re lambda/|lambda| (2.17); its shape is the first `rows` rows of vr[:, j] + i vr[:, j+1]
  * scaled to unit norm with the component of largest modulus real and positive. */
