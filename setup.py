@@ -17,7 +17,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={PACKAGE: ["*.c"]},        # hand-written C kernels, compiled on first use (ccompile.py)
+    package_data={PACKAGE: ["*.c", "*/*.c"]},   # hand-written C kernels, compiled on first use (ccompile.py)
     data_files=[
         ("share/ament_index/resource_index/packages", [os.path.join("resource", PACKAGE)]),
         (os.path.join("share", PACKAGE), ["package.xml"]),

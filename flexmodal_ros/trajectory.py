@@ -29,7 +29,7 @@ for _ in range(4):
     _ETA.append(np.polyder(_ETA[-1]))
 ETA_COEFFICIENTS = np.array([np.pad(c, (10 - c.size, 0)) for c in _ETA])   # (5, 10), highest power first
 _POWERS = np.arange(9.0, -1.0, -1.0)
-_ETA_ASCENDING = np.ascontiguousarray(ETA_COEFFICIENTS[:, ::-1])                 # (5, 10), lowest power first
+ETA_ASCENDING = np.ascontiguousarray(ETA_COEFFICIENTS[:, ::-1])                 # (5, 10), lowest power first
 
 
 def _peak(coeffs):
@@ -58,7 +58,7 @@ def eta(s):
     powers[1, ...] = s
     for k in range(2, 10):
         np.multiply(powers[k - 1, ...], s, out=powers[k, ...])
-    return (_ETA_ASCENDING @ powers.reshape(10, -1)).reshape((5,) + s.shape)
+    return (ETA_ASCENDING @ powers.reshape(10, -1)).reshape((5,) + s.shape)
 
 
 def point_to_point(q0, qf, T, t):

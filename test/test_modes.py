@@ -215,9 +215,10 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
         eig.modes_many(np.empty((5, 28, 28)), 14, assembly=(np.ascontiguousarray(template.A), template.rhs, Minv, KG))
 
 
-def test_without_a_compiler_the_analysis_warns_once_and_gives_the_same_results(tmp_path):
-    """A cache that cannot be written (as when no C compiler is found) leaves the kernel unbuilt:
-    one RuntimeWarning names why, and the AMA (single and batch) gives the same modes via NumPy."""
+def test_without_a_compiler_the_kernels_warn_once_and_give_the_same_results(tmp_path):
+    """A cache that cannot be written (as when no C compiler is found) leaves the C kernels unbuilt:
+    one RuntimeWarning each names why, and the AMA (single and batch) and a shaped reference give
+    the same results via NumPy."""
     import json
     import os
     import subprocess
@@ -232,7 +233,12 @@ def test_without_a_compiler_the_analysis_warns_once_and_gives_the_same_results(t
         "    warnings.simplefilter('always')\n"
         "    out = [modal_analysis(m, qs[0]).frequencies_hz.tolist()] + "
         "[r.frequencies_hz.tolist() for r in modal_analysis_batch(m, qs, workers=2, chunk_size=2)]\n"
-        "print(json.dumps({'f': out, 'warnings': [str(w.message) for w in caught]}))\n")
+        "    from flexmodal_ros.shaping import ShapedTrajectory, shaper_schedule, path_modes\n"
+        "    from flexmodal_ros.trajectory import PiecewiseC4Trajectory\n"
+        "    path = PiecewiseC4Trajectory([0.0, 0.4], [qs[1], qs[2]])\n"
+        "    shaped = ShapedTrajectory(path, shaper_schedule(path_modes(m, path, modes=(0, 1)), 'zvd'))\n"
+        "    y = shaped.evaluate(np.linspace(0.0, shaped.duration, 50)).tolist()\n"
+        "print(json.dumps({'f': out, 'y': y, 'warnings': sorted(str(w.message) for w in caught)}))\n")
     blocked = tmp_path / "file"
     blocked.write_text("")
     runs = {}
@@ -242,6 +248,12 @@ def test_without_a_compiler_the_analysis_warns_once_and_gives_the_same_results(t
         assert proc.returncode == 0, proc.stderr
         runs[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     assert runs["kernel"]["warnings"] == []
-    assert len(runs["numpy"]["warnings"]) == 1 and "C kernel is unavailable" in runs["numpy"]["warnings"][0]
-    assert "not writable" in runs["numpy"]["warnings"][0]
+    warned = runs["numpy"]["warnings"]
+    assert len(warned) == 2 and all("C kernel is unavailable" in w and "not writable" in w for w in warned)
+    assert warned[0].startswith("flexmodal_ros.lapack") and warned[1].startswith("flexmodal_ros.shaping")
     np.testing.assert_allclose(runs["numpy"]["f"], runs["kernel"]["f"], rtol=1e-12)
+    y_numpy, y_kernel = np.array(runs["numpy"]["y"]), np.array(runs["kernel"]["y"])
+    # end to end: the modes agree to ~1e-13, the shaper's delays follow them, and each derivative of
+    # the reference amplifies the delays' differences (4th: ~2e-8 of its peak)
+    error = np.abs(y_numpy - y_kernel).max(axis=(0, 2)) / np.abs(y_kernel).max(axis=(0, 2))
+    assert np.all(error < [1e-12, 1e-11, 1e-9, 1e-8, 1e-6]), error

@@ -188,6 +188,24 @@ def test_shaped_reference_has_exact_consistent_derivatives(lwr, lwr_move, lwr_mo
         assert np.all(np.abs(left - right).max(axis=1) < 1e-6 * scale)
 
 
+def test_compiled_shaped_reference_equals_the_numpy_reference(lwr):
+    """ShapedTrajectory.evaluate (C kernel shaped_reference.c: chain rule through p(t), Faà di Bruno,
+    Leibniz, sums per segment) = the NumPy reference (compose + _combine) on a 3-segment path with
+    a time-varying 27-impulse shaper, before the start, across waypoints and after the end."""
+    from flexmodal_ros.shaping.reference import compose, path_derivatives, shaped_reference_kernel
+
+    assert shaped_reference_kernel() is not None
+    path = PiecewiseC4Trajectory([0.0, 0.5, 0.9, 1.6], [LWR_Q0, LWR_QF, LWR_Q0, LWR_QF])
+    shaped = ShapedTrajectory(path, shaper_schedule(path_modes(lwr, path, modes=(0, 1, 6)), "zvd"))
+    assert shaped.schedule.num_impulses == 27
+    t = np.linspace(-0.1, shaped.duration + 0.1, 3001)
+    _, p = path_derivatives(path, t)
+    A, tau = shaped.schedule.parameters(p[:, 0])
+    reference = shaped._combine(t, compose(A, p), compose(tau, p))
+    error = np.abs(shaped.evaluate(t) - reference).max(axis=(0, 2)) / np.abs(reference).max(axis=(0, 2))
+    assert np.all(error < 1e-12), error          # per derivative order, relative to its peak
+
+
 def test_piecewise_polynomial_sampling_matches_the_exact_reference(lwr_move, lwr_modes):
     """What a control cycle reads: exact at the knots; between them the degree-9 Hermite pieces
     agree with the exact reference (relative to each derivative's peak: position 1e-12, velocity
