@@ -7,11 +7,13 @@ of :mod:`flexmodal_ros.lapack`). Light on purpose: the modal server imports it (
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 from .errors import BuildError
@@ -84,3 +86,16 @@ def kernel_library(source: Path, flags=KERNEL_CFLAGS, cache: Path | None = None)
         atomic_write(copy, text)
         compile_shared(compiler, copy, library, flags)
     return library
+
+
+def load_kernel(source: Path, symbol: str, argtypes, restype, owner: str, instead: str):
+    """The ctypes function ``symbol`` of the hand-written C file ``source`` (:func:`kernel_library`),
+    or None when it cannot be built or loaded: then one RuntimeWarning, "<owner>: the C kernel is
+    unavailable (<why>); <instead>", says so and what the caller does instead."""
+    try:
+        fn = getattr(ctypes.CDLL(str(kernel_library(source))), symbol)
+    except (BuildError, OSError, AttributeError) as exc:
+        warnings.warn(f"{owner}: the C kernel is unavailable ({exc}); {instead}", RuntimeWarning, stacklevel=3)
+        return None
+    fn.argtypes, fn.restype = argtypes, restype
+    return fn

@@ -36,13 +36,11 @@ import functools
 import glob
 import os
 import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from .ccompile import kernel_library
-from .errors import BuildError
+from .ccompile import load_kernel
 from .modes import STABILITY_RTOL, SpectrumModes, spectrum_modes
 
 _COL_MAJOR = 102
@@ -154,15 +152,9 @@ def eig_modes_kernel():
     NumPy's OpenBLAS is not found or the kernel cannot be built (no C compiler, cache not writable)."""
     if _numpy_dgeev_work() is None:
         return None
-    try:
-        fn = ctypes.CDLL(str(kernel_library(Path(__file__).with_name("lapack_batch.c")))).flexmodal_eig_modes
-    except (BuildError, OSError, AttributeError) as exc:
-        warnings.warn(f"flexmodal_ros.lapack: the C kernel is unavailable ({exc}); the modal analysis uses "
-                      "dgeev + NumPy instead (same results, slower)", RuntimeWarning, stacklevel=2)
-        return None
-    fn.argtypes = [ctypes.c_void_p]
-    fn.restype = ctypes.c_int64
-    return fn
+    return load_kernel(Path(__file__).with_name("lapack_batch.c"), "flexmodal_eig_modes", [ctypes.c_void_p],
+                       ctypes.c_int64, "flexmodal_ros.lapack",
+                       "the modal analysis uses dgeev + NumPy instead (same results, slower)")
 
 
 class _KernelCall(ctypes.Structure):

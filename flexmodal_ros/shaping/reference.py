@@ -31,15 +31,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..blas import single_thread_blas
-from ..ccompile import kernel_library
-from ..errors import BuildError, InputError
+from ..ccompile import load_kernel
+from ..errors import InputError
 from ..trajectory import ETA_ASCENDING, PiecewiseC4Trajectory, eta
 from ..validation import finite_array
 
@@ -87,15 +86,9 @@ def compose(outer, inner):
 def shaped_reference_kernel():
     """``flexmodal_shaped_reference`` of ``shaped_reference.c`` (compiled on first use), or None
     when it cannot be built (no C compiler, cache not writable: one warning; NumPy is used)."""
-    try:
-        fn = ctypes.CDLL(str(kernel_library(Path(__file__).with_name("shaped_reference.c")))).flexmodal_shaped_reference
-    except (BuildError, OSError, AttributeError) as exc:
-        warnings.warn(f"flexmodal_ros.shaping: the C kernel is unavailable ({exc}); the shaped reference is "
-                      "evaluated with NumPy instead (same results, slower)", RuntimeWarning, stacklevel=2)
-        return None
-    fn.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 8
-    fn.restype = None
-    return fn
+    return load_kernel(Path(__file__).with_name("shaped_reference.c"), "flexmodal_shaped_reference",
+                       [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 8, None, "flexmodal_ros.shaping",
+                       "the shaped reference is evaluated with NumPy instead (same results, slower)")
 
 
 def path_samples(path: PiecewiseC4Trajectory, rate_hz: float, minimum: int = 8):
