@@ -177,7 +177,6 @@ def _kernel_outputs(count, n, rows):
 
 
 def _checked_assembly(assembly, count, n):
-    template, rhs, minv, kg = assembly
     q = n // 4
     expected = (((n, n), "F_CONTIGUOUS"), ((q, 3 * q), "C_CONTIGUOUS"), ((count, q, q), "C_CONTIGUOUS"),
                 ((count, q, q), "C_CONTIGUOUS"))

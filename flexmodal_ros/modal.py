@@ -159,16 +159,22 @@ def modal_analysis(model, q, data=None, shapes: bool = True) -> ModalResult:
                           motor_equilibrium=equilibrium_from_compensation(model, q, comp))
 
 
+def plain_configuration(model, values) -> np.ndarray | None:
+    """``values`` as a float vector (a private copy) if it already is a finite one of length n,
+    else None: the cheap check of the usual input, the caller's validating path naming the problem
+    otherwise (a sum of squares that overflows also lands there)."""
+    try:
+        arr = np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return arr if arr.shape == (model.n,) and math.isfinite(arr @ arr) else None
+
+
 def _one_configuration(model, q) -> np.ndarray:
     """``q`` as a finite float vector of length n (a private copy); errors as
     :func:`check_configurations`."""
-    try:
-        arr = np.array(q, dtype=float)
-    except (TypeError, ValueError):
-        arr = None
-    if arr is None or arr.shape != (model.n,) or not math.isfinite(arr @ arr):   # inf or NaN (or overflow: checked below)
-        return check_configurations(model, finite_vector(q, None, "q"))[0]
-    return arr
+    arr = plain_configuration(model, q)
+    return arr if arr is not None else check_configurations(model, finite_vector(q, None, "q"))[0]
 
 
 def default_workers() -> int:
@@ -183,8 +189,8 @@ def modal_analysis_batch(model, qs, workers: int | None = None, chunk_size: int 
     """:func:`modal_analysis` for configurations ``qs`` (m, n), results in input order.
 
     Configurations are processed in chunks of at most ``chunk_size``, as many per worker
-    (vectorized assembly, one batched ``eig`` per chunk) by ``workers`` threads (default :func:`default_workers`), each with its own
-    model data. ``progress(k)`` is called after each chunk with the number of configurations done.
+    (vectorized assembly, one batched ``eig`` per chunk) by ``workers`` threads (default
+    :func:`default_workers`), each with its own model data. ``progress(k)`` is called after each chunk with the number of configurations done.
     """
     qs = check_configurations(model, qs, "configurations")
     if chunk_size < 1:

@@ -146,6 +146,13 @@ class SpectrumModes(NamedTuple):
     nreal: np.ndarray
     near_axis: np.ndarray
 
+    def stability(self, b: int, rtol: float = STABILITY_RTOL):
+        """(label, eigenvalues with Re λ ≥ −tol) of entry b (:func:`classify_stability`), the
+        exact check only where ``near_axis``."""
+        if not self.near_axis[b]:
+            return STABLE, _NO_EIGENVALUES
+        return classify_stability(self.wr[b] + 1j * self.wi[b], rtol)
+
 
 def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = None,
                           rtol: float = STABILITY_RTOL, result_type: type = None,
@@ -251,10 +258,8 @@ def mode_sets(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_type: t
         parts += [[modes.mode_shapes[b, :, :m] for b, m in enumerate(counts)],
                   [modes.real[b, :r] if r else _NO_REAL_EIGENVALUES for b, r in enumerate(nreal)]]
     out = []
-    for b, (f, z, lam, u, real, near, *extra) in enumerate(zip(*parts, modes.near_axis.tolist(),
-                                                               *(list(v) for v in (fields or {}).values()))):
-        label, bad = _stability(modes, b, rtol) if near else (STABLE, _NO_EIGENVALUES)
-        out.append(make(f, z, lam, u, real, label, bad, **dict(zip(keys, extra))))
+    for b, (f, z, lam, u, real, *extra) in enumerate(zip(*parts, *(list(v) for v in (fields or {}).values()))):
+        out.append(make(f, z, lam, u, real, *modes.stability(b, rtol), **dict(zip(keys, extra))))
     return out
 
 
@@ -263,14 +268,10 @@ def first_mode_set(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_ty
     """Entry 0 of ``modes`` as a ``result_type`` (default ModeSet) with ``fields``, its arrays
     copied (for kernel buffers that the next call reuses): :func:`mode_sets` for one spectrum."""
     m, r = int(modes.counts[0]), int(modes.nreal[0])
-    label, bad = _stability(modes, 0, rtol) if modes.near_axis[0] else (STABLE, _NO_EIGENVALUES)
     return (result_type or ModeSet)(modes.frequencies_hz[0, :m].copy(), modes.damping_ratios[0, :m].copy(),
                                     modes.eigenvalues[0, :m].copy(), modes.mode_shapes[0, :, :m].copy(),
-                                    modes.real[0, :r].copy() if r else _NO_REAL_EIGENVALUES, label, bad, **fields)
-
-
-def _stability(modes: SpectrumModes, b: int, rtol: float):
-    return classify_stability(modes.wr[b] + 1j * modes.wi[b], rtol)
+                                    modes.real[0, :r].copy() if r else _NO_REAL_EIGENVALUES,
+                                    *modes.stability(0, rtol), **fields)
 
 
 def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:

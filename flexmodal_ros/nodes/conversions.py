@@ -4,7 +4,6 @@ The only place where message fields are read or filled; nodes call these functio
 never sees a message.
 """
 import array
-import math
 
 import numpy as np
 
@@ -35,12 +34,12 @@ def _modal_overrides(model, request):
 
 def modal_request_to_core(model, request):
     """ComputeModalParameters.Request → (model with overrides, q in URDF order)."""
-    from ..modal import configuration_from_names
+    from ..modal import configuration_from_names, plain_configuration
 
     if not (request.joint_names or len(request.kp) or len(request.kd) or request.override_tool
             or request.override_wrench):       # the usual request: all joints in URDF order, no overrides
-        q = np.array(request.positions, dtype=float)
-        if q.shape == (model.n,) and math.isfinite(q @ q):
+        q = plain_configuration(model, request.positions)
+        if q is not None:
             return model, q                    # else the general path below names the problem
     q = configuration_from_names(model, list(request.joint_names), list(request.positions))
     return _modal_overrides(model, request), q

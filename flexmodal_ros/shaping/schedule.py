@@ -52,7 +52,7 @@ from ..blas import single_thread_blas
 from ..errors import InputError
 from ..modal import default_workers, linearized_batch, modal_analysis_batch, modal_spectra
 from ..model import create_data, ee_jacobian
-from ..modes import STABLE, classify_stability, frequencies_and_damping, track_modes
+from ..modes import STABLE, frequencies_and_damping, track_modes
 from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
 from ..parametric.path import DEFAULT_TOLERANCE as DEFAULT_EXPANSION_TOLERANCE
 from ..parametric.path import follow_path_modes
@@ -208,7 +208,8 @@ class _SampleSolver:
 def _eigenvalue_spectra(model, qs):
     """Eigenvalues-only spectra of configurations ``qs`` in chunks of ``SAMPLE_CHUNK`` (one thread)."""
     data = create_data(model)
-    return [modal_spectra(model, data, qs[i:i + SAMPLE_CHUNK], shapes=False)[0] for i in range(0, len(qs), SAMPLE_CHUNK)]
+    return [modal_spectra(model, data, qs[i:i + SAMPLE_CHUNK], shapes=False)[0]
+            for i in range(0, len(qs), SAMPLE_CHUNK)]
 
 
 class _Eigenvalues(NamedTuple):
@@ -222,8 +223,7 @@ class _Eigenvalues(NamedTuple):
     def join(cls, spectra, width):
         if not spectra:
             return cls(np.zeros(0, int), np.zeros((0, width), complex), [])
-        labels = [classify_stability(s.wr[b] + 1j * s.wi[b])[0] if near else STABLE
-                  for s in spectra for b, near in enumerate(s.near_axis.tolist())]
+        labels = [s.stability(b)[0] for s in spectra for b in range(s.counts.size)]
         return cls(np.concatenate([s.counts for s in spectra]), np.concatenate([s.eigenvalues for s in spectra]),
                    labels)
 
