@@ -8,7 +8,8 @@ node's integration rate (default 2 kHz: 2 steps) + the serialized JointState. Pr
 (p50/p99/max) per repeat and the median over repeats; a cycle is "late" when it alone takes longer
 than the 1 ms period. These are hot-loop figures: in the nodes, a cycle that follows 1 ms of
 waiting costs about twice as much (cold caches; see flexmodal_ros/nodes/realtime.py), which is
-what ``make demo`` reports. Run: ``python benchmarks/bench_controller.py``.
+what ``make demo`` reports; the spaced runs show it: the same cycles, each after 0.9 ms of sleep
+or of a busy loop. Run: ``python benchmarks/bench_controller.py``.
 """
 import argparse
 import statistics
@@ -25,8 +26,13 @@ from flexmodal_ros.simulation import (THESIS_VELOCITY_SCALE, FlexibleJointPlant,
 PERIOD = 1e-3
 
 
-def controller_cycles(model, cycles, compiled=True):
-    """Compute times [µs] of ``cycles`` controller cycles along the trajectory."""
+GAP = 0.9e-3          # idle time before each cycle in the spaced runs [s]
+
+
+def controller_cycles(model, cycles, compiled=True, gap=None):
+    """Compute times [µs] of ``cycles`` controller cycles along the trajectory; ``gap``: None
+    (back to back), "sleep" or "spin" (``GAP`` s of ``time.sleep`` or of a busy loop before each
+    cycle, as between two 1 kHz joint states)."""
     times, positions = thesis_trajectory(model)
     x0, hold = rest_state(model, positions[0])
     sim = Simulator(FlexibleJointPlant(model), x0, hold)
@@ -36,6 +42,12 @@ def controller_cycles(model, cycles, compiled=True):
     out = []
     for k in range(cycles):
         serialized, _ = state(k * PERIOD, *sim.sample(), *sim.efforts())
+        if gap == "sleep":
+            time.sleep(GAP)
+        elif gap == "spin":
+            until = time.perf_counter() + GAP
+            while time.perf_counter() < until:
+                pass
         start = time.perf_counter()
         ctrl.update_state(read.from_bytes(serialized), k * PERIOD, validated=True)
         if k == 0:
@@ -88,6 +100,9 @@ def main():
     slow = describe("baseline: same cycle, law on CasADi's VM",
                     [controller_cycles(model, args.cycles, compiled=False) for _ in range(args.repeats)])
     print(f"controller cycle p50: baseline / generated C = {slow / fast:.1f}x")
+    for gap, how in (("sleep", "time.sleep"), ("spin", "a busy loop")):
+        describe(f"controller cycle after {GAP * 1e3:g} ms of {how} (1 kHz spacing)",
+                 [controller_cycles(model, args.cycles // 3, gap=gap) for _ in range(args.repeats)])
     steps = int(round(args.integration_rate * PERIOD))
     describe(f"simulator 1 ms ({steps} RK4 steps at {args.integration_rate:g} Hz)",
              [simulator_periods(model, args.cycles, args.integration_rate) for _ in range(args.repeats)])

@@ -63,6 +63,7 @@ peaks at |q̇| = η'_max |q_b − q_a| / T and |q̈| = η''_max |q_b − q_a| / 
 η''_max ≈ 9.372). Gains and limits can change between cycles (:meth:`FailSafeController.configure`).
 """
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
@@ -456,13 +457,32 @@ class FailSafeController:
         of :meth:`update_state`'s ``received``) is given". A first waypoint with time > 0 is preceded by the measured
         position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
         measured position until its start. Returns a one-line description; InputError naming the
-        field otherwise.
+        field otherwise. The three steps :meth:`check_trajectory`, :meth:`shape_trajectory` and
+        :meth:`accept_trajectory` in one call.
         """
-        try:
-            traj = self._check_trajectory(times, positions, start_time, now)
-        except InputError:
-            self.counters.rejected_trajectories += 1
-            raise
+        return self.accept_trajectory(self.shape_trajectory(self.check_trajectory(times, positions, start_time, now)))
+
+    def check_trajectory(self, times, positions, start_time=None, now=None) -> _Trajectory:
+        """Step 1 of :meth:`set_trajectory`: the checked reference, not yet shaped (reads the last
+        sample). InputError (counted as a rejected trajectory) naming the field."""
+        with self._counted_rejection():
+            return self._check_trajectory(times, positions, start_time, now)
+
+    def shape_trajectory(self, traj: _Trajectory) -> _Trajectory:
+        """Step 2: ``traj`` through :attr:`shaper` (None: unchanged). Reads nothing the control
+        cycles change, so it may run while they go on (the controller node does: the shaping takes
+        tens of ms). InputError (counted) when the shaper refuses the path."""
+        if self.shaper is None:
+            return traj
+        with self._counted_rejection():
+            return _Trajectory(self.shaper(traj.path), traj.t0, traj.start_now)
+
+    def accept_trajectory(self, traj: _Trajectory) -> str:
+        """Step 3: ``traj`` becomes the reference (see :meth:`set_trajectory`); InputError
+        (counted) if the joint states were lost since step 1."""
+        with self._counted_rejection():
+            if self._sample is None or self.mode in (Mode.WAITING, Mode.STALE):
+                raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
         if self.mode == Mode.TRACKING:
             self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
         self._trajectory = traj
@@ -588,7 +608,16 @@ class FailSafeController:
                              f"{s.t:.4f} s)")
         path = PiecewiseC4Trajectory(times, positions)
         self._check_rates(path)
-        return _Trajectory(path if self.shaper is None else self.shaper(path), t0, start_time is None)
+        return _Trajectory(path, t0, start_time is None)
+
+    @contextmanager
+    def _counted_rejection(self):
+        """Count an InputError raised inside as a rejected trajectory (and raise it on)."""
+        try:
+            yield
+        except InputError:
+            self.counters.rejected_trajectories += 1
+            raise
 
     def _check_rates(self, path):
         """InputError naming the segment and joint whose peak speed or acceleration exceeds the limits."""

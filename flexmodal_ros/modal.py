@@ -16,7 +16,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -128,6 +128,37 @@ def modal_spectra(model, data, qs: np.ndarray, shapes: bool = True) -> tuple[Spe
         A = closed_loop_state_matrix(model, M, KG)
         spectra = eig.modes_many(np.ascontiguousarray(A.transpose(0, 2, 1)), 2 * model.n)
     return spectra, comp
+
+
+class ModalArrays(NamedTuple):
+    """Eigenvalue-only AMA of m configurations as arrays (no per-configuration objects):
+    ``num_modes`` (m,); ``frequencies_hz`` [Hz], ``damping_ratios`` (fractions) and
+    ``eigenvalues`` [rad/s] (m, h): configuration i's modes in its first num_modes[i] columns,
+    sorted by frequency as in :class:`ModalResult`, NaN after them (h = the largest count);
+    ``stability`` (m,) labels as ``ModalResult.stability``."""
+    num_modes: np.ndarray
+    frequencies_hz: np.ndarray
+    damping_ratios: np.ndarray
+    eigenvalues: np.ndarray
+    stability: list
+
+
+@single_thread_blas
+def modal_analysis_arrays(model, qs, chunk_size: int = 256) -> ModalArrays:
+    """The eigenvalue-only :func:`modal_analysis_batch` of configurations ``qs`` (m, n) on one
+    thread, returned as :class:`ModalArrays` (what a map or a sweep stores): the same f, ζ,
+    eigenvalues and stability, without building m result objects. Chunks of ``chunk_size``
+    configurations, one kernel call each."""
+    qs = check_configurations(model, qs, "configurations")
+    if chunk_size < 1:
+        raise InputError(f"chunk_size: must be >= 1, got {chunk_size}")
+    data = create_data(model)
+    parts = [modal_spectra(model, data, qs[i:i + chunk_size], shapes=False)[0]
+             for i in range(0, len(qs), chunk_size)]
+    counts = np.concatenate([p.counts for p in parts])
+    width = int(counts.max(initial=0))
+    freq, zeta, lam = (np.concatenate(arrays) for arrays in zip(*(p.padded(width) for p in parts)))
+    return ModalArrays(counts, freq, zeta, lam, [label for p in parts for label in p.labels()])
 
 
 def _analyse_chunk(model, data, qs: np.ndarray, shapes: bool = True) -> list[ModalResult]:

@@ -74,9 +74,10 @@ class FlexibleJointModel:
     def n(self):
         return len(self.joint_names)
 
-    @property
+    @functools.cached_property
     def W(self):
-        return 1.0 / self.r
+        """1 / r (transmission of (2.1)), computed once per model (read at every analysis)."""
+        return frozen(1.0 / self.r)
 
     def joint_index(self, name):
         """Index of a URDF joint name; InputError naming the joint if unknown."""

@@ -153,6 +153,26 @@ class SpectrumModes(NamedTuple):
             return STABLE, _NO_EIGENVALUES
         return classify_stability(self.wr[b] + 1j * self.wi[b], rtol)
 
+    def labels(self, rtol: float = STABILITY_RTOL) -> list:
+        """The stability label of every entry (:meth:`stability`)."""
+        return [self.stability(b, rtol)[0] if near else STABLE for b, near in enumerate(self.near_axis.tolist())]
+
+    def padded(self, width: int | None = None) -> tuple:
+        """(frequencies_hz, damping_ratios, eigenvalues) (B, width) with NaN after each entry's
+        ``counts[b]`` modes (``width`` default: the largest count)."""
+        width = int(self.counts.max(initial=0)) if width is None else width
+        if width < self.counts.max(initial=0):
+            raise ValueError(f"width {width} is less than the {self.counts.max()} modes of an entry")
+        empty = np.arange(width)[None, :] >= self.counts[:, None]
+        out = []
+        for values in (self.frequencies_hz, self.damping_ratios, self.eigenvalues):
+            padded = np.full((values.shape[0], width), np.nan, values.dtype)
+            common = min(width, values.shape[1])
+            padded[:, :common] = values[:, :common]
+            padded[empty] = np.nan
+            out.append(padded)
+        return tuple(out)
+
 
 def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = None,
                           rtol: float = STABILITY_RTOL, result_type: type = None,

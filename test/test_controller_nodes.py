@@ -308,7 +308,12 @@ def test_implausible_state_and_huge_or_fast_trajectories_are_rejected(controller
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
     from flexmodal_ros.nodes.conversions import core_to_trajectory
 
+    from rclpy.parameter import Parameter
+
     node, probe = controller
+    # Building and sending the 100 000-point message takes this process ~0.3 s without a joint
+    # state: the controller's own thread would rightly go stale after the fixture's 0.2 s.
+    assert node.set_parameters([Parameter("state_timeout_s", value=10.0)])[0].successful
     q = np.zeros(lwr.n)
 
     def huge(msg):
@@ -424,3 +429,99 @@ def test_integer_for_a_double_parameter_starts_the_modal_server(ros):
     with pytest.raises(FlexmodalError, match="parameter joint_state_timeout_s: expected a number"):
         ModalAnalysisServer(context=ros.context, parameter_overrides=[
             Parameter("robot", value="planar_2r"), Parameter("joint_state_timeout_s", value="fast")])
+
+
+def test_subscription_thread_takes_messages_under_the_lock_and_hands_its_failure_to_the_executor(ros):
+    """nodes/polled.py SubscriptionThread (the controller's cycle thread): every message reaches
+    ``on_message`` on its own thread while holding the lock (holding it elsewhere defers the
+    message), ``on_idle`` runs about every idle period, an exception in the thread is raised by
+    the executor's next spin, and stop() ends the thread."""
+    import threading
+    import time
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import String
+    from flexmodal_ros.nodes.polled import SubscriptionThread
+
+    node = ros.node("flexmodal_test_polled")
+    pub = node.create_publisher(String, "/flexmodal_test_polled", 10)
+    lock, got, idles, threads = threading.Lock(), [], [], set()
+
+    def on_message(raw):
+        assert lock.locked()
+        threads.add(threading.get_ident())
+        got.append(deserialize_message(raw, String).data)
+        if got[-1] == "fail":
+            raise RuntimeError("handler failed on purpose")
+
+    served = SubscriptionThread(node, String, "/flexmodal_test_polled", 10, on_message,
+                                lambda: idles.append(time.monotonic()), 0.01, lock, raw=True)
+    served.start()
+    try:
+        ros.spin_until(lambda: pub.get_subscription_count() > 0, 10.0, "subscribed")
+        pub.publish(String(data="a"))
+        ros.spin_until(lambda: got == ["a"], 10.0, "first message")
+        assert threads and threading.get_ident() not in threads
+        with lock:
+            pub.publish(String(data="b"))
+            time.sleep(0.2)
+            assert got == ["a"]
+        ros.spin_until(lambda: got == ["a", "b"], 10.0, "message deferred by the lock")
+        count = len(idles)
+        time.sleep(0.2)
+        assert 5 <= len(idles) - count <= 25                  # ~20 idle calls at 100 Hz
+        pub.publish(String(data="fail"))
+        with pytest.raises(RuntimeError, match="handler failed on purpose"):
+            ros.spin_until(lambda: False, 10.0, "the failure")
+    finally:
+        served.stop()
+    assert not served._thread.is_alive()
+
+
+def test_shaping_a_reference_does_not_stop_the_cycles(ros, lwr):
+    """shaping:=zvd: the shaping of an accepted reference (tens of ms) runs outside the control
+    thread's lock, so cycles go on meanwhile (counted across the controller's own shaping step)
+    and the default state_timeout_s (0.05 s) does not take it for a lost joint-state stream."""
+    import threading
+    import time
+    from pathlib import Path
+    from rclpy.parameter import Parameter
+    from flexmodal_ros.nodes.conversions import core_to_trajectory
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+    from flexmodal_ros.shaping.trajectory_file import read_waypoints
+
+    node = ros.add_node(FeedforwardPdController(context=ros.context, parameter_overrides=[
+        Parameter("robot", value="kuka_lwr4"), Parameter("shaping", value="zvd")]))
+    probe = Probe(ros, lwr)
+    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    path = read_waypoints(lwr, Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml")
+    q0 = np.array(path.positions[0])
+    during_shaping, shape = [], node.ctrl.shape_trajectory
+
+    def counted_shaping(checked):                 # the controller's own step, cycles counted around it
+        before = node.ctrl.counters.cycles
+        shaped = shape(checked)
+        during_shaping.append(node.ctrl.counters.cycles - before)
+        return shaped
+
+    node.ctrl.shape_trajectory = counted_shaping
+    stop = threading.Event()
+
+    def states():                                 # ~500 Hz from a thread of their own
+        k = 0
+        while not stop.is_set():
+            probe.publish_state(1.0 + 0.002 * k, q0)
+            k += 1
+            time.sleep(0.002)
+
+    sender = threading.Thread(target=states)
+    sender.start()
+    try:
+        probe.wait_status(r"^hold: valid joint state")
+        probe.trajectories.publish(core_to_trajectory(lwr.joint_names, np.array(path.times),
+                                                      np.array(path.positions)))
+        probe.wait_status(r"^trajectory accepted: .*shaped zvd", timeout=60.0)
+    finally:
+        stop.set()
+        sender.join()
+    assert during_shaping and during_shaping[0] > 0
+    assert not [s for s in probe.statuses if s.startswith("stale")], probe.statuses

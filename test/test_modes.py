@@ -1,7 +1,9 @@
 """Shared modal helpers (modes.py): f/ζ from eigenvalues, stability with a relative tolerance,
 sorting and shape normalization; the flexible-joint AMA uses them (issue 11 item 14)."""
 import numpy as np
+import pytest
 
+from flexmodal_ros.errors import InputError
 from flexmodal_ros.modal import modal_analysis
 from flexmodal_ros.model import with_overrides
 from flexmodal_ros.modes import (MARGINAL, STABLE, UNSTABLE, classify_stability,
@@ -47,6 +49,30 @@ def test_undamped_robot_is_marginally_stable_not_unstable():
     assert r.stability == MARGINAL and not r.stable
     assert np.all(np.abs(r.damping_ratios) < 1e-9)
     assert r.to_dict()["stability"] == MARGINAL
+
+
+def test_eigenvalue_arrays_equal_the_eigenvalue_only_batch():
+    """modal_analysis_arrays (no result objects, chunks joined) = modal_analysis_batch(shapes=False)
+    bit for bit: f, ζ, eigenvalues, counts, stability (stable kuka_lwr4, marginal undamped
+    planar_2r); NaN after each configuration's modes; bad configurations refused by name."""
+    from flexmodal_ros.modal import modal_analysis_arrays, modal_analysis_batch
+    cases = [(load_robot("kuka_lwr4"), 2.0), (with_overrides(load_robot("planar_2r"), kd=0.0, d_f=0.0, d_fm=0.0), 1.5)]
+    for m, spread in cases:
+        qs = np.random.default_rng(3).uniform(-spread, spread, (11, m.n))
+        arrays = modal_analysis_arrays(m, qs, chunk_size=4)
+        ref = modal_analysis_batch(m, qs, workers=1, shapes=False)
+        assert arrays.stability == [r.stability for r in ref]
+        np.testing.assert_array_equal(arrays.num_modes, [r.num_modes for r in ref])
+        for b, r in enumerate(ref):
+            np.testing.assert_array_equal(arrays.eigenvalues[b, :r.num_modes], r.eigenvalues)
+            np.testing.assert_array_equal(arrays.frequencies_hz[b, :r.num_modes], r.frequencies_hz)
+            np.testing.assert_array_equal(arrays.damping_ratios[b, :r.num_modes], r.damping_ratios)
+            assert np.isnan(arrays.frequencies_hz[b, r.num_modes:]).all()
+    assert set(arrays.stability) == {MARGINAL}
+    with pytest.raises(InputError, match="configurations: expected 2 values"):
+        modal_analysis_arrays(m, np.zeros((3, 3)))
+    with pytest.raises(InputError, match="configurations"):
+        modal_analysis_arrays(m, [[0.1, float("nan")]])
 
 
 def test_fast_single_path_equals_batched_path():
@@ -119,7 +145,6 @@ def test_real_layout_modes_equal_complex_modes():
 def test_repeated_eig_equals_numpy_with_and_without_the_bundled_lapack():
     """RepeatedEig (ctypes dgeev of NumPy's OpenBLAS, and its SciPy fallback) gives numpy's
     eigenvalues and eigenvectors; bad batches are refused with a message."""
-    import pytest
 
     from flexmodal_ros.lapack import RepeatedEig, _numpy_dgeev_work
     assert _numpy_dgeev_work() is not None      # the pinned NumPy wheel bundles it
@@ -173,6 +198,14 @@ def test_compiled_kernel_equals_the_numpy_reference():
             np.copyto(solver.a, A[b])
             single.append(first_mode_set(solver.modes(rows)))
         assert {r.stability for r in ref} == {STABLE, MARGINAL, UNSTABLE}
+        spectra = solver.modes_many(at.copy(), rows)
+        assert spectra.labels() == [r.stability for r in ref]
+        freq, zeta, lam = spectra.padded(rows)
+        for b, r in enumerate(fast):                        # the same kernel output as objects
+            np.testing.assert_array_equal(lam[b, :r.num_modes], r.eigenvalues)
+            np.testing.assert_array_equal(freq[b, :r.num_modes], r.frequencies_hz)
+            np.testing.assert_array_equal(zeta[b, :r.num_modes], r.damping_ratios)
+            assert np.isnan(freq[b, r.num_modes:]).all() and np.isnan(lam[b, r.num_modes:]).all()
         for r, f, s in zip(ref, fast, single):
             for x in (f, s):
                 assert x.num_modes == r.num_modes and x.stability == r.stability
@@ -189,7 +222,6 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
     """The kernel's A (2.14) from (template, rhs, M⁻¹, K_G) gives the modes of
     linearize.single_state_matrix's A; wrong shapes or layouts raise ValueError naming the part."""
     import pinocchio as pin
-    import pytest
 
     from flexmodal_ros.lapack import repeated_eig
     from flexmodal_ros.linearize import configuration_terms, single_state_matrix, state_template

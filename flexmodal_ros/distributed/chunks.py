@@ -4,7 +4,8 @@ A chunk is a contiguous slice of the configuration sequence, a multiple of the e
 size (:func:`flexmodal_ros.modal.modal_analysis_batch`, 256 configurations per vectorized
 assembly + batched ``eig``). Grid chunks travel as the small :class:`~flexmodal_ros.sweep.ConfigGrid`
 plus (start, stop): their rows are generated on the worker. The results come back as a few dense
-arrays (:class:`ChunkResult`), not one object per configuration.
+arrays (:class:`ChunkResult`), not one object per configuration; eigenvalue-only chunks never
+build any (:func:`flexmodal_ros.modal.modal_analysis_arrays`).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..modal import modal_analysis_batch
+from ..modal import modal_analysis_arrays, modal_analysis_batch
 from ..modes import MARGINAL, STABLE, UNSTABLE, track_modes
 
 KERNEL_BATCH = 256                 # configurations per vectorized assembly + batched eig
@@ -72,12 +73,20 @@ def analyse_rows(model, piece, start: int, stop: int, shapes: bool = True):
 def compute_chunk(model, piece, index: int, start: int, stop: int,
                   options: ChunkOptions) -> ChunkResult:
     """Modal analysis of configurations ``start``..``stop``−1 packed into a :class:`ChunkResult`."""
+    code = {label: i for i, label in enumerate(STABILITY_CODES)}
+    if not options.shapes:
+        qs = rows_of(piece, start, stop)
+        arrays = modal_analysis_arrays(model, qs, chunk_size=KERNEL_BATCH)
+        freq, zeta = (np.full((len(qs), options.width), np.nan) for _ in range(2))
+        freq[:, :arrays.frequencies_hz.shape[1]] = arrays.frequencies_hz
+        zeta[:, :arrays.damping_ratios.shape[1]] = arrays.damping_ratios
+        return ChunkResult(index, start, np.array(qs, float), freq, zeta, arrays.num_modes.astype(np.int16),
+                           np.array([code[s] for s in arrays.stability], np.int8), None, None, None, None, "")
     results = analyse_rows(model, piece, start, stop, options.shapes)
     c, width = len(results), options.width
     freq = np.full((c, width), np.nan)
     zeta = np.full((c, width), np.nan)
     count = np.empty(c, np.int16)
-    code = {label: i for i, label in enumerate(STABILITY_CODES)}
     stability = np.array([code[r.stability] for r in results], np.int8)
     for i, r in enumerate(results):
         m = count[i] = r.num_modes

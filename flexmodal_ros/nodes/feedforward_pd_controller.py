@@ -4,10 +4,13 @@ Runs :class:`flexmodal_ros.control.FailSafeController` (tracking law, hold law (
 fail-safe policy documented there). One control cycle per ``/joint_states`` sample (the simulator,
 or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sample's stamp is the
 cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Float64MultiArray,
-motor torques [N m] in URDF joint order). A watchdog at ``watchdog_rate_hz`` (steady clock, or
-simulation time with ``use_sim_time``) publishes
-the STALE static-hold command when no valid joint state arrived for ``state_timeout_s`` (the drive
-holds the last command in between, zero-order hold).
+motor torques [N m] in URDF joint order). The cycles run on a thread of their own that waits for
+joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the executor keeps the
+trajectories, parameters and services, which never run during a cycle). The same thread checks a
+watchdog ``watchdog_rate_hz`` times per second (steady time; the state's age on the steady clock, or
+on simulation time with ``use_sim_time``), which publishes the STALE static-hold command when no
+valid joint state arrived for ``state_timeout_s`` (the drive holds the last command in between,
+zero-order hold).
 
 Parameters, read-only: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd and effort limits
 from there); ``link_state`` ("absolute": /joint_states of the built-in simulator; "deflection":
@@ -17,7 +20,8 @@ the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100);
 ``shaping`` (none | zv | zvd | ei: each accepted reference is input-shaped with the modes of the
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
-is reported on ``~/status`` with the acceptance); ``shaping_modal`` (exact | polynomial: the exact
+is reported on ``~/status`` with the acceptance; the shaping runs outside the lock, so the
+cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the exact
 AMA at every path sample, or polynomial eigenvalues of the shaped modes); ``realtime_priority`` /
 ``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
@@ -45,6 +49,8 @@ more than 1.5 periods after the previous one, counters, mode); ``~/reset_statist
 clears the compute-time window and late_cycles, e.g. right before a trajectory).
 """
 import json
+import sys
+import threading
 import time
 
 from rclpy.node import Node
@@ -62,6 +68,7 @@ from ..shaping import ReferenceShaper, check_modal, check_shaping
 from .common import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                      run_node, seconds, timing_clock)
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
+from .polled import SubscriptionThread
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
@@ -97,9 +104,10 @@ class FeedforwardPdController(Node):
                               ("max_trajectory_duration_s", defaults.max_trajectory_duration)):
             self.settable.declare(name, default)
         self.ctrl = FailSafeController(self.model)
+        self.lock = threading.Lock()        # the control thread's cycles vs the executor's callbacks
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
-        self.settable.on_change(self._apply_parameters)
+        self.settable.on_change(self._locked(self._apply_parameters))
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = MessageThrottle(1.0)
         self._event_mode = None             # mode of the last reported controller event
@@ -111,20 +119,32 @@ class FeedforwardPdController(Node):
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
         # it until the reliable protocol repairs the loss (matches reliable publishers too). Raw:
         # the callback gets the serialized bytes (no message object built per sample).
-        self.create_subscription(JointState, "/joint_states", self.on_joint_state,
-                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT), raw=True)
+        self.control_thread = SubscriptionThread(
+            self, JointState, "/joint_states", QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
+            self.on_joint_state, self.on_watchdog, 1.0 / p["watchdog_rate_hz"], self.lock, raw=True)
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
-        self.create_service(Trigger, "~/reset_statistics", self.on_reset_statistics)
+        self.create_service(Trigger, "~/reset_statistics", self._locked(self.on_reset_statistics))
         self.period = 1.0 / p["rate_hz"]
         self._last_cycle = None
         self.late_cycles = 0
-        self.create_timer(1.0 / p["watchdog_rate_hz"], self.on_watchdog, clock=self._clock)
         scheduling = apply_realtime(self.get_logger(), *realtime)
+        self.control_thread.start()         # inherits the scheduling just applied
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.ctrl.model.kp.tolist()}, kd "
                                f"{self.ctrl.model.kd.tolist()}), feedforward "
                                f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping} "
                                f"({self.shaping_modal} modes), {scheduling}")
+
+    def _locked(self, callback):
+        """``callback`` holding :attr:`lock` (for the executor's callbacks)."""
+        def locked(*args):
+            with self.lock:
+                return callback(*args)
+        return locked
+
+    def destroy_node(self):
+        self.control_thread.stop()
+        return super().destroy_node()
 
     def _apply_parameters(self, values):
         """The settable parameters → controller (checked first, then taken over together)."""
@@ -188,15 +208,22 @@ class FeedforwardPdController(Node):
                 raise FlexmodalError(f"not a valid serialized JointTrajectory ({exc})") from None
             reference = trajectory_to_core(self.model, msg, self.ctrl.limits.max_trajectory_points)
         except FlexmodalError as exc:
-            self.ctrl.counters.rejected_trajectories += 1
-            self._report_throttled(f"trajectory rejected: {exc}")
+            with self.lock:
+                self.ctrl.counters.rejected_trajectories += 1
+                self._report_throttled(f"trajectory rejected: {exc}")
             return
         try:
-            description = self.ctrl.set_trajectory(*reference, now=seconds(self._clock))
+            with self.lock:
+                checked = self.ctrl.check_trajectory(*reference, now=seconds(self._clock))
+            shaped = self.ctrl.shape_trajectory(checked)        # tens of ms: the cycles go on
+            with self.lock:
+                description = self.ctrl.accept_trajectory(shaped)
         except FlexmodalError as exc:
-            self._report_throttled(f"trajectory rejected: {exc}")
+            with self.lock:
+                self._report_throttled(f"trajectory rejected: {exc}")
             return
-        self._report(description, warn="WARNING" in description)
+        with self.lock:
+            self._report(description, warn="WARNING" in description)
 
     def on_statistics(self, request, response):
         response.success = True
@@ -210,13 +237,16 @@ class FeedforwardPdController(Node):
         return response
 
     def statistics(self):
-        """Cycle counts, compute time per cycle [µs] (distribution over the last cycles), mode."""
-        c = self.ctrl.counters
-        return {"mode": self.ctrl.mode.value, "cycles": c.cycles, "rejected_samples": c.rejected_samples,
-                "rejected_trajectories": c.rejected_trajectories, "saturated_cycles": c.saturated_cycles,
-                "saturated_per_joint": dict(zip(self.model.joint_names, c.saturated_per_joint)),
-                **self.compute_us.distribution("compute_us", COMPUTE_BUDGET_US),
-                "late_cycles": self.late_cycles}
+        """Cycle counts, compute time per cycle [µs] (distribution over the last cycles), mode. The
+        counters and the window are copied under the lock, the distribution is computed after it."""
+        with self.lock:
+            c = self.ctrl.counters
+            out = {"mode": self.ctrl.mode.value, "cycles": c.cycles, "rejected_samples": c.rejected_samples,
+                   "rejected_trajectories": c.rejected_trajectories, "saturated_cycles": c.saturated_cycles,
+                   "saturated_per_joint": dict(zip(self.model.joint_names, list(c.saturated_per_joint))),
+                   "late_cycles": self.late_cycles}
+            compute_us = self.compute_us.values()
+        return {**out, **self.compute_us.distribution("compute_us", COMPUTE_BUDGET_US, compute_us)}
 
     def _send(self, command):
         self.command_pub.publish(self._serialize_command(command.tau))
@@ -252,7 +282,13 @@ class FeedforwardPdController(Node):
         self.status_pub.publish(String(data=text))
 
 
+# A thread waiting for the GIL gets it after at most this long [s] (Python's default: 5 ms): the
+# control thread waits no longer than that behind the shaping of a new reference.
+GIL_SWITCH_INTERVAL = 2e-4
+
+
 def main(args=None):
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     return run_node(FeedforwardPdController, "feedforward_pd_controller", args)
 
 

@@ -112,8 +112,8 @@ class ModalAnalysisServer(Node):
                 result = sampled_modal_analysis(model, q, rate, hold, self.data)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
-        response.result = modal_result_to_msg(result, self.model.joint_names, self.get_clock().now().to_msg(),
-                                              limit_warnings(self.model, q, "positions"))
+        modal_result_to_msg(result, self.model.joint_names, self.get_clock().now().to_msg(),
+                            limit_warnings(self.model, q, "positions"), msg=response.result)
         response.success, response.message = True, ""
         return response
 

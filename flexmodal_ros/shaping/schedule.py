@@ -223,7 +223,7 @@ class _Eigenvalues(NamedTuple):
     def join(cls, spectra, width):
         if not spectra:
             return cls(np.zeros(0, int), np.zeros((0, width), complex), [])
-        labels = [s.stability(b)[0] for s in spectra for b in range(s.counts.size)]
+        labels = [label for s in spectra for label in s.labels()]
         return cls(np.concatenate([s.counts for s in spectra]), np.concatenate([s.eigenvalues for s in spectra]),
                    labels)
 
