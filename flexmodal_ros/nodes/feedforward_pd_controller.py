@@ -4,13 +4,14 @@ Runs :class:`flexmodal_ros.control.FailSafeController` (tracking law, hold law (
 fail-safe policy documented there). One control cycle per ``/joint_states`` sample (the simulator,
 or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sample's stamp is the
 cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Float64MultiArray,
-motor torques [N m] in URDF joint order). The cycles run on a thread of their own that waits for
-joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the executor keeps the
-trajectories, parameters and services, which never run during a cycle). The same thread checks a
-watchdog ``watchdog_rate_hz`` times per second (steady time; the state's age on the steady clock, or
-on simulation time with ``use_sim_time``), which publishes the STALE static-hold command when no
-valid joint state arrived for ``state_timeout_s`` (the drive holds the last command in between,
-zero-order hold).
+motor torques [N m] in URDF joint order). On the steady clock the cycles run on a thread of their
+own that waits for joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the
+executor keeps the trajectories, parameters and services, which never run during a cycle), and the
+same thread checks a watchdog ``watchdog_rate_hz`` times per second. With ``use_sim_time`` the
+executor runs both (a joint-state callback and a timer on simulation time): it also takes /clock,
+and a watchdog on another thread could read a simulation time newer than the states it has seen.
+The watchdog publishes the STALE static-hold command when no valid joint state arrived for
+``state_timeout_s`` (the drive holds the last command in between, zero-order hold).
 
 Parameters, read-only: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd and effort limits
 from there); ``link_state`` ("absolute": /joint_states of the built-in simulator; "deflection":
@@ -20,8 +21,8 @@ the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100);
 ``shaping`` (none | zv | zvd | ei: each accepted reference is input-shaped with the modes of the
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
-is reported on ``~/status`` with the acceptance; the shaping runs outside the lock, so the
-cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the exact
+is reported on ``~/status`` with the acceptance; on the steady clock the shaping runs outside the
+lock, so the cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the exact
 AMA at every path sample, or polynomial eigenvalues of the shaped modes); ``realtime_priority`` /
 ``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
@@ -53,6 +54,7 @@ import sys
 import threading
 import time
 
+from rclpy.clock import ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -119,9 +121,15 @@ class FeedforwardPdController(Node):
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
         # it until the reliable protocol repairs the loss (matches reliable publishers too). Raw:
         # the callback gets the serialized bytes (no message object built per sample).
-        self.control_thread = SubscriptionThread(
-            self, JointState, "/joint_states", QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
-            self.on_joint_state, self.on_watchdog, 1.0 / p["watchdog_rate_hz"], self.lock, raw=True)
+        states_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+        if self._clock.clock_type is ClockType.STEADY_TIME:
+            self.control_thread = SubscriptionThread(self, JointState, "/joint_states", states_qos, self.on_joint_state,
+                                                     self.on_watchdog, 1.0 / p["watchdog_rate_hz"], self.lock, raw=True)
+        else:   # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
+            self.control_thread = None
+            self.create_subscription(JointState, "/joint_states", self._locked(self.on_joint_state), states_qos,
+                                     raw=True)
+            self.create_timer(1.0 / p["watchdog_rate_hz"], self._locked(self.on_watchdog), clock=self._clock)
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
         self.create_service(Trigger, "~/reset_statistics", self._locked(self.on_reset_statistics))
@@ -129,7 +137,8 @@ class FeedforwardPdController(Node):
         self._last_cycle = None
         self.late_cycles = 0
         scheduling = apply_realtime(self.get_logger(), *realtime)
-        self.control_thread.start()         # inherits the scheduling just applied
+        if self.control_thread is not None:
+            self.control_thread.start()     # inherits the scheduling just applied
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.ctrl.model.kp.tolist()}, kd "
                                f"{self.ctrl.model.kd.tolist()}), feedforward "
                                f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping} "
@@ -143,7 +152,8 @@ class FeedforwardPdController(Node):
         return locked
 
     def destroy_node(self):
-        self.control_thread.stop()
+        if self.control_thread is not None:
+            self.control_thread.stop()
         return super().destroy_node()
 
     def _apply_parameters(self, values):
