@@ -86,8 +86,8 @@ def _doubles(values) -> array.array:
 def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
     """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time;
     ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.modal.limit_warnings`);
-    ``msg``: a new (default) message to fill, e.g. a response's field (a rosidl message's
-    constructor costs ~20 µs), instead of a new one."""
+    ``msg``: a new (default) message to fill, e.g. a response's field, instead of building
+    another one."""
     from flexmodal_interfaces.msg import ModalParameters
 
     msg = ModalParameters() if msg is None else msg
