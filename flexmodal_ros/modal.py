@@ -142,6 +142,22 @@ class ModalArrays(NamedTuple):
     eigenvalues: np.ndarray
     stability: list
 
+    @classmethod
+    def joined(cls, parts, width: int) -> "ModalArrays":
+        """``parts`` (ModalArrays of consecutive configurations) as one, ``width`` columns (at
+        least every part's)."""
+        def stacked(name, dtype):
+            out = np.full((sum(len(p.num_modes) for p in parts), width), np.nan, dtype)
+            row = 0
+            for p in parts:
+                values = getattr(p, name)
+                out[row:row + len(values), :values.shape[1]] = values
+                row += len(values)
+            return out
+        return cls(np.concatenate([np.zeros(0, int)] + [p.num_modes for p in parts]),
+                   stacked("frequencies_hz", float), stacked("damping_ratios", float), stacked("eigenvalues", complex),
+                   [label for p in parts for label in p.stability])
+
 
 @single_thread_blas
 def modal_analysis_arrays(model, qs, chunk_size: int = 256) -> ModalArrays:

@@ -44,13 +44,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from ..blas import single_thread_blas
 from ..errors import InputError
-from ..modal import default_workers, linearized_batch, modal_analysis_batch, modal_spectra
+from ..modal import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
 from ..model import create_data, ee_jacobian
 from ..modes import STABLE, frequencies_and_damping, track_modes
 from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
@@ -155,7 +154,7 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     extra = {}
     if modal == "exact":
         count = anchor_lam.shape[1]
-        _check_spectra(light.stability, light.counts.tolist(), others, qs, count)
+        _check_spectra(light.stability, light.num_modes.tolist(), others, qs, count)
         eig = np.empty((m, count), complex)
         eig[anchors] = [r.eigenvalues for r in full]
         eig[others] = light.eigenvalues[:, :count]
@@ -185,7 +184,7 @@ class _SampleSolver:
         self._pool = ThreadPoolExecutor(workers)
         self._anchors = [self._pool.submit(modal_analysis_batch, model, qs[a], workers=1, shapes=True,
                                            chunk_size=SAMPLE_CHUNK) for a in np.array_split(anchors, workers)]
-        self._others = [self._pool.submit(_eigenvalue_spectra, model, qs[o])
+        self._others = [self._pool.submit(modal_analysis_arrays, model, qs[o], SAMPLE_CHUNK)
                         for o in np.array_split(others, workers) if o.size]
         self._width = 2 * model.n
 
@@ -193,9 +192,9 @@ class _SampleSolver:
         """The anchors' ModalResults, in sample order (waits for them)."""
         return [r for f in self._anchors for r in f.result()]
 
-    def others(self) -> "_Eigenvalues":
+    def others(self) -> ModalArrays:
         """The other samples' eigenvalues, in sample order (waits for them)."""
-        return _Eigenvalues.join([s for f in self._others for s in f.result()], self._width)
+        return ModalArrays.joined([f.result() for f in self._others], self._width)
 
     def __enter__(self):
         return self
@@ -203,29 +202,6 @@ class _SampleSolver:
     def __exit__(self, *exc):
         self._pool.shutdown(wait=True, cancel_futures=True)
         return False
-
-
-def _eigenvalue_spectra(model, qs):
-    """Eigenvalues-only spectra of configurations ``qs`` in chunks of ``SAMPLE_CHUNK`` (one thread)."""
-    data = create_data(model)
-    return [modal_spectra(model, data, qs[i:i + SAMPLE_CHUNK], shapes=False)[0]
-            for i in range(0, len(qs), SAMPLE_CHUNK)]
-
-
-class _Eigenvalues(NamedTuple):
-    """Eigenvalues-only AMA of many samples: modes per sample ``counts`` (k,), the sorted modes
-    ``eigenvalues`` (k, h) (the first counts[i] of row i) and the stability label of each sample."""
-    counts: np.ndarray
-    eigenvalues: np.ndarray
-    stability: list
-
-    @classmethod
-    def join(cls, spectra, width):
-        if not spectra:
-            return cls(np.zeros(0, int), np.zeros((0, width), complex), [])
-        labels = [label for s in spectra for label in s.labels()]
-        return cls(np.concatenate([s.counts for s in spectra]), np.concatenate([s.eigenvalues for s in spectra]),
-                   labels)
 
 
 def _check_spectra(labels, counts, samples, qs, count):
