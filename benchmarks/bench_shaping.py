@@ -7,7 +7,10 @@ selection, the shaper at every sample, splines, the exact shaped reference at 20
 C⁴ piecewise polynomial a control cycle evaluates). Target <= 50 ms. In one run, median of repeats:
 
 1. exact: the closed-loop AMA at 100 Hz along the path (501 configurations: eigenvalues and mode
-   shapes at every 10th for MAC tracking and the mode selection, eigenvalues only at the others);
+   shapes at every 10th for MAC tracking and the mode selection; at the others the shaped modes'
+   eigenvalues by Newton continuation with the K̄ > 0 stability certificate,
+   flexmodal_ros.mode_continuation, which the breakdown compares with the full eigenvalue-only
+   AMA there);
 2. polynomial: the same anchors, then the shaped modes' eigenvalues from expansions in the path
    parameter (flexmodal_ros.parametric.path), two-point Taylor interpolation between them;
 3. fixed-frequency: the same ZVD (same modes) from the start configuration's modes only, no AMA
@@ -29,11 +32,13 @@ import numpy as np
 from flexmodal_ros.linearize import closed_loop_state_matrix, configuration_terms
 from flexmodal_ros.modal import modal_analysis, modal_analysis_batch
 from flexmodal_ros.model import create_data
+from flexmodal_ros.modes import track_modes
 from flexmodal_ros.parametric.flexible_joint import segment_taylor_map
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.shaping import (DEFAULT_EXPANSION_ORDER, convolve, path_modes, shape_trajectory, shape_with,
                                    shaper_schedule, zvd)
 from flexmodal_ros.shaping.reference import ShapedTrajectory, path_samples
+from flexmodal_ros.shaping.schedule import _continued, _interpolated
 from flexmodal_ros.simulation import thesis_trajectory
 from flexmodal_ros.trajectory import PiecewiseC4Trajectory
 
@@ -92,6 +97,13 @@ def main():
     others = np.setdiff1d(np.arange(samples), pm.anchors)
     M, KG, _ = configuration_terms(model, create_data(model), qs)
     A = closed_loop_state_matrix(model, M, KG)
+    full = modal_analysis_batch(model, qs[pm.anchors])
+    order, _ = track_modes(full)
+    guess = _interpolated(np.array([r.eigenvalues[o] for r, o in zip(full, order)]), pm.anchors, samples)
+
+    def continuation():          # the exact path at the other samples: terms, certificate, Newton
+        M, KG, _ = configuration_terms(model, create_data(model), qs[others])
+        return _continued(model, M, KG, guess.copy(), others, pm.selected, pm.anchors, full, order)
     schedule = shaper_schedule(pm, "zvd")
     cases = {modal: (lambda modal=modal: shape_trajectory(model, path, "zvd", knot_rate_hz=KNOT_RATE_HZ,
                                                           ama_rate_hz=AMA_RATE_HZ, modal=modal))
@@ -102,6 +114,7 @@ def main():
                               shape_with(path, fixed, knot_rate_hz=KNOT_RATE_HZ)),
         "anchors": lambda: modal_analysis_batch(model, qs[pm.anchors], shapes=True),
         "others": lambda: modal_analysis_batch(model, qs[others], shapes=False),
+        "continuation": continuation,
         "modes_exact": lambda: path_modes(model, path, AMA_RATE_HZ),
         "modes_polynomial": lambda: path_modes(model, path, AMA_RATE_HZ, modal="polynomial"),
         "schedule": lambda: shaper_schedule(pm, "zvd"),
@@ -138,9 +151,11 @@ def main():
     cycles = np.arange(0.0, traj.duration, 1e-3)
     t_cycle = timed(lambda: [traj.sample(t) for t in cycles], 3)[0] / cycles.size
     per_expansion = (wall["modes_polynomial"] - wall["anchors"]) / poly_pm.expansion_samples.size
-    print(f"breakdown (wall): AMA with shapes at {pm.anchors.size} anchors {wall['anchors'] * 1e3:.1f} ms, eigenvalues "
-          f"only at the other {others.size} {wall['others'] * 1e3:.1f} ms ({wall['others'] / others.size * 1e6:.0f} "
-          f"us/config); path modes (+ tracking, selection) exact {wall['modes_exact'] * 1e3:.1f} ms, polynomial "
+    left = runs["continuation"][2].size
+    print(f"breakdown (wall): AMA with shapes at {pm.anchors.size} anchors {wall['anchors'] * 1e3:.1f} ms; at the other "
+          f"{others.size}: continuation of the {len(s)} shaped modes (terms, certificate, Newton) "
+          f"{wall['continuation'] * 1e3:.1f} ms ({left} samples left for a full AMA), against the full eigenvalue-only "
+          f"AMA {wall['others'] * 1e3:.1f} ms ({wall['others'] / others.size * 1e6:.0f} us/config); path modes (+ tracking, selection) exact {wall['modes_exact'] * 1e3:.1f} ms, polynomial "
           f"{wall['modes_polynomial'] * 1e3:.1f} ms ({per_expansion * 1e3:.1f} ms per expansion with its checks); "
           f"shaper design + splines {wall['schedule'] * 1e3:.1f} ms; piecewise polynomial "
           f"{wall['table'] * 1e3:.1f} ms; per control cycle (sample) {t_cycle * 1e6:.1f} us")

@@ -10,7 +10,7 @@ import pytest
 
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.errors import InputError
-from flexmodal_ros.modal import linearized_batch, modal_analysis
+from flexmodal_ros.modal import linearized_batch, modal_analysis, modal_analysis_arrays
 from flexmodal_ros.model import create_data, ee_jacobian, with_overrides
 from flexmodal_ros.robots import load_robot
 from flexmodal_ros.shaping import (KINDS, PassThrough, ReferenceShaper, ShapedTrajectory, check_shaping, convolve,
@@ -260,6 +260,36 @@ def test_schedule_follows_the_exact_ama_along_the_path(lwr, lwr_move, lwr_modes)
     assert np.all(np.abs(np.diff(f2)) < 0.1)                     # smooth: no mode swapped by tracking
     fixed = shaper_schedule(pm, "zvd", fixed=True)
     assert np.all(fixed.delays == fixed.delays[0])
+
+
+@pytest.mark.parametrize("wrench", [None, [0.0, 0.0, -20.0, 0.0, 0.0, 0.0]])
+def test_exact_path_modes_are_the_eigenvalues_at_every_sample(lwr, benchmark_move, wrench):
+    """modal="exact": at every one of the 501 samples the selected modes' f and ζ are those of the
+    eigenvalue of the full eigen-decomposition there nearest the straight-line interpolation of
+    the mode between its neighbouring anchors (1e-12 relative). Without a wrench they come from
+    Newton continuation with the K̄ > 0 certificate; with one (the certificate does not apply)
+    from the full decomposition."""
+    model = lwr if wrench is None else with_overrides(lwr, wrench=wrench)
+    pm = path_modes(model, benchmark_move)
+    lam = 2 * np.pi * pm.frequencies_hz * (-pm.damping_ratios + 1j * np.sqrt(1 - pm.damping_ratios ** 2))
+    rows = np.arange(lam.shape[0])
+    guess = np.array([np.interp(rows, pm.anchors, lam[pm.anchors, k].real)
+                      + 1j * np.interp(rows, pm.anchors, lam[pm.anchors, k].imag) for k in pm.selected]).T
+    spectra = modal_analysis_arrays(model, pm.configurations).eigenvalues
+    nearest = np.take_along_axis(spectra, np.nanargmin(np.abs(guess[:, :, None] - spectra[:, None, :]), axis=2), 1)
+    assert lam.shape[0] == 501
+    np.testing.assert_allclose(lam[:, list(pm.selected)], nearest, rtol=1e-12)
+
+
+def test_instability_between_anchors_is_found(lwr):
+    """Weak position gains (kp × 0.012): the arm near upright is unstable at path samples 34-37
+    only, between the anchors 30 and 40 (full eigen-decomposition at every sample, measured);
+    the certificate finds it and the error names the first unstable sample."""
+    weak = with_overrides(lwr, kp=lwr.kp * 0.012)
+    down = [0.0, 1.5, 0.0, 0.0, 0.0, 0.0, 0.0]
+    path = PiecewiseC4Trajectory([0.0, 0.35, 0.8], [down, [0.0, 0.15, 0.0, 0.0, 0.0, 0.0, 0.0], down])
+    with pytest.raises(InputError, match="unstable at path sample 34 "):
+        path_modes(weak, path)
 
 
 def test_linearized_residual_vibration_shaped_versus_unshaped(lwr_move, lwr_modes):

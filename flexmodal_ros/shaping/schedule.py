@@ -7,10 +7,19 @@ eigenvalues and mode shapes at every ``anchor_stride``-th sample and the last (t
 where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.track_modes`) and the modes to
 shape are selected (below). f and ζ at the other samples come from
 
-- ``modal="exact"``: the exact AMA at every other sample, eigenvalues only (half the cost of an
-  analysis with shapes; anchors and other samples split evenly over the ``workers`` threads of
-  one pool); between two anchors a tracked mode is the eigenvalue closest to the
-  straight-line interpolation of its anchor eigenvalues;
+- ``modal="exact"``: the exact eigenvalues of the selected modes at every other sample. Without
+  an external wrench and with D_m + K_D > 0 (:func:`~flexmodal_ros.mode_continuation.certificate_applies`)
+  they come from Newton continuation (:func:`~flexmodal_ros.mode_continuation.continue_modes`,
+  started from the straight-line interpolation of the anchor eigenvalues and the nearest anchor's
+  mode shape; quadratic convergence to round-off) and stability from the
+  K̄ > 0 certificate (:func:`~flexmodal_ros.mode_continuation.certified_stable`), with no full
+  eigen-decomposition. A sample gets the full eigenvalue-only AMA instead when it is not
+  certified (then its exact label decides), when a selected mode does not converge, leaves the
+  upper half plane, or lands nearer another tracked mode's interpolation than its own; and so do
+  all the other samples of a model the certificate does not decide (in ``workers`` threads,
+  while the anchors are tracked). From a full AMA, a tracked mode is the eigenvalue nearest its
+  interpolation (the value Newton converges to: tests compare the two to 1e-12). The other
+  tracked modes are interpolated between the anchors;
 - ``modal="polynomial"``: the selected modes only, as polynomial eigenvalues along the path
   (:func:`~flexmodal_ros.parametric.path.follow_path_modes`: Taylor expansions of order
   ``expansion_order`` in the path parameter of each segment, each reaching as far as its trust
@@ -49,7 +58,9 @@ import numpy as np
 
 from ..blas import single_thread_blas
 from ..errors import InputError
+from ..linearize import configuration_terms
 from ..modal import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
+from ..mode_continuation import certificate_applies, certified_stable, continue_modes
 from ..model import create_data, ee_jacobian
 from ..modes import STABLE, frequencies_and_damping, track_modes
 from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
@@ -70,7 +81,8 @@ MODAL_CHOICES = ("exact", "polynomial")
 class PathModes:
     """Modes along a path. ``segment``, ``eta`` (m,) sample positions, ``configurations`` (m, n);
     ``frequencies_hz`` / ``damping_ratios`` (m, K) of every tracked mode (K = modes of the first
-    configuration, by frequency there); ``contributions`` (K,) end-effector contribution [m per
+    configuration, by frequency there; exact for the selected modes at every sample, for the
+    others at the anchors and interpolated between them); ``contributions`` (K,) end-effector contribution [m per
     unit move], largest over the first, middle and last anchor of each segment; ``selected``
     tracked indices chosen (0-based); ``anchors`` sample indices with mode shapes; ``modal``
     "exact" or "polynomial"; ``expansion_samples`` sample indices of the polynomial expansions and
@@ -133,8 +145,12 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     m = etas.size
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
     others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
-    with _SampleSolver(model, qs, anchors, others, workers or default_workers()) as solver:
-        full = solver.anchors()         # tracked and selected while the other samples are solved
+    newton = certificate_applies(model)
+    with _SampleSolver(model, qs, anchors, np.zeros(0, int) if newton else others,
+                       workers or default_workers()) as solver:
+        if newton and others.size:      # the other samples' terms while the anchors are solved
+            M, KG, _ = configuration_terms(model, create_data(model), qs[others])
+        full = solver.anchors()
         _check_spectra([r.stability for r in full], [r.num_modes for r in full], anchors, qs, full[0].num_modes)
         order, _ = track_modes(full)
         anchor_lam = np.array([r.eigenvalues[o] for r, o in zip(full, order)])
@@ -151,34 +167,58 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
         else:
             selected = _checked_override(modes, anchor_lam.shape[1])
         light = solver.others()
+    lam = _interpolated(anchor_lam, anchors, m)
     extra = {}
-    if modal == "exact":
-        count = anchor_lam.shape[1]
-        _check_spectra(light.stability, light.num_modes.tolist(), others, qs, count)
-        eig = np.empty((m, count), complex)
-        eig[anchors] = [r.eigenvalues for r in full]
-        eig[others] = light.eigenvalues[:, :count]
-        lam = _tracked_eigenvalues(eig, anchors, anchor_lam)
-    else:
-        lam = _interpolated(anchor_lam, anchors, m)
-        if selected:
-            followed = follow_path_modes(model, path.positions, segment, etas, anchors,
-                                         anchor_lam[:, list(selected)], expansion_order, expansion_tolerance)
-            lam[:, list(selected)] = followed.eigenvalues
-            extra = {"expansion_samples": followed.expansion_samples,
-                     "anchor_error": followed.anchor_error}
+    if modal == "exact" and others.size:
+        if newton:
+            rest = _continued(model, M, KG, lam, others, selected, anchors, full, order)
+            light = modal_analysis_arrays(model, qs[rest], SAMPLE_CHUNK) if rest.size else None
+        else:
+            rest = others
+        if rest.size:
+            _check_spectra(light.stability, light.num_modes.tolist(), rest, qs, anchor_lam.shape[1])
+            lam[rest] = _nearest_eigenvalues(light.eigenvalues[:, :anchor_lam.shape[1]], lam[rest])
+    elif modal == "polynomial" and selected:
+        followed = follow_path_modes(model, path.positions, segment, etas, anchors,
+                                     anchor_lam[:, list(selected)], expansion_order, expansion_tolerance)
+        lam[:, list(selected)] = followed.eigenvalues
+        extra = {"expansion_samples": followed.expansion_samples, "anchor_error": followed.anchor_error}
     freq, zeta = frequencies_and_damping(lam)
     return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, **extra)
+
+
+def _continued(model, M, KG, lam, others, selected, anchors, full, order):
+    """Exact path with the stability certificate: the selected modes' eigenvalues at the ``others``
+    samples by Newton continuation (:func:`~flexmodal_ros.mode_continuation.continue_modes`) from
+    the anchor interpolation ``lam`` (m, K) and the nearest anchor's mode shapes, written into
+    ``lam``. Returns the samples left for a full eigenvalue analysis: not certified stable, or a
+    selected mode that did not converge, left the upper half plane, or landed nearer another
+    tracked mode's interpolation than its own."""
+    stable = certified_stable(model, KG)
+    sel = list(selected)
+    if not sel:
+        return others[~stable]
+    near = np.abs(others[:, None] - anchors[None, :]).argmin(axis=1)
+    shapes = np.array([r.mode_shapes[:model.n, o[sel]] for r, o in zip(full, order)])[near]
+    guess = lam[others]
+    cont = continue_modes(model, M, KG, guess[:, sel], shapes)
+    own = np.abs(cont.eigenvalues - guess[:, sel])
+    nearest_is_own = (own[:, :, None] <= np.abs(cont.eigenvalues[:, :, None] - guess[:, None, :])).all(axis=2)
+    ok = stable & (cont.converged & (cont.eigenvalues.imag > 0) & nearest_is_own).all(axis=1)
+    rows = others[ok]
+    lam[np.ix_(rows, sel)] = cont.eigenvalues[ok]
+    return others[~ok]
 
 
 class _SampleSolver:
     """The AMA along a path in ``workers`` threads of one pool (LAPACK runs in the C kernel, which
     releases the GIL): first the ``anchors`` (with mode shapes, for tracking and selection), then
-    eigenvalues only at the ``others``, each kind split evenly over the threads, so that the two
-    kinds never compete for the cores and the caller can track the anchors' modes while the other
-    samples are still being solved. Small chunks (``SAMPLE_CHUNK``) let one thread's Python work
-    (Pinocchio terms, result objects) overlap the other's kernel call; the other samples stay
-    padded arrays (no result objects). A context manager: leaving it ends the pool."""
+    eigenvalues only at the ``others`` (the samples that need a full AMA, see the module
+    docstring), each kind split evenly over the threads, so that the two kinds never compete for
+    the cores and the caller can track the anchors' modes while the other samples are still being
+    solved. Small chunks (``SAMPLE_CHUNK``) let one thread's Python work (Pinocchio terms, result
+    objects) overlap the other's kernel call; the other samples stay padded arrays (no result
+    objects). A context manager: leaving it ends the pool."""
 
     def __init__(self, model, qs, anchors, others, workers):
         self._pool = ThreadPoolExecutor(workers)
@@ -238,14 +278,14 @@ def _interpolated(anchor_lam, anchors, m):
     return out
 
 
-def _tracked_eigenvalues(eig, anchors, anchor_lam):
-    """(m, K) eigenvalue of every tracked mode at every sample, from the samples' eigenvalues ``eig``
-    (m, K): the one nearest the linear interpolation between the neighbouring anchors (Hungarian
-    assignment when two tracked modes pick the same one)."""
+def _nearest_eigenvalues(eig, guesses):
+    """(r, K) eigenvalue of every tracked mode at r samples from their eigenvalues ``eig`` (r, K):
+    the one nearest the mode's ``guesses`` (r, K) (the interpolation between the neighbouring
+    anchors; Hungarian assignment when two tracked modes pick the same one)."""
     from scipy.optimize import linear_sum_assignment
 
-    cost = np.abs(_interpolated(anchor_lam, anchors, eig.shape[0])[:, :, None] - eig[:, None, :])
-    pick = cost.argmin(axis=2)                                          # (m, tracked)
+    cost = np.abs(guesses[:, :, None] - eig[:, None, :])
+    pick = cost.argmin(axis=2)                                          # (r, tracked)
     ordered = np.sort(pick, axis=1)
     for i in np.flatnonzero((np.diff(ordered, axis=1) == 0).any(axis=1)):
         rows, cols = linear_sum_assignment(cost[i])
