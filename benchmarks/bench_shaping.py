@@ -152,10 +152,11 @@ def main():
     t_cycle = timed(lambda: [traj.sample(t) for t in cycles], 3)[0] / cycles.size
     per_expansion = (wall["modes_polynomial"] - wall["anchors"]) / poly_pm.expansion_samples.size
     left = runs["continuation"][2].size
-    print(f"breakdown (wall): AMA with shapes at {pm.anchors.size} anchors {wall['anchors'] * 1e3:.1f} ms; at the other "
-          f"{others.size}: continuation of the {len(s)} shaped modes (terms, certificate, Newton) "
-          f"{wall['continuation'] * 1e3:.1f} ms ({left} samples left for a full AMA), against the full eigenvalue-only "
-          f"AMA {wall['others'] * 1e3:.1f} ms ({wall['others'] / others.size * 1e6:.0f} us/config); path modes (+ tracking, selection) exact {wall['modes_exact'] * 1e3:.1f} ms, polynomial "
+    print(f"breakdown (wall): AMA with shapes at {pm.anchors.size} anchors {wall['anchors'] * 1e3:.1f} ms; "
+          f"at the other {others.size}: continuation of the {len(s)} shaped modes (terms, certificate, Newton) "
+          f"{wall['continuation'] * 1e3:.1f} ms ({left} samples left for a full AMA), against the full "
+          f"eigenvalue-only AMA {wall['others'] * 1e3:.1f} ms ({wall['others'] / others.size * 1e6:.0f} us/config); "
+          f"path modes (+ tracking, selection) exact {wall['modes_exact'] * 1e3:.1f} ms, polynomial "
           f"{wall['modes_polynomial'] * 1e3:.1f} ms ({per_expansion * 1e3:.1f} ms per expansion with its checks); "
           f"shaper design + splines {wall['schedule'] * 1e3:.1f} ms; piecewise polynomial "
           f"{wall['table'] * 1e3:.1f} ms; per control cycle (sample) {t_cycle * 1e6:.1f} us")

@@ -353,8 +353,8 @@ REFERENCE_TOLERANCE = (1e-5, 5e-4, 3e-3, 1e-2, 3e-2)
 @pytest.mark.parametrize("move, expansions", [("acceptance", 2), ("benchmark", 10)])
 def test_polynomial_modal_path_agrees_with_the_exact_one(lwr, lwr_move, lwr_modes, benchmark_move, move, expansions):
     """modal="polynomial" (expansions of the shaped modes in the path parameter, two-point Taylor
-    interpolation between them) against the exact AMA at every sample. Tolerances: same selected
-    modes; f of the shaped modes within 5e-4 (relative), ζ within 3e-4; the ZVD-shaped reference
+    interpolation between them) against their exact eigenvalues at every sample. Tolerances: same
+    selected modes; f of the shaped modes within 5e-4 (relative), ζ within 3e-4; the ZVD-shaped reference
     and its derivatives 1..4 within REFERENCE_TOLERANCE of their peaks (the feedforward uses all of
     them); percentage residual vibration on the linearized model within 1e-5. Measured (acceptance
     / benchmark move, 2 / 16 expansions): f 5.4e-5 / 4.4e-6, ζ 2.9e-5 / 1.3e-6, reference

@@ -98,9 +98,9 @@ def test_exact_feedforward_shaping_costs_only_its_delay(scenarios, robot):
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_polynomial_modal_path_leaves_the_exact_paths_residual_vibration(scenarios, robot):
     """PD law, configuration-dependent ZVD from the polynomial modal path (``modal="polynomial"``)
-    instead of the exact AMA at every sample: end-effector residual vibration (peak and RMS) within
-    2 % of the exact path's, same added delay within 0.1 ms. Measured: kuka 0.1 % / 0.08 %,
-    scompi 0.0 % / 0.0 %."""
+    instead of the shaped modes' exact eigenvalues at every sample: end-effector residual
+    vibration (peak and RMS) within 2 % of the exact path's, same added delay within 0.1 ms.
+    Measured: kuka 0.1 % / 0.08 %, scompi 0.0 % / 0.0 %."""
     s = scenarios[robot]
     r = s.compare(exact=("pd", 1.0, "zvd"), poly=("pd", 1.0, "zvd", False, "polynomial"))
     for metric in ("peak_m", "rms_m"):

@@ -11,7 +11,7 @@ flexmodal_ros/shaping/vibration.py); writes ``closed_loop.png`` (tracking errors
 controller's model and runs the unshaped reference too (``unshaped`` in the output; with
 ``--compare-fixed`` also the shaper fixed at the start configuration, ``fixed_start``; all over one
 common settling window; ``--modal polynomial``: the shaped modes' polynomial eigenvalues along the
-path instead of the exact AMA at every sample); ``--model-stiffness-scale s`` gives the controller
+path instead of their exact eigenvalues at every sample); ``--model-stiffness-scale s`` gives the controller
 (feedforward, shaping, hold law) a model whose joint stiffness is s × the plant's; ``--law`` picks
 the controller: feedforward (default), pd_only (= ``--no-feedforward``: PD on W q^d, no
 compensation), pd (PD with the static compensation (2.2)-(2.3) at the moving reference).

@@ -22,8 +22,8 @@ statistics when they are more than one period apart); ``watchdog_rate_hz`` (100)
 ``shaping`` (none | zv | zvd | ei: each accepted reference is input-shaped with the modes of the
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
 is reported on ``~/status`` with the acceptance; on the steady clock the shaping runs outside the
-lock, so the cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the exact
-AMA at every path sample, or polynomial eigenvalues of the shaped modes); ``realtime_priority`` /
+lock, so the cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the shaped
+modes' exact eigenvalues at every path sample, or their polynomial eigenvalues); ``realtime_priority`` /
 ``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
 cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (empty = the params YAML;
