@@ -281,6 +281,28 @@ def test_exact_path_modes_are_the_eigenvalues_at_every_sample(lwr, benchmark_mov
     np.testing.assert_allclose(lam[:, list(pm.selected)], nearest, rtol=1e-12)
 
 
+def test_samples_newton_leaves_get_the_full_ama(lwr, benchmark_move, monkeypatch):
+    """Newton stopped after 2 steps with a 1e-5 acceptance: the samples with an unconverged
+    shaped mode go to the full eigenvalue-only AMA, the others keep Newton's value; together they
+    are still the eigenvalues of the full AMA at all 501 samples (to 1e-7: the last step of the
+    accepted ones was up to 1e-5 relative, so their error is of its square; measured 1.04e-8)."""
+    import flexmodal_ros.mode_continuation as continuation
+    import flexmodal_ros.shaping.schedule as schedule
+
+    full_ama = []
+    monkeypatch.setattr(continuation, "MAX_ITERATIONS", 2)
+    monkeypatch.setattr(continuation, "CONVERGED_STEP", 1e-5)
+    monkeypatch.setattr(schedule, "modal_analysis_arrays",
+                        lambda model, qs, chunk: full_ama.append(len(qs)) or modal_analysis_arrays(model, qs, chunk))
+    pm = path_modes(lwr, benchmark_move)
+    assert len(full_ama) == 1 and 0 < full_ama[0] < 450, full_ama    # some samples each way
+    lam = 2 * np.pi * pm.frequencies_hz * (-pm.damping_ratios + 1j * np.sqrt(1 - pm.damping_ratios ** 2))
+    sel = list(pm.selected)
+    spectra = modal_analysis_arrays(lwr, pm.configurations).eigenvalues
+    gap = np.nanmin(np.abs(lam[:, sel, None] - spectra[:, None, :]), axis=2) / np.abs(lam[:, sel])
+    assert gap.max() < 1e-7
+
+
 def test_instability_between_anchors_is_found(lwr):
     """Weak position gains (kp × 0.012): the arm near upright is unstable at path samples 34-37
     only, between the anchors 30 and 40 (full eigen-decomposition at every sample, measured);
