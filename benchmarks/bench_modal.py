@@ -12,8 +12,10 @@ Every figure is measured in the same run as its baseline and printed as a ratio 
    run in interleaved rounds (medians over the rounds).
 3. `~/compute_modal_parameters` round trip to the `modal_analysis_server` executable (targets
    p50 <= 0.6 ms, p99 <= 2 ms over 1,000 calls; the client spins its own persistent executor, as
-   a client stack does), the server's resident memory (target <= 130 MiB) and its start-up to the
-   first answer (target <= 1.5 s).
+   a client stack does), next to the same service type answered by an empty handler through an
+   rclpy executor and through a ServiceThread (the server's dispatch), in interleaved rounds; the
+   server's resident memory (target <= 130 MiB) and its start-up to the first answer (target
+   <= 1.5 s).
 Options: --quick (fewer repetitions), --skip-ros.
 """
 import argparse
@@ -132,7 +134,10 @@ def _resident_mib(pid):
 
 
 def bench_service(calls):
-    """Round trip of ~/compute_modal_parameters to the console-script node (loopback only)."""
+    """Round trip of ~/compute_modal_parameters to the console-script node (loopback only), with
+    the same service type answered by an empty handler, once through an rclpy executor and once
+    through a ServiceThread (the server's dispatch): the floors of the two dispatch paths. The
+    three are called in interleaved rounds from one client (drift hits them alike)."""
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
     import rclpy
@@ -143,60 +148,79 @@ def bench_service(calls):
     node = rclpy.create_node("bench_modal_client")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    client = node.create_client(ComputeModalParameters, "/modal_analysis/compute_modal_parameters")
     req = ComputeModalParameters.Request()
     req.positions = Q_LWR
+    servers = []
 
-    def call(timeout=5.0):
+    def started(args, service, timeout=30.0):
+        """(client, seconds from start to the first answer) of a server process started with ``args``."""
+        client = node.create_client(ComputeModalParameters, service)
+        t0 = time.perf_counter()
+        servers.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        env=os.environ.copy()))
+        while not client.service_is_ready() and time.perf_counter() - t0 < timeout:
+            executor.spin_once(timeout_sec=0.01)
+        assert call(client, timeout).success
+        return client, time.perf_counter() - t0
+
+    def call(client, timeout=5.0):
         future = client.call_async(req)
         executor.spin_until_future_complete(future, timeout_sec=timeout)
         return future.result()
 
-    def round_trips(count):
-        times = []
-        for _ in range(count + 20):
-            t0 = time.perf_counter()
-            assert call().success
-            times.append(time.perf_counter() - t0)
-        return np.array(times[20:]) * 1e3  # the first calls warm up discovery and caches
-
-    floor = _trivial_round_trips(node, executor, calls)
-    exe = os.path.join(os.path.dirname(sys.executable), "modal_analysis_server")
-    started = time.perf_counter()
-    server = subprocess.Popen([exe, "--ros-args", "-p", "robot:=kuka_lwr4"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=os.environ.copy())
     try:
-        while not client.service_is_ready() and time.perf_counter() - started < 30:
-            executor.spin_once(timeout_sec=0.01)
-        first = call(timeout=30.0)
-        startup = time.perf_counter() - started
-        assert first is not None and first.success
-        times = round_trips(calls)
-        print(f"service round trip kuka_lwr4 ({calls} calls): p50 {np.median(times):.2f} ms (target <= 0.6), "
-              f"p99 {np.percentile(times, 99):.2f} ms (target <= 2); the same service type answered by an "
-              f"empty rclpy handler: p50 {np.median(floor):.2f} ms, p99 {np.percentile(floor, 99):.2f} ms")
+        clients = {f"floor, {dispatch}": started([sys.executable, "-c", TRIVIAL_SERVER, dispatch, name], name)[0]
+                   for dispatch, name in (("executor", "/bench_trivial/executor"),
+                                          ("ServiceThread", "/bench_trivial/service_thread"))}
+        exe = os.path.join(os.path.dirname(sys.executable), "modal_analysis_server")
+        clients["modal"], startup = started([exe, "--ros-args", "-p", "robot:=kuka_lwr4"],
+                                            "/modal_analysis/compute_modal_parameters")
+        times = {name: [] for name in clients}
+        for name, client in clients.items():           # warm up discovery and caches
+            for _ in range(20):
+                call(client)
+        for _ in range(10):
+            for name, client in clients.items():
+                for _ in range(calls // 10):
+                    t0 = time.perf_counter()
+                    assert call(client).success
+                    times[name].append(1e3 * (time.perf_counter() - t0))
+        p50 = {name: np.median(t) for name, t in times.items()}
+        p99 = {name: np.percentile(t, 99) for name, t in times.items()}
+        print(f"service round trip kuka_lwr4 ({calls} calls, 10 interleaved rounds): p50 {p50['modal']:.2f} ms "
+              f"(target <= 0.6), p99 {p99['modal']:.2f} ms (target <= 2); the same service type answered by an "
+              f"empty handler: " + ", ".join(f"{name[7:]} p50 {p50[name]:.2f} ms, p99 {p99[name]:.2f} ms"
+                                             for name in clients if name != "modal"))
         print(f"modal_analysis_server: start-up to first answer {startup:.2f} s (target <= 1.5), resident "
-              f"{_resident_mib(server.pid):.0f} MiB after {calls + 21} calls (target <= 130)")
+              f"{_resident_mib(servers[-1].pid):.0f} MiB after {calls + 21} calls (target <= 130)")
     finally:
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown()
-        server.terminate()
-        server.wait(10)
+        for server in servers:
+            server.terminate()
+            server.wait(10)
 
 
 TRIVIAL_SERVER = """
+import sys
+import threading
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from flexmodal_interfaces.srv import ComputeModalParameters
+from flexmodal_ros.nodes.polled import ServiceThread
 
 def answer(request, response):
     response.success = True
     return response
 
+dispatch, name = sys.argv[1:]
 rclpy.init()
-node = rclpy.create_node("bench_trivial_server")
-node.create_service(ComputeModalParameters, "/bench_trivial/compute_modal_parameters", answer)
+node = rclpy.create_node("bench_trivial_server_" + dispatch)
+if dispatch == "executor":
+    node.create_service(ComputeModalParameters, name, answer)
+else:
+    ServiceThread(node, ComputeModalParameters, name, answer, threading.Lock()).start()
 executor = SingleThreadedExecutor()
 executor.add_node(node)
 try:
@@ -204,34 +228,6 @@ try:
 except (KeyboardInterrupt, ExternalShutdownException):
     pass
 """
-
-
-def _trivial_round_trips(node, executor, calls):
-    """Round trips [ms] of the same service type to an rclpy server whose handler does nothing: the
-    floor that rclpy and the middleware set on this machine (same client, same executor)."""
-    from flexmodal_interfaces.srv import ComputeModalParameters
-
-    client = node.create_client(ComputeModalParameters, "/bench_trivial/compute_modal_parameters")
-    server = subprocess.Popen([sys.executable, "-c", TRIVIAL_SERVER], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env=os.environ.copy())
-    try:
-        started = time.perf_counter()
-        while not client.service_is_ready() and time.perf_counter() - started < 30:
-            executor.spin_once(timeout_sec=0.01)
-        req = ComputeModalParameters.Request()
-        req.positions = Q_LWR
-        times = []
-        for _ in range(calls + 20):
-            t0 = time.perf_counter()
-            future = client.call_async(req)
-            executor.spin_until_future_complete(future, timeout_sec=5.0)
-            assert future.result().success
-            times.append(time.perf_counter() - t0)
-        return np.array(times[20:]) * 1e3
-    finally:
-        node.destroy_client(client)
-        server.terminate()
-        server.wait(10)
 
 
 def main():

@@ -245,3 +245,48 @@ def test_map_size_is_bounded_with_a_pointer_to_the_cli(ros):
     assert "flexmodal sweep" in resp.message and "--store" in resp.message
     ok = ros.call(client, _map_request([[0.1, 0.2], [3.5, 0.3]]))
     assert ok.success and ok.results[1].warnings and not ok.results[0].warnings
+
+
+def test_service_thread_answers_under_the_lock_and_hands_its_failure_to_the_executor(ros):
+    """nodes/polled.py ServiceThread (the modal server's ~/compute_modal_parameters): a request is
+    answered on the thread's own thread while it holds the lock (holding the lock elsewhere defers
+    the answer), the name resolves in the node's namespace, an exception in the handler is raised
+    by the executor's next spin, and stop() ends the thread and takes the service off the graph."""
+    import threading
+    from flexmodal_ros.nodes.polled import ServiceThread
+
+    node = ros.node("flexmodal_test_service_thread")
+    lock, threads = threading.Lock(), set()
+
+    def handler(request, response):
+        assert lock.locked()
+        threads.add(threading.get_ident())
+        if request.positions and math.isnan(request.positions[0]):
+            raise RuntimeError("handler failed on purpose")
+        response.success, response.message = True, f"{len(request.positions)} positions"
+        return response
+
+    served = ServiceThread(node, ComputeModalParameters, "~/echo", handler, lock)
+    assert served.name == "/flexmodal_test_service_thread/echo"
+    served.start()
+    client = node.create_client(ComputeModalParameters, served.name)
+    try:
+        request = ComputeModalParameters.Request(positions=[1.0, 2.0])
+        answer = ros.call(client, request)
+        assert answer.success and answer.message == "2 positions"
+        assert threads and threading.get_ident() not in threads
+        with lock:
+            future = client.call_async(request)
+            deadline = time.monotonic() + 0.3
+            while time.monotonic() < deadline:
+                ros.executor.spin_once(timeout_sec=0.02)
+            assert not future.done()
+        ros.spin_until(future.done, 10.0, "answer deferred by the lock")
+        client.call_async(ComputeModalParameters.Request(positions=[math.nan]))
+        with pytest.raises(RuntimeError, match="handler failed on purpose"):
+            ros.spin_until(lambda: False, 10.0, "the failure")
+    finally:
+        served.stop()
+    assert not served._thread.is_alive()
+    served.stop()                                                  # a second call does nothing
+    ros.spin_until(lambda: not client.service_is_ready(), 10.0, "service gone from the graph")

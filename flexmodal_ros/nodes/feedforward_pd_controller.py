@@ -70,7 +70,7 @@ from ..shaping import ReferenceShaper, check_modal, check_shaping
 from .common import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                      run_node, seconds, timing_clock)
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
-from .polled import SubscriptionThread
+from .polled import SubscriptionThread, locked
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
@@ -109,7 +109,7 @@ class FeedforwardPdController(Node):
         self.lock = threading.Lock()        # the control thread's cycles vs the executor's callbacks
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
-        self.settable.on_change(self._locked(self._apply_parameters))
+        self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = MessageThrottle(1.0)
         self._event_mode = None             # mode of the last reported controller event
@@ -127,12 +127,12 @@ class FeedforwardPdController(Node):
                                                      self.on_watchdog, 1.0 / p["watchdog_rate_hz"], self.lock, raw=True)
         else:   # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
             self.control_thread = None
-            self.create_subscription(JointState, "/joint_states", self._locked(self.on_joint_state), states_qos,
+            self.create_subscription(JointState, "/joint_states", locked(self.lock, self.on_joint_state), states_qos,
                                      raw=True)
-            self.create_timer(1.0 / p["watchdog_rate_hz"], self._locked(self.on_watchdog), clock=self._clock)
+            self.create_timer(1.0 / p["watchdog_rate_hz"], locked(self.lock, self.on_watchdog), clock=self._clock)
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
-        self.create_service(Trigger, "~/reset_statistics", self._locked(self.on_reset_statistics))
+        self.create_service(Trigger, "~/reset_statistics", locked(self.lock, self.on_reset_statistics))
         self.period = 1.0 / p["rate_hz"]
         self._last_cycle = None
         self.late_cycles = 0
@@ -143,13 +143,6 @@ class FeedforwardPdController(Node):
                                f"{self.ctrl.model.kd.tolist()}), feedforward "
                                f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping} "
                                f"({self.shaping_modal} modes), {scheduling}")
-
-    def _locked(self, callback):
-        """``callback`` holding :attr:`lock` (for the executor's callbacks)."""
-        def locked(*args):
-            with self.lock:
-                return callback(*args)
-        return locked
 
     def destroy_node(self):
         if self.control_thread is not None:

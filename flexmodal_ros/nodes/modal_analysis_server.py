@@ -25,7 +25,11 @@ the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
 Bad requests are answered with ``success=false`` and a message naming the field. Results for
 configurations outside the URDF position limits carry a warning (ModalParameters.warnings).
+``~/compute_modal_parameters`` is answered by a thread of its own (nodes/polled.py ServiceThread:
+take, handler, send, without the executor's dispatch per request); the executor runs the rest,
+and the two share one lock, so no two callbacks of the node ever run at once.
 """
+import threading
 import warnings
 
 import numpy as np
@@ -45,7 +49,7 @@ from ..model import create_data
 from ..sweep import modal_map
 from .common import Throttle, declare_robot_model, declare_typed, run_node, seconds, timing_clock
 from .constrained_modal import ClosedChainModal
-from .polled import PolledSubscription
+from .polled import PolledSubscription, ServiceThread, locked
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
                           link_modes_request_to_core, link_modes_to_response,
                           modal_map_request_to_core, modal_map_to_response, modal_request_to_core,
@@ -87,16 +91,21 @@ class ModalAnalysisServer(Node):
         self.data = create_data(self.model)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
-        self.create_service(ComputeModalParameters, "~/compute_modal_parameters", self.on_parameters)
-        self.create_service(ComputeModalMap, "~/compute_modal_map", self.on_map)
+        # ~/compute_modal_parameters on a thread of its own (nodes/polled.py ServiceThread: no
+        # executor dispatch per request); every executor callback holds the same lock.
+        self.lock = threading.Lock()
+        self.parameters_service = ServiceThread(self, ComputeModalParameters, "~/compute_modal_parameters",
+                                                self.on_parameters, self.lock)
+        self.create_service(ComputeModalMap, "~/compute_modal_map", locked(self.lock, self.on_map))
         self._init_polynomial_fast_path()
         self.link_arm = link_arm_from_model(self.model) if has_links(self.model) else None
-        self.create_service(ComputeLinkModes, "~/compute_link_modes", self.on_link_modes)
+        self.create_service(ComputeLinkModes, "~/compute_link_modes", locked(self.lock, self.on_link_modes))
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
         self.joint_states = PolledSubscription(self, JointState, "/joint_states", 1, raw=True)
         self.publisher = self.create_publisher(ModalParameters, "~/modal_parameters", 10)
-        self.create_timer(1.0 / rate, self.on_timer)
+        self.create_timer(1.0 / rate, locked(self.lock, self.on_timer))
+        self.parameters_service.start()
         self.get_logger().info(f"modal analysis of '{self.model.name}' ({self.model.n} joints) ready")
 
     def on_parameters(self, request, response):
@@ -200,7 +209,7 @@ class ModalAnalysisServer(Node):
             self.tracker = PolynomialModalTracker(self.model, self.expansion_order, self.expansion_tolerance,
                                                   radius or None)
             self.tracker.warm_up()
-        self.create_service(ExpandModalParameters, "~/expand_modal_parameters", self.on_expand)
+        self.create_service(ExpandModalParameters, "~/expand_modal_parameters", locked(self.lock, self.on_expand))
 
     def _live_result(self, q):
         """Live modal parameters: polynomial fast path if enabled, exact AMA otherwise."""
@@ -242,6 +251,8 @@ class ModalAnalysisServer(Node):
                 self.get_logger().warn(f"ignoring joint state: {exc}")
 
     def destroy_node(self):
+        if hasattr(self, "parameters_service"):
+            self.parameters_service.stop()
         if hasattr(self, "joint_states"):
             self.joint_states.destroy()
         return super().destroy_node()

@@ -14,14 +14,26 @@ threads.
 
 :class:`SubscriptionThread` serves such a subscription on a thread of its own, for a node that
 must answer every message at once (the controller's 1 kHz joint states) while its executor keeps
-the node's other, rarer callbacks.
+the node's other, rarer callbacks. :class:`ServiceThread` does the same for a service whose
+round trip counts (the modal server's ~/compute_modal_parameters): a request costs the take, the
+handler and the send, not the executor's wait-set rebuild, task and future. Both hold a lock
+that the node's executor callbacks take as well (:func:`locked`).
 """
 import threading
 import time
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.qos import QoSProfile
-from rclpy.type_support import check_is_valid_msg_type
+from rclpy.qos import QoSProfile, qos_profile_services_default
+from rclpy.type_support import check_is_valid_msg_type, check_is_valid_srv_type
+
+
+def locked(lock, callback):
+    """``callback`` holding ``lock``: for the executor's callbacks of a node whose
+    :class:`SubscriptionThread` or :class:`ServiceThread` takes the same lock."""
+    def holding(*args):
+        with lock:
+            return callback(*args)
+    return holding
 
 
 class PolledSubscription:
@@ -67,61 +79,41 @@ class PolledSubscription:
         self._wake.destroy_when_not_in_use()
 
 
-class SubscriptionThread:
-    """A :class:`PolledSubscription` served by a thread of its own: after each wake-up,
-    ``on_message(newest)`` for the newest queued message (older ones are dropped), then
-    ``on_idle()`` once every ``idle_period`` [s] of steady time (also when no message comes), both
-    while holding ``lock`` (the node's executor callbacks take the same lock, so they never run
-    during either). The thread waits on this subscription alone: a message costs the take and the
-    callback only, not the executor's rebuild of its wait set over every entity of the node.
+SERVICE_WAIT_NS = 100_000_000     # ServiceThread's longest wait before it checks its context [ns]
 
-    An exception other than the context's shutdown ends the thread and is raised again in the
-    executor (``failure`` guard condition): the node fails as it would in an executor callback.
-    Started by :meth:`start` (threads inherit the scheduling policy and CPU affinity of the
-    starting thread: flexmodal_ros/nodes/realtime.py), ended by :meth:`stop` (before the node is
-    destroyed)."""
 
-    def __init__(self, node, msg_type, topic, qos, on_message, on_idle, idle_period, lock, raw=False):
-        self.subscription = PolledSubscription(node, msg_type, topic, qos, raw)
-        self._on_message, self._on_idle, self._idle_period = on_message, on_idle, idle_period
-        self._lock, self._context, self._running = lock, node.context, False
+class _ServingThread:
+    """What :class:`SubscriptionThread` and :class:`ServiceThread` share: a thread named
+    ``name`` that serves one entity (:meth:`_serve`, until :meth:`stop`) holding ``lock`` for its
+    callbacks. An exception other than the context's shutdown ends the thread and is raised again
+    in the executor (``failure`` guard condition): the node fails as it would in an executor
+    callback. Started by :meth:`start` (threads inherit the scheduling policy and CPU affinity of
+    the starting thread: flexmodal_ros/nodes/realtime.py), ended by :meth:`stop` (before the node
+    is destroyed; a second call does nothing)."""
+
+    def __init__(self, node, name, lock):
+        self._lock, self._context, self._running, self._stopped = lock, node.context, False, False
         self._error = None
         self._failure = node.create_guard_condition(self._raise_error)
-        self._thread = threading.Thread(target=self._run, name=f"{node.get_name()}:{self.subscription.topic}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._guarded, name=f"{node.get_name()}:{name}", daemon=True)
 
     def start(self):
         self._running = True
         self._thread.start()
 
     def stop(self):
-        """End the thread (waits for the callback in progress) and release the subscription; a
-        second call does nothing."""
-        if self.subscription is None:
+        """End the thread (waits for the callback in progress) and release the entity."""
+        if self._stopped:
             return
-        self._running = False
-        self.subscription.wake()
+        self._stopped, self._running = True, False
+        self._wake()
         if self._thread.is_alive():
             self._thread.join()
-        self.subscription.destroy()
-        self.subscription = None
+        self._release()
 
-    def _run(self):
-        next_idle = time.monotonic() + self._idle_period
-        subscription = self.subscription
+    def _guarded(self):
         try:
-            while self._running:
-                subscription.wait(max(0.0, next_idle - time.monotonic()))
-                newest = subscription.take_latest()
-                with self._lock:
-                    if newest is not None:
-                        self._on_message(newest)
-                    now = time.monotonic()
-                    if now >= next_idle:
-                        self._on_idle()
-                        next_idle += self._idle_period
-                        if next_idle <= now:            # behind (a long callback): no burst of catch-ups
-                            next_idle = now + self._idle_period
+            self._serve()
         except Exception as exc:          # noqa: BLE001 - handed to the executor, see the class docstring
             if self._running and self._context.ok():
                 self._error = exc
@@ -129,3 +121,79 @@ class SubscriptionThread:
 
     def _raise_error(self):
         raise self._error
+
+
+class SubscriptionThread(_ServingThread):
+    """A :class:`PolledSubscription` served by a thread of its own (:class:`_ServingThread`):
+    after each wake-up, ``on_message(newest)`` for the newest queued message (older ones are
+    dropped), then ``on_idle()`` once every ``idle_period`` [s] of steady time (also when no
+    message comes), both while holding ``lock`` (the node's executor callbacks take the same
+    lock, so they never run during either). The thread waits on this subscription alone: a
+    message costs the take and the callback only, not the executor's rebuild of its wait set over
+    every entity of the node."""
+
+    def __init__(self, node, msg_type, topic, qos, on_message, on_idle, idle_period, lock, raw=False):
+        self.subscription = PolledSubscription(node, msg_type, topic, qos, raw)
+        self._on_message, self._on_idle, self._idle_period = on_message, on_idle, idle_period
+        super().__init__(node, self.subscription.topic, lock)
+
+    def _wake(self):
+        self.subscription.wake()
+
+    def _release(self):
+        self.subscription.destroy()
+
+    def _serve(self):
+        next_idle = time.monotonic() + self._idle_period
+        subscription = self.subscription
+        while self._running:
+            subscription.wait(max(0.0, next_idle - time.monotonic()))
+            newest = subscription.take_latest()
+            with self._lock:
+                if newest is not None:
+                    self._on_message(newest)
+                now = time.monotonic()
+                if now >= next_idle:
+                    self._on_idle()
+                    next_idle += self._idle_period
+                    if next_idle <= now:            # behind (a long callback): no burst of catch-ups
+                        next_idle = now + self._idle_period
+
+
+class ServiceThread(_ServingThread):
+    """Service ``name`` of ``srv_type`` on ``node`` (default service QoS) answered by a thread of
+    its own (:class:`_ServingThread`): each request is taken and answered with
+    ``handler(request, response)`` (a fresh response, returned) while holding ``lock``. Like
+    :class:`PolledSubscription`, the service lives on the node's rcl handle (name resolution and
+    remapping as for the node's services, visible to ``ros2 service``) but is not registered with
+    the node, so no executor takes its requests."""
+
+    def __init__(self, node, srv_type, name, handler, lock):
+        check_is_valid_srv_type(srv_type)          # imports the type support
+        self.srv_type, self._handler = srv_type, handler
+        with node.handle:
+            self.handle = _rclpy.Service(node.handle, srv_type, name, qos_profile_services_default.get_c_qos_profile())
+        self.name = self.handle.name
+        self._wake_condition = _rclpy.GuardCondition(node.context.handle)
+        self._wait_set = _rclpy.WaitSet(0, 1, 0, 0, 1, 0, node.context.handle)
+        super().__init__(node, self.name, lock)
+
+    def _wake(self):
+        self._wake_condition.trigger_guard_condition()
+
+    def _release(self):
+        self.handle.destroy_when_not_in_use()
+        self._wake_condition.destroy_when_not_in_use()
+
+    def _serve(self):
+        request_type, response_type = self.srv_type.Request, self.srv_type.Response
+        while self._running and self._context.ok():
+            self._wait_set.clear_entities()
+            self._wait_set.add_service(self.handle)
+            self._wait_set.add_guard_condition(self._wake_condition)
+            self._wait_set.wait(SERVICE_WAIT_NS)    # bounded: a context shut down without stop() ends it
+            while self._running and (taken := self.handle.service_take_request(request_type))[0] is not None:
+                request, header = taken
+                with self._lock:
+                    response = self._handler(request, response_type())
+                self.handle.service_send_response(response, header.request_id)
