@@ -82,12 +82,13 @@ class PathModes:
     """Modes along a path. ``segment``, ``eta`` (m,) sample positions, ``configurations`` (m, n);
     ``frequencies_hz`` / ``damping_ratios`` (m, K) of every tracked mode (K = modes of the first
     configuration, by frequency there; exact for the selected modes at every sample, for the
-    others at the anchors and interpolated between them); ``contributions`` (K,) end-effector contribution [m per
-    unit move], largest over the first, middle and last anchor of each segment; ``selected``
-    tracked indices chosen (0-based); ``anchors`` sample indices with mode shapes; ``modal``
-    "exact" or "polynomial"; ``expansion_samples`` sample indices of the polynomial expansions and
-    ``anchor_error`` the largest relative error of the selected modes' polynomial eigenvalues at
-    the anchors, where the exact ones are known (polynomial path; empty and 0 for the exact one)."""
+    others at the anchors and interpolated between them); ``contributions`` (K,) end-effector
+    contribution [m per unit move], largest over the first, middle and last anchor of each
+    segment; ``selected`` tracked indices chosen (0-based); ``anchors`` sample indices with mode
+    shapes; ``modal`` "exact" or "polynomial"; ``expansion_samples`` sample indices of the
+    polynomial expansions and ``anchor_error`` the largest relative error of the selected modes'
+    polynomial eigenvalues at the anchors, where the exact ones are known (polynomial path; empty
+    and 0 for the exact one)."""
     segment: np.ndarray
     eta: np.ndarray
     configurations: np.ndarray
@@ -137,7 +138,8 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     "polynomial" (``expansion_order``, ``expansion_tolerance``: the expansions' Taylor order and the
     relative eigenvalue error estimate that ends their reach). InputError when the closed loop is
     not asymptotically stable at a sample, when the number of oscillatory modes changes along the
-    path (tracking impossible), or for a bad override."""
+    path (tracking impossible; seen at the anchors and at the samples that get a full AMA), or for
+    a bad override."""
     check_modal(modal)
     if path.n != model.n:
         raise InputError(f"trajectory: {path.n} joints, the robot has {model.n}")
