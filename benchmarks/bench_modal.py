@@ -15,8 +15,8 @@ Every figure is measured in the same run as its baseline and printed as a ratio 
    a client stack does), next to the same service type answered by an empty handler through an
    rclpy executor and through a ServiceThread (the server's dispatch), in interleaved rounds, and
    the limit of this machine: that floor + bare `eig` of the state matrix run after a sleep, as a
-   handler runs between requests; the server's resident memory (target <= 130 MiB) and its start-up to the first answer (target
-   <= 1.5 s).
+   handler runs between requests; the server's resident memory (target <= 130 MiB) and its
+   start-up to the first answer (target <= 1.5 s).
 Options: --quick (fewer repetitions), --skip-ros.
 """
 import argparse

@@ -32,8 +32,9 @@ def add_shaping_options(p):
     p.add_argument("--ama-rate-hz", type=float, default=100.0,
                    help="modal analyses per second of motion along the path (default 100)")
     p.add_argument("--modal", choices=MODAL_CHOICES, default="exact",
-                   help="modes along the path: exact eigenvalues of the shaped modes at every sample, or polynomial "
-                        "eigenvalues of them (expansions in the path parameter, verified at their reach; default exact)")
+                   help="modes along the path: exact eigenvalues of the shaped modes at every sample, or "
+                        "polynomial eigenvalues of them (expansions in the path parameter, verified at their "
+                        "reach; default exact)")
 
 
 def shaping_options(args):
