@@ -11,12 +11,14 @@ Every figure is measured in the same run as its baseline and printed as a ratio 
    (`modal_analysis_arrays`, what a sweep stores) and as result objects; 2 workers. The six cases
    run in interleaved rounds (medians over the rounds).
 3. `~/compute_modal_parameters` round trip to the `modal_analysis_server` executable (targets
-   p50 <= 0.6 ms, p99 <= 2 ms over 1,000 calls; the client spins its own persistent executor, as
-   a client stack does), next to the same service type answered by an empty handler through an
+   p50 <= 0.6 ms, p99 <= 2 ms over 1,000 calls) from two clients: `PolledClient` (a blocking call
+   waiting on its own wait set) and rclpy's (`call_async` + a persistent executor, as a client
+   stack spins one); next to it, the same service type answered by an empty handler through an
    rclpy executor and through a ServiceThread (the server's dispatch), in interleaved rounds, and
-   the limit of this machine: that floor + bare `eig` of the state matrix run after a sleep, as a
-   handler runs between requests; the server's resident memory (target <= 130 MiB) and its
-   start-up to the first answer (target <= 1.5 s).
+   the limit of this machine: the PolledClient -> ServiceThread floor + bare `eig` of the state
+   matrix run after a sleep, as a handler runs between requests; the server's resident memory
+   (target <= 130 MiB, after every call of the run) and its start-up to the first answer (target
+   <= 1.5 s).
 Options: --quick (fewer repetitions), --skip-ros.
 """
 import argparse
@@ -135,15 +137,18 @@ def _resident_mib(pid):
 
 
 def bench_service(calls):
-    """Round trip of ~/compute_modal_parameters to the console-script node (loopback only), with
-    the same service type answered by an empty handler, once through an rclpy executor and once
-    through a ServiceThread (the server's dispatch): the floors of the two dispatch paths. The
-    three are called in interleaved rounds from one client (drift hits them alike)."""
+    """Round trip of ~/compute_modal_parameters to the console-script node (loopback only), from
+    two clients: rclpy's (``call_async`` + a persistent executor, as a client stack spins one) and
+    :class:`flexmodal_ros.nodes.polled.PolledClient` (a blocking call on a wait set of its own).
+    Next to it, the same service type answered by an empty handler, through an rclpy executor and
+    through a ServiceThread (the server's dispatch): the floors. Every (client, server) pair is
+    called in interleaved rounds (drift hits them alike)."""
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from flexmodal_interfaces.srv import ComputeModalParameters
+    from flexmodal_ros.nodes.polled import PolledClient
 
     rclpy.init()
     node = rclpy.create_node("bench_modal_client")
@@ -151,10 +156,11 @@ def bench_service(calls):
     executor.add_node(node)
     req = ComputeModalParameters.Request()
     req.positions = Q_LWR
-    servers = []
+    servers, polled = [], []
 
     def started(args, service, timeout=30.0):
-        """(client, seconds from start to the first answer) of a server process started with ``args``."""
+        """(call through rclpy's client, call through a PolledClient, seconds from start to the
+        first answer) of a server process started with ``args``."""
         client = node.create_client(ComputeModalParameters, service)
         t0 = time.perf_counter()
         servers.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -162,7 +168,9 @@ def bench_service(calls):
         while not client.service_is_ready() and time.perf_counter() - t0 < timeout:
             executor.spin_once(timeout_sec=0.01)
         assert call(client, timeout).success
-        return client, time.perf_counter() - t0
+        startup = time.perf_counter() - t0
+        polled.append(PolledClient(node, ComputeModalParameters, service))
+        return (lambda: call(client)), (lambda c=polled[-1]: c.call(req, 5.0)), startup
 
     def call(client, timeout=5.0):
         future = client.call_async(req)
@@ -170,36 +178,46 @@ def bench_service(calls):
         return future.result()
 
     try:
-        clients = {f"floor, {dispatch}": started([sys.executable, "-c", TRIVIAL_SERVER, dispatch, name], name)[0]
-                   for dispatch, name in (("executor", "/bench_trivial/executor"),
-                                          ("ServiceThread", "/bench_trivial/service_thread"))}
+        calls_to = {}
+        for dispatch, name in (("executor", "/bench_trivial/executor"),
+                               ("ServiceThread", "/bench_trivial/service_thread")):
+            rclpy_call, polled_call, _ = started([sys.executable, "-c", TRIVIAL_SERVER, dispatch, name], name)
+            calls_to[("rclpy", f"empty, {dispatch}")] = rclpy_call
+            calls_to[("polled", f"empty, {dispatch}")] = polled_call
         exe = os.path.join(os.path.dirname(sys.executable), "modal_analysis_server")
-        clients["modal"], startup = started([exe, "--ros-args", "-p", "robot:=kuka_lwr4"],
-                                            "/modal_analysis/compute_modal_parameters")
-        times = {name: [] for name in clients}
-        for name, client in clients.items():           # warm up discovery and caches
+        rclpy_call, polled_call, startup = started([exe, "--ros-args", "-p", "robot:=kuka_lwr4"],
+                                                   "/modal_analysis/compute_modal_parameters")
+        calls_to[("rclpy", "modal")], calls_to[("polled", "modal")] = rclpy_call, polled_call
+        times = {key: [] for key in calls_to}
+        for fn in calls_to.values():                      # warm up discovery and caches
             for _ in range(20):
-                call(client)
+                fn()
         for _ in range(10):
-            for name, client in clients.items():
+            for key, fn in calls_to.items():
                 for _ in range(calls // 10):
                     t0 = time.perf_counter()
-                    assert call(client).success
-                    times[name].append(1e3 * (time.perf_counter() - t0))
-        p50 = {name: np.median(t) for name, t in times.items()}
-        p99 = {name: np.percentile(t, 99) for name, t in times.items()}
+                    assert fn().success
+                    times[key].append(1e3 * (time.perf_counter() - t0))
+        p50 = {key: np.median(t) for key, t in times.items()}
+        p99 = {key: np.percentile(t, 99) for key, t in times.items()}
         spaced_eig = _after_sleep(np.linalg.eig, _state_matrix_lwr(), calls // 2)
-        print(f"service round trip kuka_lwr4 ({calls} calls, 10 interleaved rounds): p50 {p50['modal']:.2f} ms "
-              f"(target <= 0.6), p99 {p99['modal']:.2f} ms (target <= 2); the same service type answered by an "
-              f"empty handler: " + ", ".join(f"{name[7:]} p50 {p50[name]:.2f} ms, p99 {p99[name]:.2f} ms"
-                                             for name in clients if name != "modal"))
-        floor = p50["floor, ServiceThread"]
-        print(f"  the limit of this machine: that ServiceThread floor + bare eig with vectors of the 28x28 A, run "
-              f"after {SPACING * 1e3:g} ms of sleep as a handler runs between requests ({spaced_eig:.2f} ms; "
-              f"back to back: see above) = {floor + spaced_eig:.2f} ms")
+        print(f"service round trip kuka_lwr4 ({calls} calls per client and server, 10 interleaved rounds), p50 / p99 "
+              f"(targets <= 0.6 / <= 2 ms):")
+        for client, label in (("polled", "PolledClient (blocking call, own wait set)"),
+                              ("rclpy", "rclpy client (call_async + executor)")):
+            floors = ", ".join(f"{key[1][7:]} {p50[key]:.2f} / {p99[key]:.2f} ms" for key in calls_to
+                               if key[0] == client and key[1] != "modal")
+            print(f"  {label}: {p50[(client, 'modal')]:.2f} / {p99[(client, 'modal')]:.2f} ms | "
+                  f"empty handler: {floors}")
+        floor = p50[("polled", "empty, ServiceThread")]
+        print(f"  the limit of this machine: the PolledClient -> ServiceThread floor + bare eig with vectors of the "
+              f"28x28 A, run after {SPACING * 1e3:g} ms of sleep as a handler runs between requests "
+              f"({spaced_eig:.2f} ms; back to back: see above) = {floor + spaced_eig:.2f} ms")
         print(f"modal_analysis_server: start-up to first answer {startup:.2f} s (target <= 1.5), resident "
-              f"{_resident_mib(servers[-1].pid):.0f} MiB after {calls + 21} calls (target <= 130)")
+              f"{_resident_mib(servers[-1].pid):.0f} MiB after {2 * calls + 41} calls (target <= 130)")
     finally:
+        for client in polled:
+            client.destroy()
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown()

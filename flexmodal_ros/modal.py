@@ -69,6 +69,8 @@ def limit_warnings(model, qs, field="q", max_listed=5) -> list[str]:
     """Warnings for configurations ``qs`` (n,) or (m, n) outside the URDF position limits (the model
     is still evaluated there: the warning says the result is for a pose the robot cannot take).
     One line per offending configuration, at most ``max_listed`` lines plus a count."""
+    if isinstance(qs, np.ndarray) and qs.shape == (model.n,) and _inside_limits(model, qs.tolist()):
+        return []                              # the usual single configuration, without NumPy calls
     q = np.atleast_2d(np.asarray(qs, float))
     low = q < model.position_lower - LIMIT_TOLERANCE
     high = q > model.position_upper + LIMIT_TOLERANCE
@@ -85,6 +87,12 @@ def limit_warnings(model, qs, field="q", max_listed=5) -> list[str]:
     if rows.size > max_listed:
         out.append(f"{field}: {rows.size - max_listed} more configurations outside the URDF position limits")
     return out
+
+
+def _inside_limits(model, q: list) -> bool:
+    """True if every value of ``q`` (n floats) is within the URDF position limits (LIMIT_TOLERANCE)."""
+    lower, upper = model.position_limits
+    return all(lo - LIMIT_TOLERANCE <= v <= hi + LIMIT_TOLERANCE for v, lo, hi in zip(q, lower, upper))
 
 
 def configuration_from_names(model, joint_names: Sequence[str], values, field="positions"):

@@ -79,6 +79,12 @@ class FlexibleJointModel:
         """1 / r (transmission of (2.1)), computed once per model (read at every analysis)."""
         return frozen(1.0 / self.r)
 
+    @functools.cached_property
+    def position_limits(self):
+        """(position_lower, position_upper) as lists of floats, computed once per model (for
+        per-value checks of one configuration without NumPy calls)."""
+        return self.position_lower.tolist(), self.position_upper.tolist()
+
     def joint_index(self, name):
         """Index of a URDF joint name; InputError naming the joint if unknown."""
         try:

@@ -307,3 +307,22 @@ def test_console_script_exit_codes(tmp_path):
     bad = subprocess.run(exe + ["modal", "--robot", "planar_2r", "--q", "0.1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "q:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_limit_warnings_single_configuration_path_matches_the_array_path():
+    """limit_warnings: the one-configuration check on floats (the services' path) gives the same
+    warnings as the array path (the same configuration as a 1 × n batch), on both sides of the
+    1e-9 tolerance, at NaN and for a configuration of the wrong length."""
+    from flexmodal_ros.modal import limit_warnings
+
+    model = load_robot("kuka_lwr4")
+    low, high = model.position_lower, model.position_upper
+    cases = [np.zeros(7), high + 0.5e-9, high + 2e-9, low - 2e-9, np.where(np.arange(7) == 3, low - 1.0, 0.0),
+             np.full(7, np.nan), np.where(np.arange(7) == 5, high + 0.3, low - 0.2)]
+    for q in cases:
+        assert limit_warnings(model, q, "positions") == limit_warnings(model, q[None, :], "positions")
+    assert limit_warnings(model, high + 0.5e-9) == [] and limit_warnings(model, np.zeros(7)) == []
+    assert limit_warnings(model, high + 2e-9)[0].startswith("q: joint_1 = ")
+    assert len(limit_warnings(model, low - 2e-9)) == 1
+    with pytest.raises(ValueError):                   # as before: shapes that do not broadcast
+        limit_warnings(model, np.zeros(6))

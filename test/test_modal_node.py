@@ -16,6 +16,7 @@ from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
 from flexmodal_ros.modal import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
+from flexmodal_ros.nodes.polled import PolledClient
 from flexmodal_ros.robots import load_robot, robot_paths
 from test_modal import SCOMPI_Q1, SCOMPI_Q50, TABLE_2_5, Q_M_2_22
 
@@ -59,7 +60,8 @@ def _check_table_2_5(result, case):
 
 
 def test_console_script_services_reproduce_thesis(ros, ros_process):
-    """Starts the real executable; both services checked against Table 2.5 and §2.4.2."""
+    """Starts the real executable; both services checked against Table 2.5 and §2.4.2, the first
+    also through PolledClient (the same answer)."""
     ros_process(["modal_analysis_server", "--ros-args", "-p", "robot:=scompi"],
                 wait_for_service=(SRV, ComputeModalParameters))
     node = ros.node("modal_test_client")
@@ -77,6 +79,15 @@ def test_console_script_services_reproduce_thesis(ros, ros_process):
     resp2 = ros.call(client, _request(Q8, tool_mass=4.0))
     assert resp2.success, resp2.message
     _check_table_2_5(resp2.result, "case2")
+
+    polled = PolledClient(node, ComputeModalParameters, SRV)      # the caller's low-latency path
+    try:
+        assert polled.wait_for_service(10.0)
+        resp3 = polled.call(_request(Q8), 10.0)
+    finally:
+        polled.destroy()
+    assert resp3.success and resp3.result.frequencies_hz == resp.result.frequencies_hz
+    assert resp3.result.mode_shapes_real == resp.result.mode_shapes_real
 
     configs = np.linspace(SCOMPI_Q1, SCOMPI_Q50, 50)
     f, z = [], []
@@ -290,3 +301,68 @@ def test_service_thread_answers_under_the_lock_and_hands_its_failure_to_the_exec
     assert not served._thread.is_alive()
     served.stop()                                                  # a second call does nothing
     ros.spin_until(lambda: not client.service_is_ready(), 10.0, "service gone from the graph")
+
+
+def test_polled_client_gets_its_own_answer_and_times_out_with_the_service_named(ros):
+    """nodes/polled.py PolledClient: a blocking call answered by a real service (the modal
+    server's ServiceThread on another node), names resolved in the client node's namespace, a
+    wrong request type or timeout refused, a timeout naming the service, the late answer to the
+    call that timed out discarded (the next call gets its own), an absent service reported by
+    wait_for_service."""
+    import threading
+    from flexmodal_ros.nodes.polled import ServiceThread
+
+    server_node = ros.node("flexmodal_test_polled_server", namespace="/arm")
+    client_node = ros.node("flexmodal_test_polled_client", namespace="/arm")
+    lock = threading.Lock()
+
+    def handler(request, response):
+        response.success, response.message = True, f"{len(request.positions)} positions"
+        return response
+
+    served = ServiceThread(server_node, ComputeModalParameters, "echo", handler, lock)
+    served.start()
+    client = PolledClient(client_node, ComputeModalParameters, "echo")
+    absent = PolledClient(client_node, ComputeModalParameters, "no_such_service")
+    try:
+        assert client.name == "/arm/echo" and client.wait_for_service(10.0)
+        answer = client.call(ComputeModalParameters.Request(positions=[1.0, 2.0]), 5.0)
+        assert answer.success and answer.message == "2 positions"
+        with pytest.raises(TypeError, match="/arm/echo: request must be a ComputeModalParameters.Request"):
+            client.call(ComputeModalMap.Request(), 5.0)
+        for bad in (0.0, -1.0, math.nan, math.inf, "5"):
+            with pytest.raises(ValueError, match="/arm/echo: timeout must be a positive number of seconds"):
+                client.call(ComputeModalParameters.Request(), bad)
+        with lock:                                      # the server cannot answer in time
+            with pytest.raises(TimeoutError, match=r"/arm/echo: no response within 0.2 s"):
+                client.call(ComputeModalParameters.Request(positions=[1.0]), 0.2)
+        time.sleep(0.2)                                 # the late answer ("1 positions") arrives
+        answer = client.call(ComputeModalParameters.Request(positions=[1.0, 2.0, 3.0]), 5.0)
+        assert answer.message == "3 positions"
+        assert not absent.wait_for_service(0.3)
+        with pytest.raises(TimeoutError, match="/arm/no_such_service: no response within 0.1 s"):
+            absent.call(ComputeModalParameters.Request(), 0.1)
+    finally:
+        client.destroy()
+        absent.destroy()
+        served.stop()
+
+
+
+def test_polled_client_call_ends_when_the_context_shuts_down(ros_env):
+    """A PolledClient call waiting for an answer ends with an error naming the shutdown as soon as
+    its context is shut down (not after its timeout)."""
+    import threading
+    import rclpy
+    from rclpy.context import Context
+    from flexmodal_ros.nodes.polled import PolledClient
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("flexmodal_test_polled_shutdown", context=context)
+    client = PolledClient(node, ComputeModalParameters, "nobody_answers")
+    threading.Timer(0.3, rclpy.shutdown, kwargs={"context": context}).start()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="/nobody_answers: the ROS context was shut down during the call"):
+        client.call(ComputeModalParameters.Request(), 30.0)
+    assert time.monotonic() - start < 5.0

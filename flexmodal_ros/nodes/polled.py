@@ -17,8 +17,11 @@ must answer every message at once (the controller's 1 kHz joint states) while it
 the node's other, rarer callbacks. :class:`ServiceThread` does the same for a service whose
 round trip counts (the modal server's ~/compute_modal_parameters): a request costs the take, the
 handler and the send, not the executor's wait-set rebuild, task and future. Both hold a lock
-that the node's executor callbacks take as well (:func:`locked`).
+that the node's executor callbacks take as well (:func:`locked`). :class:`PolledClient` is the
+caller's side: a blocking call that waits for its own response on a wait set of its own (for a
+Python stack that calls ~/compute_modal_parameters in a loop, e.g. a gain scheduler).
 """
+import math
 import threading
 import time
 
@@ -79,7 +82,8 @@ class PolledSubscription:
         self._wake.destroy_when_not_in_use()
 
 
-SERVICE_WAIT_NS = 100_000_000     # ServiceThread's longest wait before it checks its context [ns]
+SERVICE_WAIT_NS = 100_000_000     # longest wait of ServiceThread / PolledClient before it checks its context [ns]
+SERVICE_POLL_S = 0.01             # PolledClient.wait_for_service: discovery checked this often [s]
 
 
 class _ServingThread:
@@ -197,3 +201,72 @@ class ServiceThread(_ServingThread):
                 with self._lock:
                     response = self._handler(request, response_type())
                 self.handle.service_send_response(response, header.request_id)
+
+
+class PolledClient:
+    """Client of service ``name`` of ``srv_type`` on ``node`` (default service QoS) whose
+    :meth:`call` sends a request and waits for its answer on a wait set of its own, in the calling
+    thread: no executor, task or future per call (rclpy's ``Client.call`` needs an executor
+    spinning in another thread; ``call_async`` + ``spin_until_future_complete`` rebuilds the
+    executor's wait set over every entity of the node at each wake-up). Like
+    :class:`ServiceThread`, the client lives on the node's rcl handle (the node's namespace and
+    remappings apply to ``name``) but is not registered with the node, so the node's executor
+    never takes its answers: the node may be spun by an executor in another thread meanwhile.
+    Calls from several threads run one at a time. Released by :meth:`destroy` (before the node)."""
+
+    def __init__(self, node, srv_type, name, qos=qos_profile_services_default):
+        check_is_valid_srv_type(srv_type)          # imports the type support
+        self.srv_type = srv_type
+        self._context = node.context
+        with node.handle:
+            self.handle = _rclpy.Client(node.handle, srv_type, name, qos.get_c_qos_profile())
+        self.name = self.handle.service_name        # resolved (namespace, remapping)
+        self._wait_set = _rclpy.WaitSet(0, 0, 0, 1, 0, 0, node.context.handle)
+        self._lock = threading.Lock()
+
+    def service_is_ready(self):
+        """True once a server of this service is discovered."""
+        return self.handle.service_server_is_available()
+
+    def wait_for_service(self, timeout):
+        """True once a server is discovered, False after ``timeout`` [s] without one."""
+        deadline = time.monotonic() + self._checked_timeout(timeout)
+        while not self.service_is_ready():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(SERVICE_POLL_S)
+        return True
+
+    def call(self, request, timeout):
+        """The response to ``request`` (a ``srv_type.Request``); TimeoutError naming the service
+        after ``timeout`` [s] without it, RuntimeError if the context is shut down meanwhile. An
+        answer to an earlier call that timed out, arriving late, is discarded."""
+        if not isinstance(request, self.srv_type.Request):
+            raise TypeError(f"{self.name}: request must be a {self.srv_type.__name__}.Request, "
+                            f"got {type(request).__name__}")
+        response_type = self.srv_type.Response
+        timeout = self._checked_timeout(timeout)
+        with self._lock:
+            sequence = self.handle.send_request(request)
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0 and self._context.ok():
+                self._wait_set.clear_entities()
+                self._wait_set.add_client(self.handle)
+                self._wait_set.wait(min(int(left * 1e9), SERVICE_WAIT_NS))
+                while (taken := self.handle.take_response(response_type))[0] is not None:
+                    header, response = taken
+                    if header.request_id.sequence_number == sequence:
+                        return response
+        if not self._context.ok():
+            raise RuntimeError(f"{self.name}: the ROS context was shut down during the call")
+        raise TimeoutError(f"{self.name}: no response within {timeout:g} s")
+
+    def _checked_timeout(self, timeout):
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise ValueError(f"{self.name}: timeout must be a positive number of seconds, got {timeout!r}")
+        return timeout
+
+    def destroy(self):
+        """Release the client (before the node is destroyed)."""
+        self.handle.destroy_when_not_in_use()
+        self._wait_set.destroy_when_not_in_use()
