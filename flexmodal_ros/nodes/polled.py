@@ -80,6 +80,7 @@ class PolledSubscription:
         """Release the subscription (before the node is destroyed)."""
         self.handle.destroy_when_not_in_use()
         self._wake.destroy_when_not_in_use()
+        self._wait_set.destroy_when_not_in_use()
 
 
 SERVICE_WAIT_NS = 100_000_000     # longest wait of ServiceThread / PolledClient before it checks its context [ns]
@@ -188,6 +189,7 @@ class ServiceThread(_ServingThread):
     def _release(self):
         self.handle.destroy_when_not_in_use()
         self._wake_condition.destroy_when_not_in_use()
+        self._wait_set.destroy_when_not_in_use()
 
     def _serve(self):
         request_type, response_type = self.srv_type.Request, self.srv_type.Response
