@@ -1,15 +1,19 @@
 """Controller compute time per cycle in ROS (issue 17: p99 <= 100 µs at 1 kHz) next to the limit
 of this machine. Run: `. scripts/env.sh; python benchmarks/bench_controller_ros.py`.
 
-Both run against the real ``flexible_joint_simulator`` node (kuka_lwr4, 1 kHz /joint_states,
+All run against the real ``flexible_joint_simulator`` node (kuka_lwr4, 1 kHz /joint_states,
 loopback only), one after the other in interleaved rounds (drift hits them alike):
-1. the ``feedforward_pd_controller`` node (holding its start position), its ``~/statistics`` over
-   each round: compute time = serialized sample in hand → command handed to rmw;
-2. the same per-sample work in C on rcl with no Python per cycle (``rcl_control_cycle.c``, compiled
-   here against the rcl headers of the venv): take, parse, the node's generated control law (hold),
-   serialize, publish, measured the same way, and split into the work before the publish and the
-   publish itself. What the C loop needs above the target is rmw's publish on this machine.
-Options: --rounds, --seconds (per round and side).
+1. the ``feedforward_pd_controller`` node (holding its start position) as shipped, its steady
+   cycles in C (``native_cycle`` true: flexmodal_ros/nodes/native_cycle.py), its ``~/statistics``
+   over each round: compute time = serialized sample in hand → command handed to rmw, late cycles;
+2. the same node with ``native_cycle:=false`` (every cycle in Python), the same statistics;
+3. the limit: the bare per-sample work in C on rcl with no fail-safe policy and no Python at all
+   (``rcl_control_cycle.c``, compiled here against the installed rcl): take, parse, the node's
+   generated control law (hold), serialize, publish, measured the same way, and split into the work
+   before the publish and the publish itself (rmw's publish is most of it on this machine).
+Options: --rounds, --seconds (per round and side), --realtime PRIORITY (SCHED_FIFO and the 0 µs
+wake-up latency request, flexmodal_ros/nodes/realtime.py, for the simulator, the controller nodes
+and this process's C loop alike).
 """
 import argparse
 import ctypes
@@ -27,21 +31,18 @@ from flexmodal_ros.ccompile import kernel_library
 from flexmodal_ros.control import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
 from flexmodal_ros.linearize import setpoint_reference
 from flexmodal_ros.model import create_data
+from flexmodal_ros.nodes.native_cycle import rcl_build_flags
+from flexmodal_ros.nodes.realtime import apply_realtime
 from flexmodal_ros.robots import load_robot
 
 RATE_HZ = 1000.0
 ROBOT = "kuka_lwr4"
-HEADERS = ("rcl", "rcutils", "rmw", "rosidl_runtime_c", "rosidl_typesupport_interface", "rcl_yaml_param_parser",
-           "type_description_interfaces", "rosidl_dynamic_typesupport", "service_msgs", "builtin_interfaces",
-           "rcl_interfaces")
+SIDES = {"native": "true", "python": "false"}     # the node's native_cycle parameter per side
 
 
 def cycle_library():
-    """The C cycle compiled against the venv's rcl (ROS 2 wheels: headers under <prefix>/include)."""
-    prefix = Path(sys.prefix)
-    flags = ["-O2", "-fPIC", "-shared", *(f"-I{prefix / 'include' / h}" for h in HEADERS),
-             f"-L{prefix / 'lib'}", f"-Wl,-rpath,{prefix / 'lib'}", "-Wl,--no-as-needed", "-lrcl", "-lrmw", "-lrcutils"]
-    lib = ctypes.CDLL(str(kernel_library(Path(__file__).with_name("rcl_control_cycle.c"), tuple(flags))))
+    """The bare C cycle compiled against the installed rcl."""
+    lib = ctypes.CDLL(str(kernel_library(Path(__file__).with_name("rcl_control_cycle.c"), rcl_build_flags())))
     lib.run_cycles.restype = ctypes.c_int
     lib.run_cycles.argtypes = ([ctypes.c_size_t] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 4)
     return lib
@@ -55,6 +56,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--realtime", type=int, default=0, metavar="PRIORITY",
+                    help="realtime_priority of the simulator and the controller nodes (0: normal scheduling)")
     args = ap.parse_args()
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
@@ -64,74 +67,98 @@ def main():
     from rclpy.type_support import check_is_valid_msg_type
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
-    from std_srvs.srv import Trigger
-    from flexmodal_ros.nodes.polled import PolledClient
 
     model = load_robot(ROBOT)
     n, cycles = model.n, int(args.seconds * RATE_HZ)
     law = ControlLaw(model)                          # the node's generated law, in its hold mode
     law.tracking[0] = 0.0
     law.r_hold[:] = setpoint_reference(model, create_data(model), np.zeros(n))
-    compiled = law.run.__self__
     inputs, outputs = law_layout(LAW_INPUTS, n)[0], law_layout(LAW_OUTPUTS, n)[0]
     lib = cycle_library()
     bindir = Path(sysconfig.get_path("scripts"))
-    simulator = subprocess.Popen([str(bindir / "flexible_joint_simulator"), "--ros-args", "-p", f"robot:={ROBOT}"],
+    simulator = subprocess.Popen([str(bindir / "flexible_joint_simulator"), "--ros-args", "-p", f"robot:={ROBOT}",
+                                  "-p", f"realtime_priority:={args.realtime}"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rclpy.init()
     node = rclpy.create_node("bench_controller_ros")
+    if args.realtime:
+        apply_realtime(node.get_logger(), args.realtime, -1)     # the C loop below as the nodes
     check_is_valid_msg_type(JointState)
     with node.handle:
         states = _rclpy.Subscription(node.handle, JointState, "/joint_states",
                                      QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT).get_c_qos_profile(),
                                      None)
     commands = node.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-    times = np.zeros(2 * cycles)
-    node_p50, node_p99, c_ready, c_published = [], [], [], []
+    times = np.zeros(3 * cycles)
+    node_stats, c_ready, c_published, c_late = {side: [] for side in SIDES}, [], [], []
     try:
         for _ in range(args.rounds):
-            controller = subprocess.Popen([str(bindir / "feedforward_pd_controller"), "--ros-args", "-p",
-                                           f"robot:={ROBOT}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            reset = PolledClient(node, Trigger, "/feedforward_pd_controller/reset_statistics")
-            statistics = PolledClient(node, Trigger, "/feedforward_pd_controller/statistics")
-            try:
-                assert reset.wait_for_service(30.0) and statistics.wait_for_service(30.0)
-                time.sleep(1.0)                                   # past start-up and the first samples
-                reset.call(Trigger.Request(), 10.0)
-                time.sleep(args.seconds)
-                stats = json.loads(statistics.call(Trigger.Request(), 10.0).message)
-            finally:
-                reset.destroy()
-                statistics.destroy()
-                controller.terminate()
-                controller.wait(10)
-            node_p50.append(stats["compute_us_p50"])
-            node_p99.append(stats["compute_us_p99"])
+            for side, native in SIDES.items():
+                node_stats[side].append(run_node(node, bindir, native, args.seconds, args.realtime))
             time.sleep(0.5)
             done = lib.run_cycles(states.pointer, commands.handle.pointer, node.context.handle.pointer, cycles,
-                                  times.ctypes.data, ctypes.cast(compiled._fn, ctypes.c_void_p).value,
-                                  *compiled._args[:4], n, inputs["q_m"].start, inputs["qd_m"].start,
-                                  outputs["tau"].start)
+                                  times.ctypes.data, *law.compiled.pointers(), n, inputs["q_m"].start,
+                                  inputs["qd_m"].start, outputs["tau"].start)
             if done != cycles:
                 raise SystemExit(f"C cycle failed with code {done}")
-            per_cycle = times.reshape(-1, 2)
+            per_cycle = times.reshape(-1, 3)
             c_ready.append(per_cycle[:, 0].copy())
             c_published.append(per_cycle[:, 1].copy())
-            print(f"round: node p50 {node_p50[-1]:.1f} µs, p99 {node_p99[-1]:.1f} µs ({stats['compute_us_samples']} "
-                  f"cycles) | C on rcl: to the command {percentiles(c_ready[-1])}; handed to rmw "
-                  f"{percentiles(c_published[-1])}")
+            c_late.append(100.0 * np.mean(np.diff(per_cycle[:, 2]) > 1.5e6 / RATE_HZ))
+            print("round: " + " | ".join(f"node {side} {summary(node_stats[side][-1])}" for side in SIDES)
+                  + f" | C on rcl: to the command {percentiles(c_ready[-1])}; handed to rmw "
+                  f"{percentiles(c_published[-1])}, late {c_late[-1]:.3f} %")
     finally:
         node.destroy_node()
         rclpy.shutdown()
         simulator.terminate()
         simulator.wait(10)
     ready, published = np.concatenate(c_ready), np.concatenate(c_published)
+    limit_p99 = np.percentile(published, 99)
     print(f"controller compute per cycle in ROS, {ROBOT} at {RATE_HZ:g} Hz, {args.rounds} rounds of {args.seconds:g} s "
-          f"(target p99 <= 100 µs): node p50 {np.median(node_p50):.1f} µs, p99 {np.median(node_p99):.1f} µs "
-          f"(median over rounds)")
-    print(f"  limit of this machine, the same work in C on rcl (no Python): handed to rmw {percentiles(published)}; "
-          f"of which parse + law + serialize {percentiles(ready)} -> node p99 / C p99 = "
-          f"{np.median(node_p99) / np.percentile(published, 99):.2f}x")
+          f"(target p99 <= 100 µs, late cycles <= 0.2 %; medians over rounds):")
+    for side, rounds in node_stats.items():
+        p50, p99 = (np.median([r[f"compute_us_{q}"] for r in rounds]) for q in ("p50", "p99"))
+        late = np.median([100.0 * r["late_cycles"] / max(1, r["cycles"]) for r in rounds])
+        native = np.median([100.0 * r["native_cycles"] / max(1, r["cycles"]) for r in rounds])
+        print(f"  node, native_cycle {SIDES[side]}: p50 {p50:.1f} µs, p99 {p99:.1f} µs "
+              f"({p99 / limit_p99:.2f}x the limit's p99), late cycles {late:.3f} %, cycles run in C {native:.1f} %")
+    print(f"  limit of this machine, the bare work in C on rcl (no policy, no Python): handed to rmw "
+          f"{percentiles(published)}; of which parse + law + serialize {percentiles(ready)}; late cycles "
+          f"{np.median(c_late):.3f} % (gaps in the simulator's 1 kHz states)")
+
+
+def run_node(node, bindir, native, seconds, realtime):
+    """~/statistics of a feedforward_pd_controller (native_cycle:=``native``, realtime_priority:=
+    ``realtime``) over ``seconds``."""
+    from std_srvs.srv import Trigger
+    from flexmodal_ros.nodes.polled import PolledClient
+
+    controller = subprocess.Popen([str(bindir / "feedforward_pd_controller"), "--ros-args", "-p", f"robot:={ROBOT}",
+                                   "-p", f"native_cycle:={native}", "-p", f"realtime_priority:={realtime}"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    reset = PolledClient(node, Trigger, "/feedforward_pd_controller/reset_statistics")
+    statistics = PolledClient(node, Trigger, "/feedforward_pd_controller/statistics")
+    try:
+        assert reset.wait_for_service(30.0) and statistics.wait_for_service(30.0)
+        time.sleep(1.0)                                   # past start-up and the first samples
+        reset.call(Trigger.Request(), 10.0)
+        time.sleep(seconds)
+        return json.loads(statistics.call(Trigger.Request(), 10.0).message)
+    finally:
+        reset.destroy()
+        statistics.destroy()
+        controller.terminate()
+        try:
+            controller.wait(10)
+        except subprocess.TimeoutExpired:
+            controller.kill()
+            raise
+
+
+def summary(stats):
+    return (f"p50 {stats['compute_us_p50']:.1f} µs, p99 {stats['compute_us_p99']:.1f} µs, late {stats['late_cycles']}"
+            f" of {stats['cycles']}, in C {stats['native_cycles']}")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
  * Wait on the /joint_states subscription, take the newest serialized sample, parse its CDR
  * (positions, velocities; links then motors), write q_m, qd_m into the generated control law's
  * input, run the law, serialize the motor torques as a std_msgs/Float64MultiArray and publish it
- * through the same rmw as the node. Records per cycle [µs]: taken -> command serialized, and
- * taken -> command handed to rmw (what the node's compute_us measures). Not part of the product:
+ * through the same rmw as the node. Records per cycle [µs]: taken -> command serialized,
+ * taken -> command handed to rmw (what the node's compute_us measures), and the cycle's start on
+ * CLOCK_MONOTONIC (late cycles: more than 1.5 periods after the previous one, as the node counts). Not part of the product:
  * no fail-safe policy, no checks beyond the parse and finiteness of the sample. */
 #include <stdint.h>
 #include <string.h>
@@ -120,8 +121,9 @@ int run_cycles(uintptr_t subscription, uintptr_t publisher, uintptr_t context, i
             code = -5;
             break;
         }
-        times[2 * done] = serialized - start;
-        times[2 * done + 1] = now_us() - start;
+        times[3 * done] = serialized - start;
+        times[3 * done + 1] = now_us() - start;
+        times[3 * done + 2] = start;
         done++;
     }
     if (rcl_wait_set_fini(&wait_set) != RCL_RET_OK && !code)

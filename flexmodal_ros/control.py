@@ -194,9 +194,10 @@ class ControlLaw:
     Write the inputs through the views named as in LAW_INPUTS (``law.q_m[:] = ...``, scalars as
     ``law.s[0] = ...``), call :meth:`run`, read the outputs through the LAW_OUTPUTS views.
     compiled=True (default): generated C, compiled once per model and cached like the feedforward
-    (:func:`~flexmodal_ros.inverse_dynamics.build.build_library`); compiled=False: CasADi's
-    virtual machine (no C compiler needed, slower). The gains are inputs, initialised from the
-    model (:meth:`set_gains` changes them). Not thread-safe.
+    (:func:`~flexmodal_ros.inverse_dynamics.build.build_library`; :attr:`compiled` is its
+    :class:`~flexmodal_ros.inverse_dynamics.build.CompiledFunction`, for C callers); compiled=False:
+    CasADi's virtual machine (no C compiler needed, slower; :attr:`compiled` is None). The gains
+    are inputs, initialised from the model (:meth:`set_gains` changes them). Not thread-safe.
     """
 
     def __init__(self, model, compiled=True, cache=None):
@@ -204,10 +205,10 @@ class ControlLaw:
             self.library = build_library(model, cache, control_law_function, "law",
                                          sources=(__file__, trajectory.__file__),
                                          parameters={"W": model.W, "effort_limit": model.effort_limit})
-            c_function = CompiledFunction(self.library)
-            self.u, self.y, self.run = c_function.x, c_function.y, c_function.run
+            self.compiled = CompiledFunction(self.library)
+            self.u, self.y, self.run = self.compiled.x, self.compiled.y, self.compiled.run
         else:
-            self.library = None
+            self.library = self.compiled = None
             self._function = control_law_function(model)
             self.u = np.zeros(self._function.size1_in(0))
             self.y = np.zeros(self._function.size1_out(0))
@@ -235,7 +236,7 @@ class _Trajectory:
         self.path, self.t0, self.start_now = path, t0, start_now
         self.duration = path.duration
         self.explicit = float(getattr(path, "explicit", False))
-        self._begin, self._end = 0.0, -1.0          # times of the loaded segment (none yet)
+        self.segment_begin, self.segment_end = 0.0, -1.0     # times of the loaded segment (none yet)
 
     def load(self, law, t):
         """Write the segment and phase at time t [s] from the start (0 <= t < duration) into ``law``
@@ -244,12 +245,12 @@ class _Trajectory:
         if self.explicit:
             law.reference[:] = np.concatenate(self.path.sample(t))
             return
-        if not self._begin <= t < self._end:
+        if not self.segment_begin <= t < self.segment_end:
             k = self.path.segment_index(t)
             times, pos = self.path.times, self.path.positions
-            self._begin, self._end = times[k], times[k + 1]
-            law.q_a[:], law.q_b[:], law.T[0] = pos[k], pos[k + 1], self._end - self._begin
-        law.s[0] = (t - self._begin) / law.T[0]
+            self.segment_begin, self.segment_end = times[k], times[k + 1]
+            law.q_a[:], law.q_b[:], law.T[0] = pos[k], pos[k + 1], self.segment_end - self.segment_begin
+        law.s[0] = (t - self.segment_begin) / law.T[0]
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,18 @@ class Counters:
     rejected_trajectories: int = 0
     saturated_cycles: int = 0
     saturated_per_joint: list = field(default_factory=list)
+
+
+class SteadyCycle(NamedTuple):
+    """What makes the next sample's cycle steady (:meth:`FailSafeController.steady_cycle`):
+    its stamp after ``previous_t`` [s]; ``tracking`` False (HOLD): before ``hold_until`` [s];
+    True (TRACKING): ``segment_begin`` <= t − ``t0`` < ``segment_end`` [s]."""
+    previous_t: float
+    tracking: bool
+    hold_until: float = math.inf
+    t0: float = 0.0
+    segment_begin: float = 0.0
+    segment_end: float = 0.0
 
 
 class FailSafeController:
@@ -397,6 +410,42 @@ class FailSafeController:
     def last_sample(self):
         """The last valid :class:`JointSample` (None before the first)."""
         return self._sample
+
+    @property
+    def advanced(self):
+        """Steady-clock time [s] of the last sample whose stamp advanced (None before the first):
+        :meth:`watchdog` gives a command once ``now`` is more than state_timeout after it."""
+        return self._advanced
+
+    def steady_cycle(self):
+        """The conditions under which the next sample's cycle changes nothing but the sample, the
+        receipt time and the cycle count, or None when any sample may change more (WAITING, STALE,
+        TRACKING a shaped (explicit) reference, no segment loaded).
+
+        A sample meeting them — stamp after ``previous_t``; finite and within :attr:`state_bounds`;
+        in HOLD before ``hold_until``, in TRACKING inside the loaded segment — whose law result
+        (q_m, q̇_m into the law, and in TRACKING the phase (t − t0 − segment_begin) / T) is finite
+        with no joint saturated has the same :meth:`update_state` + :meth:`compute` outcome as
+        :meth:`adopt_steady_cycles` with that sample (the native cycle of the controller node:
+        flexmodal_ros/nodes/native_cycle.py)."""
+        s, traj = self._sample, self._trajectory
+        if s is None:
+            return None
+        if self.mode == Mode.HOLD:
+            return SteadyCycle(s.t, False, hold_until=traj.t0 if traj is not None else math.inf)
+        if (self.mode == Mode.TRACKING and traj is not None and not traj.explicit and not traj.start_now
+                and traj.segment_begin < traj.segment_end):
+            return SteadyCycle(s.t, True, t0=traj.t0, segment_begin=traj.segment_begin,
+                               segment_end=traj.segment_end)
+        return None
+
+    def adopt_steady_cycles(self, t, q, qd, q_m, qd_m, received, count):
+        """Take over ``count`` steady cycles (:meth:`steady_cycle`) run outside this object, the
+        last with sample (t, q, q̇, q_m, q̇_m) received at steady time ``received`` [s] (arrays
+        the caller will not modify)."""
+        self._sample = JointSample(t, q, qd, q_m, qd_m)
+        self._received = self._advanced = received
+        self.counters.cycles += count
 
     def update_state(self, sample, received, validated=False):
         """Accept a measured sample (InputError naming the field if it is not finite / wrong size).

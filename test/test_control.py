@@ -379,3 +379,39 @@ def test_gains_change_between_cycles_and_are_validated(lwr, ctrl_factory):
             ctrl.configure(**kwargs)
     np.testing.assert_array_equal(ctrl.model.kp, softer.kp)
     np.testing.assert_array_equal(ctrl.law.kp, softer.kp)
+
+
+def test_steady_cycle_predicts_the_cycles_that_change_only_the_sample(lwr, ctrl_factory):
+    """steady_cycle() (the contract of the controller node's C cycles, nodes/native_cycle.py): a
+    sample meeting its conditions whose command is not saturated (the C cycle's last check)
+    changes the mode, the events and the loaded segment not at all, and the cycle count by one; across hold, start, two segments, finish and time going
+    backwards the others do change them. adopt_steady_cycles takes such cycles over."""
+    ctrl = ctrl_factory()
+    assert ctrl.steady_cycle() is None                       # WAITING
+    q0 = np.full(lwr.n, 0.1)
+    ctrl.update_state(at_rest(lwr, q0, t=1.0), 0.0)
+    ctrl.compute()
+    ctrl.set_trajectory([0.3, 0.6], np.array([q0 + 0.005, q0 + 0.01]), start_time=1.2)
+    predicted_runs, other_runs, measured = 0, 0, q0      # the robot follows the reference
+    stamps = [*np.arange(1.01, 2.0, 0.01), 1.5, *np.arange(1.51, 1.6, 0.01)]      # then backwards
+    for t in stamps:
+        steady = ctrl.steady_cycle()
+        predicted = steady is not None and t > steady.previous_t and (
+            steady.segment_begin <= t - steady.t0 < steady.segment_end if steady.tracking else t < steady.hold_until)
+        traj = ctrl._trajectory
+        before = (ctrl.mode, len(ctrl.events), traj and (traj.segment_begin, traj.segment_end), ctrl.counters.cycles)
+        ctrl.update_state(at_rest(lwr, measured, t=t), t)
+        command = ctrl.compute()
+        measured = command.q_ref
+        after = (ctrl.mode, len(ctrl.events), traj and (traj.segment_begin, traj.segment_end), ctrl.counters.cycles)
+        if predicted:
+            if not command.saturated.any():
+                predicted_runs += 1
+                assert after[:3] == before[:3] and after[3] == before[3] + 1, t
+        else:
+            other_runs += 1
+            assert after[:3] != before[:3], t
+    assert predicted_runs > 100 and other_runs == 4      # start, second segment, finish, time backwards
+    sample = at_rest(lwr, q0, t=3.0)
+    ctrl.adopt_steady_cycles(*sample, received=7.5, count=3)
+    assert ctrl.last_sample == sample and ctrl.advanced == 7.5 and ctrl.counters.cycles == after[3] + 3

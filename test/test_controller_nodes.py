@@ -295,6 +295,10 @@ def test_timing_window_keeps_the_last_samples():
     assert stats["x_p50"] == pytest.approx(2.5)
     window.clear()
     assert len(window) == 0
+    window.extend(np.array([1.0, 2.0]))                              # the native cycle's compute times
+    window.append(3.0)
+    window.extend(np.array([4.0, 5.0, 6.0, 7.0, 8.0]))
+    assert len(window) == 4 and sorted(window.values()) == [5.0, 6.0, 7.0, 8.0]
 
 
 # ----------------------------------------------------------------------------- issue 11 items 7-10
@@ -498,10 +502,14 @@ def test_shaping_a_reference_does_not_stop_the_cycles(ros, lwr):
     q0 = np.array(path.positions[0])
     during_shaping, shape = [], node.ctrl.shape_trajectory
 
+    def cycles():                                 # under the lock: the C cycles are adopted
+        with node.lock:
+            return node.ctrl.counters.cycles
+
     def counted_shaping(checked):                 # the controller's own step, cycles counted around it
-        before = node.ctrl.counters.cycles
+        before = cycles()
         shaped = shape(checked)
-        during_shaping.append(node.ctrl.counters.cycles - before)
+        during_shaping.append(cycles() - before)
         return shaped
 
     node.ctrl.shape_trajectory = counted_shaping
@@ -525,3 +533,97 @@ def test_shaping_a_reference_does_not_stop_the_cycles(ros, lwr):
         stop.set()
         sender.join()
     assert during_shaping and during_shaping[0] > 0
+
+
+@pytest.mark.parametrize("link_state", ["absolute", "deflection"])
+def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link_state):
+    """native_cycle true (steady cycles in C: nodes/native_cycle.py) and false (every cycle in
+    Python), side by side on the same joint states, one sample at a time: hold, two trajectories
+    (crossing a segment boundary, finishing, aborted by time going backwards), a NaN sample, a
+    frozen stamp, saturated cycles. Both publish the same commands to the bit, report the same
+    statuses and count the same cycles, rejects and saturations; most cycles ran in C."""
+    from rclpy.parameter import Parameter
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray, String
+    from trajectory_msgs.msg import JointTrajectory
+    from flexmodal_ros.export.convention import StateConvention
+    from flexmodal_ros.nodes.conversions import core_to_trajectory, plant_joint_state
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+
+    probe = ros.node("native_cycle_probe")
+    nodes, commands, statuses, trajectories = {}, {}, {}, {}
+    for name, native in (("ctrl_c", True), ("ctrl_py", False)):
+        nodes[name] = ros.add_node(FeedforwardPdController(
+            context=ros.context, cli_args=["--ros-args", "-r", f"__node:={name}",
+                                           "-r", f"/effort_controller/commands:=/{name}/commands"],
+            parameter_overrides=[Parameter("robot", value="kuka_lwr4"), Parameter("native_cycle", value=native),
+                                 Parameter("link_state", value=link_state), Parameter("state_timeout_s", value=5.0)]))
+        commands[name], statuses[name] = [], []
+        probe.create_subscription(Float64MultiArray, f"/{name}/commands",
+                                  lambda m, out=commands[name]: out.append(np.array(m.data)), 1000)
+        probe.create_subscription(String, f"/{name}/status", lambda m, out=statuses[name]: out.append(m.data),
+                                  QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        trajectories[name] = probe.create_publisher(JointTrajectory, f"/{name}/reference_trajectory", 10)
+    assert nodes["ctrl_c"].native_cycle is not None and nodes["ctrl_py"].native_cycle is None
+    states = probe.create_publisher(JointState, "/joint_states", 10)
+    ros.spin_until(lambda: states.get_subscription_count() == 2
+                   and all(p.get_subscription_count() for p in trajectories.values()), 10.0, "controllers subscribed")
+    convention, n = StateConvention(lwr, link_state), lwr.n
+
+    def processed(node):
+        with node.lock:                       # the C cycles are adopted under the lock
+            return node.ctrl.counters.cycles + node.ctrl.counters.rejected_samples
+
+    def send(t, q, motor_offset=0.0, mutate=None):
+        x, hold = rest_state(lwr, q)
+        reported = convention.from_model(x[:n], x[2 * n:3 * n], x[n:2 * n] + motor_offset, x[3 * n:])
+        msg = plant_joint_state(lwr, t, *reported, hold, hold)
+        if mutate:
+            mutate(msg)
+        before = {name: processed(node) for name, node in nodes.items()}
+        states.publish(msg)
+        ros.spin_until(lambda: all(processed(node) > before[name] for name, node in nodes.items()), 10.0,
+                       f"sample t={t} processed")
+
+    def track(q_from, start, status_count):
+        waypoints = np.array([q_from + 0.001, q_from + 0.002])
+        for name, publisher in trajectories.items():
+            publisher.publish(core_to_trajectory(lwr.joint_names, np.array([0.1, 0.2]), waypoints, start))
+        ros.spin_until(lambda: all(sum(s.startswith("trajectory accepted") for s in out) == status_count
+                                   for out in statuses.values()), 10.0, "trajectory accepted by both")
+
+    def nan_velocity(msg):
+        msg.velocity = [float("nan")] + list(msg.velocity[1:])
+
+    q0 = np.array([0.1, 0.3, -0.1, -0.6, 0.1, 0.4, 0.1])
+    t = 1.0
+    for _ in range(30):
+        send(t := t + 1e-3, q0)
+    track(q0, t + 0.01, 1)                  # starts in 10 samples; segments [0, 0.1), [0.1, 0.2) s
+    for k in range(240):                     # hold, tracking over both segments, finished, hold
+        t += 1e-3
+        if k == 50:
+            send(t, q0, mutate=nan_velocity)         # rejected
+        elif k == 60:
+            send(t - 1e-3, q0)                       # frozen stamp
+        elif 80 <= k < 83:
+            send(t, q0, motor_offset=0.08)           # saturated
+        else:
+            send(t, q0)
+    track(q0, t + 0.01, 2)
+    for k in range(80):                      # aborted by time going backwards, then hold
+        send(t := t + 1e-3 if k != 40 else t - 0.05, q0)
+    stats = {name: node.statistics() for name, node in nodes.items()}
+    ros.spin_until(lambda: all(len(commands[name]) == stats[name]["cycles"] for name in nodes), 10.0, "commands")
+    c, py = stats["ctrl_c"], stats["ctrl_py"]
+    assert len(commands["ctrl_c"]) == len(commands["ctrl_py"]) == c["cycles"]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(commands["ctrl_c"], commands["ctrl_py"]))
+    assert statuses["ctrl_c"] == statuses["ctrl_py"]
+    for key in ("mode", "cycles", "rejected_samples", "saturated_cycles", "saturated_per_joint"):
+        assert c[key] == py[key], key
+    assert c["rejected_samples"] == 1 and c["saturated_cycles"] == 3 and c["mode"] == "hold"
+    assert any(s.startswith("hold: trajectory finished") for s in statuses["ctrl_c"])
+    assert any("time went backwards" in s for s in statuses["ctrl_c"])
+    assert c["compute_us_samples"] == c["cycles"] and py["native_cycles"] == 0
+    assert c["native_cycles"] > 0.8 * c["cycles"], c

@@ -42,6 +42,12 @@ class StateConvention:
             values[n2:] *= self._W2
         return values
 
+    @property
+    def motor_scale(self):
+        """W twice (2n), the factors :meth:`to_model_inplace` applies to the motor values, or None
+        (absolute convention: no conversion)."""
+        return self._W2.copy() if self.deflection else None
+
     def positions_to_model(self, link, motor):
         """Reported link/motor positions (n,) each → (q, q_m)."""
         link, motor = np.asarray(link, float), np.asarray(motor, float)

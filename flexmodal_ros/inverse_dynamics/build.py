@@ -238,6 +238,11 @@ class CompiledFunction:
         """outputs ← f(inputs) (no allocation)."""
         self._fn(*self._args)
 
+    def pointers(self):
+        """(function, arg, res, iw, w) addresses of :meth:`run`'s call, for a C caller that
+        evaluates the same buffers (signature of CasADi's generated functions)."""
+        return (ctypes.cast(self._fn, ctypes.c_void_p).value, *self._args[:4])
+
     def bind(self, kind: str, index: int, array: np.ndarray):
         """Point argument (``kind`` 'in') or result ('out') ``index`` at ``array`` (float64,
         C-contiguous, the buffer's size; the caller keeps it alive while bound)."""

@@ -4,6 +4,7 @@ The only place where message fields are read or filled; nodes call these functio
 never sees a message.
 """
 import array
+from typing import NamedTuple
 
 import numpy as np
 
@@ -283,6 +284,7 @@ class JointStateReader:
         self._layout = None
         convention = StateConvention(model, link_state)     # "deflection": exported robots
         self._to_model = convention.to_model_inplace if convention.deflection else None
+        self._motor_scale = convention.motor_scale
 
     def __call__(self, msg):
         names, pos, vel = msg.name, msg.position, msg.velocity
@@ -324,6 +326,20 @@ class JointStateReader:
         sample = self(msg)
         self._layout = _JointStateLayout.learn(msg, buf, self._take)
         return sample
+
+    def native_layout(self):
+        """:class:`ByteLayout` of the sender's messages that :meth:`from_bytes` reads in place
+        (None until one is learned, or when it cannot be used), for a C reader."""
+        layout = self._layout
+        if layout is None:
+            return None
+        if layout.native is None:
+            pattern = bytearray(layout.size)
+            for a, b, constant in layout.regions:
+                pattern[a:b] = constant
+            layout.native = ByteLayout(layout.size, tuple((a, b) for a, b, _ in layout.regions), bytes(pattern),
+                                       layout.stamp_at, layout.start, layout.take, self._motor_scale)
+        return layout.native
 
     def _gather_index(self, names):
         """Index into [position; velocity] of q, q̇, q_m, q̇_m; InputError naming missing joints."""
@@ -369,6 +385,21 @@ class JointStateReader:
                 f"not export); {STATE_INTERFACES_HINT}")
 
 
+class ByteLayout(NamedTuple):
+    """A learned JointState layout for C (:meth:`JointStateReader.native_layout`): message
+    ``size`` [bytes]; ``regions`` ((a, b),) ×3 whose bytes must equal ``pattern``'s; int32 sec +
+    uint32 nanosec of the stamp at ``stamp_at``; [q; q̇; q_m; q̇_m] = the float64 values at
+    ``values_at`` + 8 × ``gather`` (4n), then, with ``motor_scale`` (W twice, deflection
+    convention): q, q̇ += the motor values, and the motor values ×= motor_scale."""
+    size: int
+    regions: tuple
+    pattern: bytes
+    stamp_at: int
+    values_at: int
+    gather: np.ndarray
+    motor_scale: np.ndarray | None
+
+
 class _JointStateLayout:
     """Where stamp, positions and velocities sit in one sender's serialized JointState, and the
     bytes that must not change for that to hold (everything else but the effort values)."""
@@ -377,7 +408,8 @@ class _JointStateLayout:
         import struct
 
         self.size, self.regions, self.start, self.count, self.take = size, regions, start, count, take
-        self._stamp, self._stamp_at = struct.Struct("=iI"), stamp_at
+        self._stamp, self.stamp_at = struct.Struct("=iI"), stamp_at
+        self.native = None                  # its ByteLayout, made when first asked for
 
     @classmethod
     def learn(cls, msg, buf, take):
@@ -405,7 +437,7 @@ class _JointStateLayout:
 
     def stamp(self, buf):
         """(sec, nanosec) of header.stamp."""
-        return self._stamp.unpack_from(buf, self._stamp_at)
+        return self._stamp.unpack_from(buf, self.stamp_at)
 
 
 def joint_state_to_sample(model, msg):
@@ -512,6 +544,11 @@ class SerializedMessage:
         """Write time t [s] (>= 0) into the Time field ``path``."""
         self._time.pack_into(self._buffer, self.offsets[path], *split_seconds(t))
 
+    @property
+    def buffer(self):
+        """The message's serialized bytes, rewritten in place (a bytearray)."""
+        return self._buffer
+
     def serialized(self):
         """The current message as bytes (a copy: safe to publish while the fields are rewritten)."""
         return bytes(self._buffer)
@@ -539,6 +576,11 @@ class TorqueCommandWriter:
         self._message = SerializedMessage(Float64MultiArray(data=[0.0] * n), arrays=("data",))
         self._data = self._message.values["data"]
         self._scale = None if scale is None else np.asarray(scale, dtype=float)   # efforts = scale τ
+
+    def native_buffer(self):
+        """(the serialized message's bytearray, byte offset of its data values, the scale or None)
+        for a C writer that fills and publishes the same buffer."""
+        return self._message.buffer, self._message.offsets["data"], self._scale
 
     def __call__(self, tau):
         if self._scale is None:

@@ -7,7 +7,12 @@ cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Fl
 motor torques [N m] in URDF joint order). On the steady clock the cycles run on a thread of their
 own that waits for joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the
 executor keeps the trajectories, parameters and services, which never run during a cycle), and the
-same thread checks a watchdog ``watchdog_rate_hz`` times per second. With ``use_sim_time`` the
+same thread checks a watchdog ``watchdog_rate_hz`` times per second. With ``native_cycle`` (true,
+read-only) that thread runs in C (flexmodal_ros/nodes/native_cycle.py): the steady cycles (HOLD, or
+TRACKING inside the loaded segment, with a plausible new sample and a finite, unsaturated command)
+run there without Python, every other sample and the overdue watchdog run the Python cycle, with
+the same commands to the bit; false, or no C compiler or rcl headers (a warning says so): every
+cycle in Python. With ``use_sim_time`` the
 executor runs both (a joint-state callback and a timer on simulation time): it also takes /clock,
 and a watchdog on another thread could read a simulation time newer than the states it has seen.
 The watchdog publishes the STALE static-hold command when no valid joint state arrived for
@@ -46,7 +51,7 @@ Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute
 per cycle [µs] = from the start of the joint-state callback (serialized sample in hand: reading
 it is part of the cycle) to the command handed to the publisher: compute_us_p50/p90/p99/p999/max over the last 20 s, compute_us_samples and
 compute_us_over (count above 200 µs); late_cycles = cycles that started
-more than 1.5 periods after the previous one, counters, mode); ``~/reset_statistics`` (Trigger:
+more than 1.5 periods after the previous one, native_cycles = cycles run in C, counters, mode); ``~/reset_statistics`` (Trigger:
 clears the compute-time window and late_cycles, e.g. right before a trajectory).
 """
 import json
@@ -64,14 +69,15 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from ..control import FailSafeController, SafetyLimits
-from ..errors import FlexmodalError
+from ..errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
 from ..shaping import ReferenceShaper, check_modal, check_shaping
 from .common import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                      run_node, seconds, timing_clock)
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
+from .native_cycle import NativeCycleThread
 from .polled import SubscriptionThread, locked
-from .realtime import TimingWindow, apply_realtime, declare_realtime
+from .realtime import CycleTiming, TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
 COMPUTE_BUDGET_US = 200.0   # issue 6 acceptance: p99 compute per cycle <= 200 µs
@@ -85,7 +91,7 @@ class FeedforwardPdController(Node):
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"),
-            ("shaping_modal", "exact"))}
+            ("shaping_modal", "exact"), ("native_cycle", True))}
         self.shaping = check_shaping(p["shaping"], FlexmodalError)
         self.shaping_modal = check_modal(p["shaping_modal"], FlexmodalError)
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
@@ -106,10 +112,8 @@ class FeedforwardPdController(Node):
                               ("max_trajectory_duration_s", defaults.max_trajectory_duration)):
             self.settable.declare(name, default)
         self.ctrl = FailSafeController(self.model)
-        self.lock = threading.Lock()        # the control thread's cycles vs the executor's callbacks
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
-        self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = MessageThrottle(1.0)
         self._event_mode = None             # mode of the last reported controller event
@@ -122,27 +126,45 @@ class FeedforwardPdController(Node):
         # it until the reliable protocol repairs the loss (matches reliable publishers too). Raw:
         # the callback gets the serialized bytes (no message object built per sample).
         states_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
-        if self._clock.clock_type is ClockType.STEADY_TIME:
-            self.control_thread = SubscriptionThread(self, JointState, "/joint_states", states_qos, self.on_joint_state,
-                                                     self.on_watchdog, 1.0 / p["watchdog_rate_hz"], self.lock, raw=True)
-        else:   # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
-            self.control_thread = None
+        self.period = 1.0 / p["rate_hz"]
+        watchdog_period = 1.0 / p["watchdog_rate_hz"]
+        self.native_cycle = None
+        if self._clock.clock_type is not ClockType.STEADY_TIME:
+            # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
+            self.control_thread, self.lock, self.timing = None, threading.Lock(), CycleTiming(self.period)
             self.create_subscription(JointState, "/joint_states", locked(self.lock, self.on_joint_state), states_qos,
                                      raw=True)
-            self.create_timer(1.0 / p["watchdog_rate_hz"], locked(self.lock, self.on_watchdog), clock=self._clock)
+            self.create_timer(watchdog_period, locked(self.lock, self.on_watchdog), clock=self._clock)
+        elif p["native_cycle"] and (native := self._native_cycle(states_qos, watchdog_period)) is not None:
+            self.control_thread = self.native_cycle = native
+            self.lock, self.timing = native.lock, native.timing
+        else:
+            self.lock, self.timing = threading.Lock(), CycleTiming(self.period)
+            self.control_thread = SubscriptionThread(self, JointState, "/joint_states", states_qos, self.on_joint_state,
+                                                     self.on_watchdog, watchdog_period, self.lock, raw=True)
+        self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
         self.create_service(Trigger, "~/reset_statistics", locked(self.lock, self.on_reset_statistics))
-        self.period = 1.0 / p["rate_hz"]
-        self._last_cycle = None
-        self.late_cycles = 0
         scheduling = apply_realtime(self.get_logger(), *realtime)
         if self.control_thread is not None:
             self.control_thread.start()     # inherits the scheduling just applied
         self.get_logger().info(f"controlling '{self.model.name}' (kp {self.ctrl.model.kp.tolist()}, kd "
                                f"{self.ctrl.model.kd.tolist()}), feedforward "
                                f"{'on' if self.ctrl.use_feedforward else 'off'}, shaping {self.shaping} "
-                               f"({self.shaping_modal} modes), {scheduling}")
+                               f"({self.shaping_modal} modes), steady cycles in "
+                               f"{'C' if self.native_cycle else 'Python'}, {scheduling}")
+
+    def _native_cycle(self, states_qos, watchdog_period):
+        """The C cycles (native_cycle.py), or None with a warning saying why they cannot run."""
+        try:
+            return NativeCycleThread(self, "/joint_states", states_qos, self.ctrl, self._read_state,
+                                     self._serialize_command, self.command_pub, self.compute_us, self.on_joint_state,
+                                     self.on_watchdog, watchdog_period, self.period)
+        except BuildError as exc:
+            self.get_logger().warning(f"native_cycle: the C cycles are unavailable ({exc}); every cycle runs "
+                                      "in Python")
+            return None
 
     def destroy_node(self):
         if self.control_thread is not None:
@@ -188,9 +210,10 @@ class FeedforwardPdController(Node):
         if command is not None:
             self._send(command)
             self.compute_us.append(1e6 * (time.perf_counter() - start))
-            if self._last_cycle is not None and start - self._last_cycle > 1.5 * self.period:
-                self.late_cycles += 1
-            self._last_cycle = start
+            timing = self.timing
+            if timing.last_cycle >= 0 and start - timing.last_cycle > 1.5 * timing.period:
+                timing.late_cycles += 1
+            timing.last_cycle = start
         self._flush_events()
 
     def on_watchdog(self):
@@ -235,7 +258,7 @@ class FeedforwardPdController(Node):
 
     def on_reset_statistics(self, request, response):
         self.compute_us.clear()
-        self.late_cycles, self._last_cycle = 0, None
+        self.timing.late_cycles, self.timing.last_cycle = 0, -1.0
         response.success, response.message = True, "compute-time and late-cycle statistics cleared"
         return response
 
@@ -247,7 +270,8 @@ class FeedforwardPdController(Node):
             out = {"mode": self.ctrl.mode.value, "cycles": c.cycles, "rejected_samples": c.rejected_samples,
                    "rejected_trajectories": c.rejected_trajectories, "saturated_cycles": c.saturated_cycles,
                    "saturated_per_joint": dict(zip(self.model.joint_names, list(c.saturated_per_joint))),
-                   "late_cycles": self.late_cycles}
+                   "late_cycles": self.timing.late_cycles,
+                   "native_cycles": self.native_cycle.native_cycles if self.native_cycle else 0}
             compute_us = self.compute_us.values()
         return {**out, **self.compute_us.distribution("compute_us", COMPUTE_BUDGET_US, compute_us)}
 

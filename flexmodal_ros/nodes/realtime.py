@@ -94,9 +94,21 @@ class TimingWindow:
         self._count = 0
         np.percentile(self._values[:1], [50])   # first call is ~10 ms (lazy set-up): not at run time
 
+    @property
+    def capacity(self):
+        """Samples kept."""
+        return self._values.size
+
     def append(self, value):
         self._values[self._count % self._values.size] = value
         self._count += 1
+
+    def extend(self, values):
+        """Append the samples of ``values`` (1-D array) in order."""
+        import numpy as np
+        values = values[-self._values.size:]
+        self._values[(self._count + np.arange(values.size)) % self._values.size] = values
+        self._count += values.size
 
     def clear(self):
         self._count = 0
@@ -117,3 +129,12 @@ class TimingWindow:
         quantiles = np.percentile(values, [50, 90, 99, 99.9, 100]).tolist() if values.size else [None] * 5
         return {**dict(zip(keys, quantiles)), f"{prefix}_samples": int(values.size),
                 f"{prefix}_over": int((values > limit).sum())}
+
+
+class CycleTiming:
+    """Start time [s] of the last control cycle (-1: none yet), late cycles counted and the
+    expected ``period`` [s] (the fields of :class:`~flexmodal_ros.nodes.native_cycle.NativeCycleThread`'s
+    state, which its C cycles update, for a node whose cycles all run in Python)."""
+
+    def __init__(self, period):
+        self.period, self.last_cycle, self.late_cycles = period, -1.0, 0
