@@ -627,3 +627,26 @@ def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link
     assert any("time went backwards" in s for s in statuses["ctrl_c"])
     assert c["compute_us_samples"] == c["cycles"] and py["native_cycles"] == 0
     assert c["native_cycles"] > 0.8 * c["cycles"], c
+
+
+def test_native_cycle_refuses_what_it_cannot_run(ros, lwr, tmp_path, monkeypatch):
+    """The C cycles need the compiled law and rcl's headers: BuildError naming what is missing
+    (the node then warns and runs every cycle in Python)."""
+    import sys
+    from flexmodal_ros.control import FailSafeController
+    from flexmodal_ros.errors import BuildError
+    from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter
+    from flexmodal_ros.nodes.native_cycle import NativeCycleThread, rcl_build_flags
+    from flexmodal_ros.nodes.realtime import TimingWindow
+    from std_msgs.msg import Float64MultiArray
+
+    node = ros.node("native_cycle_refusals")
+    ctrl = FailSafeController(lwr, compiled=False)
+    with pytest.raises(BuildError, match="not compiled C"):
+        NativeCycleThread(node, "/joint_states", 1, ctrl, JointStateReader(lwr), TorqueCommandWriter(lwr.n),
+                          node.create_publisher(Float64MultiArray, "/commands", 1), TimingWindow(10),
+                          print, print, 0.01, 0.001)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("AMENT_PREFIX_PATH", "")
+    with pytest.raises(BuildError, match=f"rcl headers not found .*{tmp_path}"):
+        rcl_build_flags()
