@@ -251,7 +251,7 @@ class NativeCycleThread(_ServingThread):
 
     def _serve(self):
         code = self.lib.fm_serve(ctypes.byref(self.state), self.subscription.handle.pointer,
-                                 self.subscription._wake.pointer, self._context_pointer, *self._callbacks)
+                                 self.subscription.wake_condition.pointer, self._context_pointer, *self._callbacks)
         if code == 1:
             raise self._callback_error
         if code < 0:

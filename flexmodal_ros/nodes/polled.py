@@ -76,6 +76,11 @@ class PolledSubscription:
         """End a :meth:`wait` in another thread now."""
         self._wake.trigger_guard_condition()
 
+    @property
+    def wake_condition(self):
+        """The guard condition :meth:`wake` triggers (for a C waiter on the same subscription)."""
+        return self._wake
+
     def destroy(self):
         """Release the subscription (before the node is destroyed)."""
         self.handle.destroy_when_not_in_use()
