@@ -87,12 +87,12 @@ test-quick: setup
 	$(MAKE) test PYTEST_ARGS='-m "not slow" $(PYTEST_ARGS)'
 
 demo: setup
-	. scripts/env.sh; python -m flexmodal_ros.demo
+	. scripts/env.sh; python -m flexmodal_ros.nodes.demo
 
 # The main job on the exported robot in MuJoCo (mujoco_simulator) instead of the built-in simulator,
 # in lockstep (the tracking result does not depend on the machine's load; real-time figures printed).
 demo-mujoco: setup
-	. scripts/env.sh; python -m flexmodal_ros.demo --engine mujoco --lockstep --output-dir flexmodal_output/demo_mujoco
+	. scripts/env.sh; python -m flexmodal_ros.nodes.demo --engine mujoco --lockstep --output-dir flexmodal_output/demo_mujoco
 
 clean:
 	rm -rf build *.egg-info .pytest_cache

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from flexmodal_ros.dh import dh_to_urdf, load_dh
-from flexmodal_ros.inverse_dynamics import FlexibleJointFeedforward
-from flexmodal_ros.model import load_model
+from flexmodal_ros.robot.dh import dh_to_urdf, load_dh
+from flexmodal_ros.robot.inverse_dynamics import FlexibleJointFeedforward
+from flexmodal_ros.robot.model import load_model
 
 
 def write_robot(folder, n, seed=0):

@@ -34,12 +34,12 @@ from threadpoolctl import threadpool_limits
 
 from bench_modal import median_time
 from flexmodal_ros.constrained import modal_analysis, static_equilibrium
-from flexmodal_ros.constrained.analysis import _index_one_pencil, _second_order_pencil
+from flexmodal_ros.constrained.eigenanalysis import _index_one_pencil, _second_order_pencil
 from flexmodal_ros.constrained.equilibrium import penalty_equilibrium
-from flexmodal_ros.constrained.linearize import (_dense, mcs_linearization, rcs_linearization,
+from flexmodal_ros.constrained.linearizations import (_dense, mcs_linearization, rcs_linearization,
                                                  ucs_linearization)
-from flexmodal_ros.constrained.models import load_paper_model
-from flexmodal_ros.lapack import generalized_eig, standard_eig
+from flexmodal_ros.constrained.paper_models import load_paper_model
+from flexmodal_ros.linalg.lapack import generalized_eig, standard_eig
 
 METHODS = ("mcs", "rcs", "ucs")
 PAPER_TABLE_1_MS = {1: (0.115, 0.108, 0.185), 5: (0.188, 0.356, 0.548), 10: (0.313, 0.954, 1.684),

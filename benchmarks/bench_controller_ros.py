@@ -27,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from flexmodal_ros.ccompile import kernel_library
-from flexmodal_ros.control import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
-from flexmodal_ros.linearize import setpoint_reference
-from flexmodal_ros.model import create_data
+from flexmodal_ros.core.ccompile import kernel_library
+from flexmodal_ros.control.law import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
+from flexmodal_ros.flexible_joint.linear_model import setpoint_reference
+from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.nodes.native_cycle import rcl_build_flags
 from flexmodal_ros.nodes.realtime import apply_realtime
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.robot.registry import load_robot
 
 RATE_HZ = 1000.0
 ROBOT = "kuka_lwr4"

@@ -18,14 +18,14 @@ import warnings
 import numpy as np
 
 from bench_modal import median_time            # benchmarks/ is on sys.path when run as a script
-from flexmodal_ros.erls import ErlsSystem, linearize_batch, load_erls
-from flexmodal_ros.erls.paper import expand_at_half_time, straight_path
-from flexmodal_ros.modal import modal_analysis
-from flexmodal_ros.model import create_data
-from flexmodal_ros.parametric import FlexibleJointSystem, eigenpairs_batch, expand
-from flexmodal_ros.parametric.expansion import ExpansionWarning
-from flexmodal_ros.parametric.live import PolynomialModalTracker
-from flexmodal_ros.robots import load_robot, share_dir
+from flexmodal_ros.expansion.erls import ErlsSystem, linearize_batch, load_erls
+from flexmodal_ros.expansion.erls.erls_task import expand_at_half_time, straight_path
+from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.robot.model import create_data
+from flexmodal_ros.expansion import FlexibleJointSystem, eigenpairs_batch, expand
+from flexmodal_ros.expansion.recursion import ExpansionWarning
+from flexmodal_ros.expansion.live import PolynomialModalTracker
+from flexmodal_ros.robot.registry import load_robot, share_dir
 
 Q0 = np.array([0.3, 0.5, -0.2, 1.0, 0.4, -0.6, 0.2])
 

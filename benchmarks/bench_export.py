@@ -27,8 +27,8 @@ import numpy as np
 from flexmodal_ros.export import export_files
 from flexmodal_ros.export.mujoco_plant import MujocoRobot, MujocoSimulator
 from flexmodal_ros.nodes.conversions import JointStateWriter
-from flexmodal_ros.robots import list_robots, load_robot
-from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
+from flexmodal_ros.robot.registry import list_robots, load_robot
+from flexmodal_ros.simulation.plant import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
 
 GEAR_RATIO = 160.0
 
@@ -75,7 +75,7 @@ def simulators(repeats, seconds=2.0):
 def controller_under_sim_time():
     """Controller compute statistics [µs] over the thesis trajectory: (mujoco + sim time, built-in + steady)."""
     import os
-    from flexmodal_ros.demo import SuiteClient
+    from flexmodal_ros.nodes.demo import SuiteClient
     from flexmodal_ros.nodes import bringup
 
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"

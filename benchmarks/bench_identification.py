@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 
-from flexmodal_ros.identification import (IdentificationProblem, identify, modal_data_arrays,
+from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, modal_data_arrays,
                                           _measured_eigenvalues)
-from flexmodal_ros.linearize import assemble
-from flexmodal_ros.modal import modal_analysis_batch
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.workers import WorkerPool
+from flexmodal_ros.flexible_joint.linear_model import assemble
+from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.core.workers import WorkerPool
 
 # Thesis Table 3.1 configurations (q1, q2) [rad] and Table 3.2 results (k1 k2 df1 df2 dfm1 dfm2, F*).
 TABLE_3_1_Q = [(1.474, 1.765), (0.133, 1.947), (2.193, 0.839), (0.667, 0.501), (0.946, 0.443),
@@ -73,7 +73,7 @@ def bench_cases(model, data, starts, repeats):
           "costs ~4 s to start)")
     print("case  shift   k1       k2       df1    df2    dfm1   dfm2   F*          thesis F*   "
           "max|dk|  max|dd|  pool [s]  1 proc [s]")
-    with WorkerPool(2, preload=["flexmodal_ros.identification"]) as pool:
+    with WorkerPool(2, preload=["flexmodal_ros.identification.inverse_eigen"]) as pool:
         for f in [pool.submit(int) for _ in range(2)]:
             f.result()
         for case, (shift, (ref, F_ref)) in enumerate(zip(SHIFTS, TABLE_3_2), start=1):

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from flexmodal_ros.inverse_dynamics import FlexibleJointFeedforward, feedforward_numeric
-from flexmodal_ros.inverse_dynamics.build import CFLAGS, count_operations, emit_c, feedforward_function, find_compiler
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
+from flexmodal_ros.robot.inverse_dynamics import FlexibleJointFeedforward, feedforward_numeric
+from flexmodal_ros.robot.inverse_dynamics.build import CFLAGS, count_operations, emit_c, feedforward_function, find_compiler
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
 
 THESIS_LWR4 = {"add": 1289, "mul": 1516, "trig": 12}
 THESIS_GEN_TIME = {5: 82.0, 30: 7047.0}          # s, Maple 2018, i7-2720QM (thesis §4.5.3)

@@ -22,8 +22,8 @@ from scipy.optimize import brentq
 from flexmodal_ros.links import link_modal_map, link_modes, load_link_arm
 from flexmodal_ros.links.characteristic import characteristic_matrix, equilibrate
 from flexmodal_ros.links.fe import fe_frequencies
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sweep import config_grid
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.flexible_joint.sweep import config_grid
 
 
 def configurations(m, seed=0):

@@ -31,10 +31,10 @@ import time
 import numpy as np
 import pinocchio as pin
 
-from flexmodal_ros.linearize import state_matrix
-from flexmodal_ros.modal import linearized_batch, modal_analysis, modal_analysis_arrays, modal_analysis_batch
-from flexmodal_ros.model import create_data
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.flexible_joint.linear_model import state_matrix
+from flexmodal_ros.flexible_joint.modal import linearized_batch, modal_analysis, modal_analysis_arrays, modal_analysis_batch
+from flexmodal_ros.robot.model import create_data
+from flexmodal_ros.robot.registry import load_robot
 
 Q_LWR = [0.1, 0.5, -0.2, -1.2, 0.3, 0.8, 0.0]
 

@@ -32,15 +32,15 @@ os.environ.setdefault("TQDM_DISABLE", "1")          # pyOMA2's progress bars
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from flexmodal_ros.config import Tool
-from flexmodal_ros.modal import modal_analysis
-from flexmodal_ros.model import with_overrides
-from flexmodal_ros.oma.analysis import analysis_segment
+from flexmodal_ros.robot.params import Tool
+from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.oma.mode_estimation import analysis_segment
 from flexmodal_ros.oma.compare import BELOW_NOISE, IDENTIFIED, MISSED
 from flexmodal_ros.oma.impact import EncoderNoise, Impulse, simulate_impact
 from flexmodal_ros.oma.pipeline import run_oma
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sweep import config_line
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.flexible_joint.sweep import config_line
 
 Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]
 Q50 = [0.0, np.pi / 6, np.pi / 3, np.pi / 3, -np.pi / 3, 0.0]

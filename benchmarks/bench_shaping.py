@@ -9,10 +9,10 @@ C⁴ piecewise polynomial a control cycle evaluates). Target <= 50 ms. In one ru
 1. exact: the closed-loop AMA at 100 Hz along the path (501 configurations: eigenvalues and mode
    shapes at every 10th for MAC tracking and the mode selection; at the others the shaped modes'
    eigenvalues by Newton continuation with the K̄ > 0 stability certificate,
-   flexmodal_ros.mode_continuation, which the breakdown compares with the full eigenvalue-only
+   flexmodal_ros.flexible_joint.continuation, which the breakdown compares with the full eigenvalue-only
    AMA there);
 2. polynomial: the same anchors, then the shaped modes' eigenvalues from expansions in the path
-   parameter (flexmodal_ros.parametric.path), two-point Taylor interpolation between them;
+   parameter (flexmodal_ros.expansion.path), two-point Taylor interpolation between them;
 3. fixed-frequency: the same ZVD (same modes) from the start configuration's modes only, no AMA
    along the path (flexmodal_ros.shaping.shape_with); the baseline.
 
@@ -29,18 +29,18 @@ import time
 
 import numpy as np
 
-from flexmodal_ros.linearize import closed_loop_state_matrix, configuration_terms
-from flexmodal_ros.modal import modal_analysis, modal_analysis_batch
-from flexmodal_ros.model import create_data
-from flexmodal_ros.modes import track_modes
-from flexmodal_ros.parametric.flexible_joint import segment_taylor_map
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.flexible_joint.linear_model import closed_loop_state_matrix, configuration_terms
+from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch
+from flexmodal_ros.robot.model import create_data
+from flexmodal_ros.modes.modeset import track_modes
+from flexmodal_ros.expansion.flexible_joint import segment_taylor_map
+from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping import (DEFAULT_EXPANSION_ORDER, convolve, path_modes, shape_trajectory, shape_with,
                                    shaper_schedule, zvd)
 from flexmodal_ros.shaping.reference import ShapedTrajectory, path_samples
 from flexmodal_ros.shaping.schedule import _continued, _interpolated
-from flexmodal_ros.simulation import thesis_trajectory
-from flexmodal_ros.trajectory import PiecewiseC4Trajectory
+from flexmodal_ros.simulation.plant import thesis_trajectory
+from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
 
 KNOT_RATE_HZ = 200.0
 AMA_RATE_HZ = 100.0

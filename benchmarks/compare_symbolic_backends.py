@@ -1,6 +1,6 @@
 """Why CasADi: the same jet-RNEA (τ, τ̇, τ̈) built with symengine or SymPy expressions instead.
 
-Runs flexmodal_ros.inverse_dynamics.symbolic.rnea_jets unchanged, with its CasADi namespace
+Runs flexmodal_ros.robot.inverse_dynamics.symbolic.rnea_jets unchanged, with its CasADi namespace
 swapped for a thin adapter over the other library, then applies that library's CSE and counts
 the operations left (``sympy.count_ops``). Compare with the CasADi counts printed by
 ``benchmarks/bench_inverse_dynamics.py`` (same robots, same generic chains).
@@ -18,8 +18,8 @@ import numpy as np
 import sympy
 import symengine
 
-import flexmodal_ros.inverse_dynamics.symbolic as symbolic
-from flexmodal_ros.robots import load_robot
+import flexmodal_ros.robot.inverse_dynamics.symbolic as symbolic
+from flexmodal_ros.robot.registry import load_robot
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_inverse_dynamics import generic_chain  # noqa: E402

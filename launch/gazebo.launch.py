@@ -40,9 +40,9 @@ ARGUMENTS = {
 
 def export_and_start(context):
     """Export the robot for Gazebo, then the actions that use the files."""
-    from flexmodal_ros.errors import ConfigError
+    from flexmodal_ros.core.errors import ConfigError
     from flexmodal_ros.export import export_files
-    from flexmodal_ros.robots import load_robot
+    from flexmodal_ros.robot.registry import load_robot
 
     value = lambda name: LaunchConfiguration(name).perform(context)
     robot = value("robot")

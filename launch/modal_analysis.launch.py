@@ -17,7 +17,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch_ros.actions import Node
 
-from flexmodal_ros.errors import ConfigError
+from flexmodal_ros.core.errors import ConfigError
 from flexmodal_ros.nodes.bringup import (DISCOVERY_PROFILE_VARIABLE, ROBOT_ARGUMENTS, discovery_profile,
                                          launch_robot_parameters)
 

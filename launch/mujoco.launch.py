@@ -6,7 +6,7 @@ convention on simulation time (/clock of the simulator), and the identification 
 
 ``model_path``: an MJCF from ``flexmodal export --format mjcf`` (empty: exported at start-up);
 ``integration_rate_hz``: MuJoCo steps per second. Without ROS 2's launch tools:
-``flexmodal_bringup`` does not cover this; ``python -m flexmodal_ros.demo --engine mujoco`` runs it.
+``flexmodal_bringup`` does not cover this; ``python -m flexmodal_ros.nodes.demo --engine mujoco`` runs it.
 """
 import os
 

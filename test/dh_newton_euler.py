@@ -4,7 +4,7 @@ Test-only reference: it shares nothing with Pinocchio or the URDF generator exce
 """
 import numpy as np
 
-from flexmodal_ros.dh import dh_transform
+from flexmodal_ros.robot.dh import dh_transform
 
 
 def _skew(v):

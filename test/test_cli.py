@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from flexmodal_ros.cli import attach_negative_values
-from flexmodal_ros.robots import list_closed_chain_robots, list_robots, share_dir
+from flexmodal_ros.robot.registry import list_closed_chain_robots, list_robots, share_dir
 
 
 def flexmodal(*args):
@@ -75,7 +75,7 @@ def test_bad_files_give_one_line(tmp_path):
 
 def test_robot_name_cannot_move_output_files_out_of_the_folder(tmp_path):
     """Item 12: `robot: ../escaped` used to write codegen output outside --out-dir."""
-    from flexmodal_ros.validation import output_path, safe_filename
+    from flexmodal_ros.core.validation import output_path, safe_filename
     params = tmp_path / "params.yaml"
     params.write_text((share_dir() / "config" / "planar_2r.yaml").read_text()
                       .replace("robot: planar_2r", "robot: ../escaped").replace("../urdf/", f"{share_dir()}/urdf/"))

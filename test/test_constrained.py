@@ -13,10 +13,10 @@ from flexmodal_ros.constrained import (ConstraintError, Penalty, SingularConfigu
                                        modal_analysis, static_equilibrium)
 from flexmodal_ros.constrained.checks import linearization_fd_errors
 from flexmodal_ros.constrained.fourbar import FourBarParameters, fourbar_guess, fourbar_system
-from flexmodal_ros.constrained.linearize import mcs_linearization, ucs_linearization
-from flexmodal_ros.constrained.models import load_paper_model
+from flexmodal_ros.constrained.linearizations import mcs_linearization, ucs_linearization
+from flexmodal_ros.constrained.paper_models import load_paper_model
 from flexmodal_ros.constrained.system import lagrangian_system
-from flexmodal_ros.errors import ConfigError, InputError
+from flexmodal_ros.core.errors import ConfigError, InputError
 
 # Table 1: N -> (n, d = φ_eq printed, s1 printed); Table 2: N -> printed s1 with c_f = 1.
 TABLE_1 = {1: (5, 2.2343, 2.1477), 5: (13, 1.8922, 1.5455), 10: (23, 1.8454, 1.4352),

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.constrained import Penalty, modal_analysis, static_equilibrium
-from flexmodal_ros.constrained.analysis import INFINITE_TOL, _lowest_oscillatory, _qz
+from flexmodal_ros.constrained.eigenanalysis import INFINITE_TOL, _lowest_oscillatory, _qz
 from flexmodal_ros.constrained.checks import linearization_fd_errors
-from flexmodal_ros.constrained.linearize import rcs_linearization
-from flexmodal_ros.constrained.models import load_paper_model
+from flexmodal_ros.constrained.linearizations import rcs_linearization
+from flexmodal_ros.constrained.paper_models import load_paper_model
 from flexmodal_ros.constrained.pendulum import PendulumParameters
 
 TABLE_3 = np.array([1.3357, 3.5244, 9.4175, 22.4054])

@@ -1,15 +1,15 @@
-"""Tracking law, saturation and the fail-safe policy of flexmodal_ros.control (no ROS)."""
+"""Tracking law, saturation and the fail-safe policy of flexmodal_ros.control.law (no ROS)."""
 import numpy as np
 import pytest
 
-from flexmodal_ros.control import ControlLaw, FailSafeController, JointSample, Mode, SafetyLimits, saturate
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.inverse_dynamics import feedforward_numeric
-from flexmodal_ros.linearize import motor_equilibrium, setpoint_motor_torque, setpoint_reference, static_compensation
-from flexmodal_ros.model import create_data
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
-from flexmodal_ros.trajectory import PiecewiseC4Trajectory, point_to_point
+from flexmodal_ros.control.law import ControlLaw, FailSafeController, JointSample, Mode, SafetyLimits, saturate
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.robot.inverse_dynamics import feedforward_numeric
+from flexmodal_ros.flexible_joint.linear_model import motor_equilibrium, setpoint_motor_torque, setpoint_reference, static_compensation
+from flexmodal_ros.robot.model import create_data
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
+from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory, point_to_point
 
 
 THESIS_LIMITS = SafetyLimits(velocity_scale=THESIS_VELOCITY_SCALE)
@@ -258,7 +258,7 @@ def test_trajectory_accepted_while_tracking_replaces_it_with_a_hold_until_its_st
 
 def test_law_library_serves_any_gains(lwr, law):
     """Gains are inputs of the generated law (issue 11 item 10: set at run time, no new library)."""
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.robot.model import with_overrides
     stiffer = ControlLaw(with_overrides(lwr, kp=lwr.kp * 2))
     assert stiffer.library.hash == law.library.hash
     for target in (law, stiffer):
@@ -362,8 +362,8 @@ def test_frozen_stamp_goes_stale_and_only_a_new_stamp_recovers(lwr, ctrl_factory
 def test_gains_change_between_cycles_and_are_validated(lwr, ctrl_factory):
     """Item 10: new kp/kd act from the next cycle (law and hold reference); bad or destabilizing
     gains are refused and nothing changes."""
-    from flexmodal_ros.linearize import setpoint_motor_torque
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.flexible_joint.linear_model import setpoint_motor_torque
+    from flexmodal_ros.robot.model import with_overrides
     ctrl = ctrl_factory()
     q = np.full(lwr.n, 0.3)
     sample = at_rest(lwr, q)._replace(q_m=at_rest(lwr, q).q_m + 1e-3, qd_m=np.full(lwr.n, 0.01))

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexmodal_ros.linearize import static_compensation
-from flexmodal_ros.model import create_data
-from flexmodal_ros.robots import load_robot, robot_paths
-from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
+from flexmodal_ros.flexible_joint.linear_model import static_compensation
+from flexmodal_ros.robot.model import create_data
+from flexmodal_ros.robot.registry import load_robot, robot_paths
+from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -200,7 +200,7 @@ def test_ros_closed_loop_tracks_the_thesis_trajectory(ros_process, lwr):
     """Acceptance: simulator + controller nodes (separate processes), 1 kHz, thesis trajectory:
     max link tracking error ≤ 5e-3 rad; PD only is worse. The simulator runs in lockstep (never
     integrates on a stale command) so the assertion does not depend on the machine's load."""
-    from flexmodal_ros.demo import SuiteClient
+    from flexmodal_ros.nodes.demo import SuiteClient
     from flexmodal_ros.nodes.bringup import _ros_value
 
     times, positions = thesis_trajectory(lwr)
@@ -270,7 +270,7 @@ class _Log:
 
 def test_realtime_requests_fail_soft_and_bad_values_name_the_field(ros):
     from rclpy.parameter import Parameter
-    from flexmodal_ros.errors import FlexmodalError
+    from flexmodal_ros.core.errors import FlexmodalError
     from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
     from flexmodal_ros.nodes.realtime import apply_realtime
 
@@ -376,8 +376,8 @@ def test_gains_and_thresholds_are_settable_parameters(ros, lwr):
     from rcl_interfaces.msg import Parameter as ParameterMsg, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
     from rclpy.parameter import Parameter
-    from flexmodal_ros.linearize import setpoint_motor_torque
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.flexible_joint.linear_model import setpoint_motor_torque
+    from flexmodal_ros.robot.model import with_overrides
     from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
 
     node = FeedforwardPdController(context=ros.context, parameter_overrides=[
@@ -423,7 +423,7 @@ def test_gains_and_thresholds_are_settable_parameters(ros, lwr):
 def test_integer_for_a_double_parameter_starts_the_modal_server(ros):
     """Item 10: publish_rate_hz:=10 (an integer) used to end in InvalidParameterTypeException."""
     from rclpy.parameter import Parameter
-    from flexmodal_ros.errors import FlexmodalError
+    from flexmodal_ros.core.errors import FlexmodalError
     from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 
     node = ModalAnalysisServer(context=ros.context, parameter_overrides=[
@@ -633,8 +633,8 @@ def test_native_cycle_refuses_what_it_cannot_run(ros, lwr, tmp_path, monkeypatch
     """The C cycles need the compiled law and rcl's headers: BuildError naming what is missing
     (the node then warns and runs every cycle in Python)."""
     import sys
-    from flexmodal_ros.control import FailSafeController
-    from flexmodal_ros.errors import BuildError
+    from flexmodal_ros.control.law import FailSafeController
+    from flexmodal_ros.core.errors import BuildError
     from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter
     from flexmodal_ros.nodes.native_cycle import NativeCycleThread, rcl_build_flags
     from flexmodal_ros.nodes.realtime import TimingWindow

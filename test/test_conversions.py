@@ -7,10 +7,10 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from flexmodal_ros.errors import InputError
+from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.nodes.conversions import (JointStateReader, JointStateWriter, TorqueCommandWriter,
                                              plant_joint_state)
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.robot.registry import load_robot
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,11 @@ from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.distributed import (map_results, open_executor, open_store, parse_scheduler,
                                        plot_store, run_starts, sweep_to_store, tracked_rows)
 from flexmodal_ros.distributed.executors import LOOPBACK_CLUSTER
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.identification import identify
-from flexmodal_ros.modal import modal_analysis_batch
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sweep import config_grid, grid_spec, modal_map
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.identification.inverse_eigen import identify
+from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.flexible_joint.sweep import config_grid, grid_spec, modal_map
 
 from test_identification import TABLE_3_1_Q, TABLE_3_2, model_modes
 
@@ -250,7 +250,7 @@ def test_bad_scheduler_and_store_inputs(kuka, tmp_path):
         sweep_to_store(kuka, np.zeros((30, 7)), path)
     with pytest.raises(InputError, match="configurations: this run's list differs"):
         sweep_to_store(planar, line + 0.01, path)
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.robot.model import with_overrides
     with pytest.raises(InputError, match="model parameters"):
         sweep_to_store(with_overrides(planar, kp=[4000.0, 4000.0]), line, path)
     with pytest.raises(InputError, match="tracked"):
@@ -308,7 +308,7 @@ def test_embedded_local_cluster_listens_on_loopback_only():
     """--scheduler local:N: every socket of the client, scheduler, nanny and worker is on 127.0.0.1."""
     import psutil
 
-    from flexmodal_ros.identification import IdentificationProblem, solve_starts
+    from flexmodal_ros.identification.inverse_eigen import IdentificationProblem, solve_starts
 
     planar = load_robot("planar_2r")
     problem = IdentificationProblem(planar, model_modes(planar, TABLE_3_1_Q[:4], (0, 3)), unknowns="k")

@@ -1,4 +1,4 @@
-"""Planar ERLS flexible-link arm (flexmodal_ros.erls): model, linearization, paper's task.
+"""Planar ERLS flexible-link arm (flexmodal_ros.expansion.erls): model, linearization, paper's task.
 
 Oracles: notes_000 §1 (closed forms (A2)-(A4) with the [D] corrections: rotational diagonals
 4k8 / 2k8 and 4k16 / 2k16, M21 −3m6/2 and −13m16/540, C22 sign), §2 (exact-Jacobian signs of
@@ -8,14 +8,14 @@ Oracles: notes_000 §1 (closed forms (A2)-(A4) with the [D] corrections: rotatio
 import numpy as np
 import pytest
 
-from flexmodal_ros.erls import (ErlsSystem, linearize, load_erls, make_model, operating_point)
-from flexmodal_ros.erls import model as erls
-from flexmodal_ros.erls.linearize import linearization_terms
-from flexmodal_ros.erls.paper import plot_validation, straight_path, validation_task
-from flexmodal_ros.errors import ConfigError, InputError
-from flexmodal_ros.parametric import eigenpairs, eigenpairs_batch, first_order_form
-from flexmodal_ros.parametric.eigen import biorthogonality_error
-from flexmodal_ros.robots import share_dir
+from flexmodal_ros.expansion.erls import (ErlsSystem, linearize, load_erls, make_model, operating_point)
+from flexmodal_ros.expansion.erls import erls_model as erls
+from flexmodal_ros.expansion.erls.erls_linearization import linearization_terms
+from flexmodal_ros.expansion.erls.erls_task import plot_validation, straight_path, validation_task
+from flexmodal_ros.core.errors import ConfigError, InputError
+from flexmodal_ros.expansion import eigenpairs, eigenpairs_batch, first_order_form
+from flexmodal_ros.expansion.eigen import biorthogonality_error
+from flexmodal_ros.robot.registry import share_dir
 
 CONFIG = share_dir() / "config" / "erls_2link.yaml"
 RNG = np.random.default_rng(2019)

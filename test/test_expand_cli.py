@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.cli import main
-from flexmodal_ros.modal import modal_analysis
-from flexmodal_ros.parametric import ModalPolynomial
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.expansion import ModalPolynomial
+from flexmodal_ros.robot.registry import load_robot
 from test_parametric import TABLE_1_DYNAMIC, TABLE_1_STATIC
 
 
@@ -30,7 +30,7 @@ def test_table1_console_script():
 
 def test_cli_default_tolerance_is_the_cores():
     from flexmodal_ros.cli import expand as cli_expand
-    from flexmodal_ros.parametric import expansion
+    from flexmodal_ros.expansion import recursion as expansion
 
     assert cli_expand.DEFAULT_TOLERANCE == expansion.DEFAULT_TOLERANCE
 

@@ -15,12 +15,12 @@ from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import ExpandModalParameters
-from flexmodal_ros.errors import FlexmodalError
-from flexmodal_ros.modal import modal_analysis
+from flexmodal_ros.core.errors import FlexmodalError
+from flexmodal_ros.flexible_joint.modal import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
-from flexmodal_ros.parametric import ModalPolynomial
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
+from flexmodal_ros.expansion import ModalPolynomial
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
 
 NS = "/expand_test"          # own namespace: no service name shared with other test files' servers
 SRV = f"{NS}/modal_analysis/expand_modal_parameters"

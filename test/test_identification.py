@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import yaml
 
-from flexmodal_ros.errors import FlexmodalError, InputError
-from flexmodal_ros.identification import (IdentificationProblem, identify, load_data_file, modal_data,
+from flexmodal_ros.core.errors import FlexmodalError, InputError
+from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, load_data_file, modal_data,
                                           modal_data_arrays, write_params)
-from flexmodal_ros.linearize import linearize
-from flexmodal_ros.modal import modal_analysis_batch
-from flexmodal_ros.model import create_data, load_model, with_overrides
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.flexible_joint.linear_model import linearize
+from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.robot.model import create_data, load_model, with_overrides
+from flexmodal_ros.robot.registry import load_robot
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_FILE = REPO / "config" / "planar_2r_modal_data.yaml"
@@ -339,7 +339,7 @@ def test_no_success_when_a_joint_is_not_identifiable_from_the_modes():
 
 
 def test_stop_token_interrupts_the_multistart():
-    from flexmodal_ros.workers import Interrupted, StopToken
+    from flexmodal_ros.core.workers import Interrupted, StopToken
     model = load_robot("planar_2r")
     data = model_modes(model, TABLE_3_1_Q, (0, 3))
     with pytest.raises(Interrupted, match="time limit"):
@@ -348,7 +348,7 @@ def test_stop_token_interrupts_the_multistart():
 
 def test_problem_size_is_bounded_before_allocation(planar):
     """7 joints, 1000 configurations × 5 modes, all 21 unknowns: ≈ 0.9 GB of precomputed terms."""
-    from flexmodal_ros.identification import MAX_MEASURED_MODES, check_problem_size
+    from flexmodal_ros.identification.inverse_eigen import MAX_MEASURED_MODES, check_problem_size
     with pytest.raises(InputError, match=r"MiB, more than the limit of 512 MiB"):
         check_problem_size(7, 1000, 5000, 21)
     with pytest.raises(InputError, match="measured modes: 5001 is more than the maximum"):

@@ -6,7 +6,7 @@ configurations, modes 1 and 4 → k = (2000, 1600), d_f = (3.91, 2.21), d_fm = (
 import numpy as np
 
 from flexmodal_interfaces.srv import IdentifyJointParameters
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.robot.registry import load_robot
 from test_identification import TABLE_3_1_Q, model_modes
 
 SRV = "/joint_identification/identify_joint_parameters"

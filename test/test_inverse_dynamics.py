@@ -12,12 +12,12 @@ import pinocchio as pin
 import pytest
 
 from flexmodal_ros.cli import main as cli_main
-from flexmodal_ros.errors import BuildError, InputError
-from flexmodal_ros.inverse_dynamics import FlexibleJointFeedforward, feedforward_numeric
-from flexmodal_ros.inverse_dynamics.build import count_operations, emit_c, feedforward_function
-from flexmodal_ros.model import with_overrides
-from flexmodal_ros.robots import list_robots, load_robot
-from flexmodal_ros.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
+from flexmodal_ros.core.errors import BuildError, InputError
+from flexmodal_ros.robot.inverse_dynamics import FlexibleJointFeedforward, feedforward_numeric
+from flexmodal_ros.robot.inverse_dynamics.build import count_operations, emit_c, feedforward_function
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.robot.registry import list_robots, load_robot
+from flexmodal_ros.robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
 
 ROBOTS = list_robots()
 

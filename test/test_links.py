@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from links_tables import FIG5_REGRESSION, TABLE_OF_FACTOR, THREE_LINK, TWO_LINK, printed
-from flexmodal_ros.errors import ConfigError, InputError
+from flexmodal_ros.core.errors import ConfigError, InputError
 from flexmodal_ros.links import (characteristic_matrix, cowper_rectangle, hollow_rectangle, link_modes,
                                  load_link_arm, make_arm, make_beam, natural_frequencies, rectangle,
                                  with_joints, with_thickness)
@@ -474,7 +474,7 @@ def test_bad_requests(three_link):
 
 
 def _write_robot(tmp_path, links_yaml, urdf="two_link_arm.urdf"):
-    from flexmodal_ros.robots import share_dir
+    from flexmodal_ros.robot.registry import share_dir
 
     text = (share_dir() / "config" / "two_link_arm.yaml").read_text()
     text = text[:text.index("\nlinks:\n") + 1] + links_yaml
@@ -516,7 +516,7 @@ def test_bad_links_yaml(tmp_path, links_yaml, message):
 
 def test_links_yaml_loads_and_robots_without_it_are_unchanged(tmp_path):
     from flexmodal_ros.links import has_links
-    from flexmodal_ros.robots import load_robot
+    from flexmodal_ros.robot.registry import load_robot
 
     path = _write_robot(tmp_path, "links:\n  thickness_factor: 10\n  joint_model: elastic\n  beams:\n    link_1: "
                         + BEAM.format(L=0.5) + "\n    link_2: " + BEAM.format(L=0.54) + "\n")

@@ -12,15 +12,15 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 
 from flexmodal_ros.cli import main as cli_main
-from flexmodal_ros.config import Tool
-from flexmodal_ros.errors import ConfigError, InputError
-from flexmodal_ros.linearize import (assemble, closed_loop_acceleration, linearize,
+from flexmodal_ros.robot.params import Tool
+from flexmodal_ros.core.errors import ConfigError, InputError
+from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_acceleration, linearize,
                                      motor_equilibrium, setpoint_motor_torque, state_matrix)
-from flexmodal_ros.modal import (configuration_from_names, modal_analysis,
+from flexmodal_ros.flexible_joint.modal import (configuration_from_names, modal_analysis,
                                  modal_analysis_batch)
-from flexmodal_ros.model import create_data, with_overrides
-from flexmodal_ros.robots import list_robots, load_robot
-from flexmodal_ros.sweep import config_line
+from flexmodal_ros.robot.model import create_data, with_overrides
+from flexmodal_ros.robot.registry import list_robots, load_robot
+from flexmodal_ros.flexible_joint.sweep import config_line
 
 # Thesis §2.4.1: the 50 Scompi configurations (linear in q2..q5, q1 = q6 = 0).
 SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]
@@ -166,7 +166,7 @@ def test_wrench_changes_equilibrium_and_stiffness(scompi, q8):
     d = create_data(scompi)
     w = np.array([0.0, 50.0, 0.0, 0.0, 0.0, 0.0])
     loaded = with_overrides(scompi, wrench=w)
-    from flexmodal_ros.model import wrench_torque
+    from flexmodal_ros.robot.model import wrench_torque
     dq_m = motor_equilibrium(loaded, d, q8) - motor_equilibrium(scompi, d, q8)
     np.testing.assert_allclose(dq_m, -wrench_torque(scompi, d, q8, w) / (scompi.k * scompi.W), atol=1e-12)
     assert not np.allclose(linearize(loaded, d, q8).K, linearize(scompi, d, q8).K)
@@ -313,7 +313,7 @@ def test_limit_warnings_single_configuration_path_matches_the_array_path():
     """limit_warnings: the one-configuration check on floats (the services' path) gives the same
     warnings as the array path (the same configuration as a 1 × n batch), on both sides of the
     1e-9 tolerance, at NaN and for a configuration of the wrong length."""
-    from flexmodal_ros.modal import limit_warnings
+    from flexmodal_ros.flexible_joint.modal import limit_warnings
 
     model = load_robot("kuka_lwr4")
     low, high = model.position_lower, model.position_upper

@@ -14,10 +14,10 @@ from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
-from flexmodal_ros.modal import modal_analysis
+from flexmodal_ros.flexible_joint.modal import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.nodes.polled import PolledClient
-from flexmodal_ros.robots import load_robot, robot_paths
+from flexmodal_ros.robot.registry import load_robot, robot_paths
 from test_modal import SCOMPI_Q1, SCOMPI_Q50, TABLE_2_5, Q_M_2_22
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +158,7 @@ def test_named_joints_and_per_joint_gains(ros, server):
     model = load_robot("planar_2r")
     resp = ros.call(client, _request([0.5, 0.3], joint_names=["joint_2", "joint_1"], kp=[3000.0, 4000.0]))
     assert resp.success, resp.message
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.robot.model import with_overrides
     expect = modal_analysis(with_overrides(model, kp=[4000.0, 3000.0]), [0.3, 0.5])
     np.testing.assert_allclose(resp.result.positions, [0.3, 0.5])
     np.testing.assert_allclose(resp.result.frequencies_hz, expect.frequencies_hz, rtol=1e-12)

@@ -13,10 +13,10 @@ import pytest
 from rclpy.parameter import Parameter
 
 from flexmodal_interfaces.srv import ComputeModalParameters, RunModalTest
-from flexmodal_ros.modal import modal_analysis
+from flexmodal_ros.flexible_joint.modal import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sampled import sampled_modal_analysis
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis
 
 Q8 = np.linspace([0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0],
                  [0.0, np.pi / 6, np.pi / 3, np.pi / 3, -np.pi / 3, 0.0], 50)[7]

@@ -1,14 +1,14 @@
 """Newton continuation of a few modes and the K̄ > 0 stability certificate
-(flexmodal_ros.mode_continuation) against LAPACK's full eigen-decomposition."""
+(flexmodal_ros.flexible_joint.continuation) against LAPACK's full eigen-decomposition."""
 import numpy as np
 import pytest
 
-from flexmodal_ros.linearize import configuration_terms
-from flexmodal_ros.modal import modal_analysis, modal_analysis_batch
-from flexmodal_ros.mode_continuation import (certificate_applies, certified_stable, continue_modes,
+from flexmodal_ros.flexible_joint.linear_model import configuration_terms
+from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch
+from flexmodal_ros.flexible_joint.continuation import (certificate_applies, certified_stable, continue_modes,
                                              link_matrices)
-from flexmodal_ros.model import create_data, with_overrides
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.robot.model import create_data, with_overrides
+from flexmodal_ros.robot.registry import load_robot
 
 ROBOTS = ("kuka_lwr4", "scompi")
 

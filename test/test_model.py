@@ -7,12 +7,12 @@ import pinocchio as pin
 import pytest
 import yaml
 
-from flexmodal_ros.config import Tool
-from flexmodal_ros.dh import dh_to_urdf, dh_transform, load_dh
-from flexmodal_ros.errors import ConfigError, InputError
-from flexmodal_ros.model import (create_data, ee_jacobian, gravity_stiffness, gravity_torque, load_model,
+from flexmodal_ros.robot.params import Tool
+from flexmodal_ros.robot.dh import dh_to_urdf, dh_transform, load_dh
+from flexmodal_ros.core.errors import ConfigError, InputError
+from flexmodal_ros.robot.model import (create_data, ee_jacobian, gravity_stiffness, gravity_torque, load_model,
                                  mass_matrix, wrench_stiffness, wrench_torque, with_overrides)
-from flexmodal_ros.robots import list_robots, load_robot, robot_paths, share_dir
+from flexmodal_ros.robot.registry import list_robots, load_robot, robot_paths, share_dir
 from dh_newton_euler import dh_rnea
 
 ROBOTS = ("scompi", "planar_2r", "kuka_lwr4")
@@ -272,7 +272,7 @@ def test_branched_urdf_reduced_to_the_chain_with_locked_fingers(tmp_path):
     """Item 14: the branched URDF (arm + two fingers) reduced to the arm chain with the fingers
     locked at 0.01 m has the modes of the same arm with the fingers welded there (fixed joints,
     merged by Pinocchio's URDF parser): an independent construction of the same rigid body."""
-    from flexmodal_ros.modal import modal_analysis
+    from flexmodal_ros.flexible_joint.modal import modal_analysis
     locked = load_model(None, DATA / "planar_gripper.yaml")
     raw = yaml.safe_load((DATA / "planar_gripper.yaml").read_text())
     del raw["locked_joints"]
@@ -345,7 +345,7 @@ def test_special_files_are_refused_without_reading_them(tmp_path):
 
 def test_echoed_values_are_capped():
     """Item 11: a huge bad value is not copied into the error message."""
-    from flexmodal_ros.validation import finite_array, shown
+    from flexmodal_ros.core.validation import finite_array, shown
     with pytest.raises(InputError) as info:
         finite_array("x" * 1_000_000, "q")
     assert len(str(info.value)) < 200 and "(1000002 characters)" in str(info.value)

@@ -3,12 +3,12 @@ sorting and shape normalization; the flexible-joint AMA uses them (issue 11 item
 import numpy as np
 import pytest
 
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.modal import modal_analysis
-from flexmodal_ros.model import with_overrides
-from flexmodal_ros.modes import (MARGINAL, STABLE, UNSTABLE, classify_stability,
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.modes.modeset import (MARGINAL, STABLE, UNSTABLE, classify_stability,
                                  frequencies_and_damping, modes_from_eigenpairs)
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.robot.registry import load_robot
 
 
 def test_frequencies_and_damping():
@@ -55,7 +55,7 @@ def test_eigenvalue_arrays_equal_the_eigenvalue_only_batch():
     """modal_analysis_arrays (no result objects, chunks joined) = modal_analysis_batch(shapes=False)
     bit for bit: f, ζ, eigenvalues, counts, stability (stable kuka_lwr4, marginal undamped
     planar_2r); NaN after each configuration's modes; bad configurations refused by name."""
-    from flexmodal_ros.modal import modal_analysis_arrays, modal_analysis_batch
+    from flexmodal_ros.flexible_joint.modal import modal_analysis_arrays, modal_analysis_batch
     cases = [(load_robot("kuka_lwr4"), 2.0), (with_overrides(load_robot("planar_2r"), kd=0.0, d_f=0.0, d_fm=0.0), 1.5)]
     for m, spread in cases:
         qs = np.random.default_rng(3).uniform(-spread, spread, (11, m.n))
@@ -78,10 +78,10 @@ def test_eigenvalue_arrays_equal_the_eigenvalue_only_batch():
 def test_fast_single_path_equals_batched_path():
     """modal_analysis (LAPACK real format, structured A) = the batched numpy path, with and
     without shapes; closed_loop_state_matrix = state_matrix(assemble(...)) (2.9)-(2.14)."""
-    from flexmodal_ros.linearize import (assemble, closed_loop_state_matrix, configuration_terms,
+    from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_state_matrix, configuration_terms,
                                          state_matrix)
-    from flexmodal_ros.modal import modal_analysis_batch
-    from flexmodal_ros.model import create_data
+    from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+    from flexmodal_ros.robot.model import create_data
     for robot in ("scompi", "kuka_lwr4"):
         m = load_robot(robot)
         qs = np.random.default_rng(1).uniform(-1, 1, (4, m.n))
@@ -103,8 +103,8 @@ def test_fast_single_path_equals_batched_path():
 
 def test_single_configuration_terms_equal_the_separate_pinocchio_calls():
     """g(q) taken from data.g after the gravity-derivative pass equals computeGeneralizedGravity."""
-    from flexmodal_ros.linearize import configuration_terms, single_configuration_terms
-    from flexmodal_ros.model import create_data, with_overrides
+    from flexmodal_ros.flexible_joint.linear_model import configuration_terms, single_configuration_terms
+    from flexmodal_ros.robot.model import create_data, with_overrides
     for robot in ("scompi", "kuka_lwr4"):
         m = with_overrides(load_robot(robot), wrench=[1.0, -2.0, 3.0, 0.1, 0.2, -0.3])
         d = create_data(m)
@@ -123,7 +123,7 @@ def _real_layout(w, v):
 def test_real_layout_modes_equal_complex_modes():
     """modes_from_real_eigenpairs / spectrum_modes (LAPACK layout) = modes_from_eigenpairs on
     numpy's complex output, for spectra with pairs and real eigenvalues."""
-    from flexmodal_ros.modes import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
+    from flexmodal_ros.modes.modeset import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
     A = np.random.default_rng(5).normal(size=(6, 8, 8))
     w, v = np.linalg.eig(A)
     wr, wi, vt = _real_layout(w, v)
@@ -146,7 +146,7 @@ def test_repeated_eig_equals_numpy_with_and_without_the_bundled_lapack():
     """RepeatedEig (ctypes dgeev of NumPy's OpenBLAS, and its SciPy fallback) gives numpy's
     eigenvalues and eigenvectors; bad batches are refused with a message."""
 
-    from flexmodal_ros.lapack import RepeatedEig, _numpy_dgeev_work
+    from flexmodal_ros.linalg.lapack import RepeatedEig, _numpy_dgeev_work
     assert _numpy_dgeev_work() is not None      # the pinned NumPy wheel bundles it
     A = np.random.default_rng(6).normal(size=(5, 9, 9))
     w, v = np.linalg.eig(A)
@@ -182,8 +182,8 @@ def test_compiled_kernel_equals_the_numpy_reference():
     """RepeatedEig.modes_many / modes (dgeev + mode extraction in lapack_batch.c) = dgeev followed
     by spectrum_modes (NumPy) on the same matrices: eigenvalues, f, ζ, shapes, real eigenvalues,
     stability; with and without vectors; the kernel is built on this machine."""
-    from flexmodal_ros.lapack import RepeatedEig, eig_modes_kernel
-    from flexmodal_ros.modes import first_mode_set, mode_sets, spectrum_modes
+    from flexmodal_ros.linalg.lapack import RepeatedEig, eig_modes_kernel
+    from flexmodal_ros.modes.modeset import first_mode_set, mode_sets, spectrum_modes
     assert eig_modes_kernel() is not None
     rng = np.random.default_rng(11)
     A = _spectra_with_pairs_reals_and_the_axis(rng, 12, 10)
@@ -223,10 +223,10 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
     linearize.single_state_matrix's A; wrong shapes or layouts raise ValueError naming the part."""
     import pinocchio as pin
 
-    from flexmodal_ros.lapack import repeated_eig
-    from flexmodal_ros.linearize import configuration_terms, single_state_matrix, state_template
-    from flexmodal_ros.model import create_data
-    from flexmodal_ros.modes import mode_sets, spectrum_modes
+    from flexmodal_ros.linalg.lapack import repeated_eig
+    from flexmodal_ros.flexible_joint.linear_model import configuration_terms, single_state_matrix, state_template
+    from flexmodal_ros.robot.model import create_data
+    from flexmodal_ros.modes.modeset import mode_sets, spectrum_modes
     model = load_robot("kuka_lwr4")
     data = create_data(model)
     qs = np.random.default_rng(12).uniform(-1.0, 1.0, (5, model.n))
@@ -258,15 +258,15 @@ def test_without_a_compiler_the_kernels_warn_once_and_give_the_same_results(tmp_
 
     script = (
         "import json, warnings, numpy as np\n"
-        "from flexmodal_ros.robots import load_robot\n"
-        "from flexmodal_ros.modal import modal_analysis, modal_analysis_batch\n"
+        "from flexmodal_ros.robot.registry import load_robot\n"
+        "from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch\n"
         "m = load_robot('kuka_lwr4'); qs = np.random.default_rng(4).uniform(-1, 1, (6, 7))\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    out = [modal_analysis(m, qs[0]).frequencies_hz.tolist()] + "
         "[r.frequencies_hz.tolist() for r in modal_analysis_batch(m, qs, workers=2, chunk_size=2)]\n"
         "    from flexmodal_ros.shaping import ShapedTrajectory, shaper_schedule, path_modes\n"
-        "    from flexmodal_ros.trajectory import PiecewiseC4Trajectory\n"
+        "    from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory\n"
         "    path = PiecewiseC4Trajectory([0.0, 0.4], [qs[1], qs[2]])\n"
         "    shaped = ShapedTrajectory(path, shaper_schedule(path_modes(m, path, modes=(0, 1)), 'zvd'))\n"
         "    y = shaped.evaluate(np.linspace(0.0, shaped.duration, 50)).tolist()\n"
@@ -282,7 +282,7 @@ def test_without_a_compiler_the_kernels_warn_once_and_give_the_same_results(tmp_
     assert runs["kernel"]["warnings"] == []
     warned = runs["numpy"]["warnings"]
     assert len(warned) == 2 and all("C kernel is unavailable" in w and "not writable" in w for w in warned)
-    assert warned[0].startswith("flexmodal_ros.lapack") and warned[1].startswith("flexmodal_ros.shaping")
+    assert warned[0].startswith("flexmodal_ros.linalg.lapack") and warned[1].startswith("flexmodal_ros.shaping")
     np.testing.assert_allclose(runs["numpy"]["f"], runs["kernel"]["f"], rtol=1e-12)
     y_numpy, y_kernel = np.array(runs["numpy"]["y"]), np.array(runs["kernel"]["y"])
     # end to end: the modes agree to ~1e-13, the shaper's delays follow them, and each derivative of

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.export.convention import StateConvention
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_modal_server_reads_exported_states_in_sim_time(ros, lwr):
     configuration q = s_e + s_m of the MuJoCo robot, stamped in simulation time."""
     from rclpy.parameter import Parameter
     from flexmodal_interfaces.msg import ModalParameters
-    from flexmodal_ros.modal import modal_analysis
+    from flexmodal_ros.flexible_joint.modal import modal_analysis
     from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
     from flexmodal_ros.nodes.mujoco_simulator import MujocoSimulatorNode
 
@@ -145,7 +145,7 @@ def test_ros_controller_on_mujoco_tracks_within_twice_the_builtin(ros_process, l
     """Acceptance: mujoco_simulator + feedforward_pd_controller (separate processes, sim time,
     link_state deflection, lockstep), thesis trajectory on kuka_lwr4: max link error within 2x the
     built-in simulator's (same lockstep loop, offline) and >= 100x better than PD only."""
-    from flexmodal_ros.demo import SuiteClient
+    from flexmodal_ros.nodes.demo import SuiteClient
 
     times, positions = thesis_trajectory(lwr)
     ros_process(["mujoco_simulator", "--ros-args", "-p", "robot:=kuka_lwr4", "-p",

@@ -13,23 +13,23 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.cli import main as cli_main
-from flexmodal_ros.config import Tool
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.modal import modal_analysis
-from flexmodal_ros.model import with_overrides
-from flexmodal_ros.modes import frequencies_and_damping
-from flexmodal_ros.oma.analysis import SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, identify_modes, refine_poles
+from flexmodal_ros.robot.params import Tool
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.modes.modeset import frequencies_and_damping
+from flexmodal_ros.oma.mode_estimation import SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, identify_modes, refine_poles
 from flexmodal_ros.oma.bags import read_joint_states, write_joint_states
 from flexmodal_ros.oma.compare import ABOVE_NYQUIST, BELOW_NOISE, IDENTIFIED, PREDICTED
 from flexmodal_ros.oma.impact import EncoderNoise, Impulse, _continuous_nonlinear, simulate_impact
-from flexmodal_ros.oma.methods import check_orders
+from flexmodal_ros.oma.estimators import check_orders
 from flexmodal_ros.oma.pipeline import run_oma
 from flexmodal_ros.oma.record import make_record, read_csv, write_csv
 from flexmodal_ros.oma.visibility import MARGIN, cramer_rao, visible_modes
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sampled import sampled_modal_analysis
-from flexmodal_ros.simulation import FlexibleJointPlant, SetpointLaw, rest_state
-from flexmodal_ros.sweep import config_line
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis
+from flexmodal_ros.simulation.plant import FlexibleJointPlant, SetpointLaw, rest_state
+from flexmodal_ros.flexible_joint.sweep import config_line
 
 SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]
 SCOMPI_Q50 = [0.0, np.pi / 6, np.pi / 3, np.pi / 3, -np.pi / 3, 0.0]
@@ -348,7 +348,7 @@ def test_cli_oma_json_and_identify_format(tmp_path, capsys):
     assert all(abs(r["delta_frequency_hz"]) < 1e-3 for r in comp)
     for name in ("oma.json", "oma.csv", "stabilization.png", "identify_data.yaml"):
         assert (out / name).is_file()
-    from flexmodal_ros.identification import load_data_file
+    from flexmodal_ros.identification.inverse_eigen import load_data_file
     data = load_data_file(out / "identify_data.yaml")
     assert data.data.num_measurements == 4 and list(data.data.mode_index) == [0, 1, 2, 3]
 

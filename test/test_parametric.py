@@ -1,4 +1,4 @@
-"""Eigenpairs as polynomials of the configuration (flexmodal_ros.parametric), notes_000 §3.
+"""Eigenpairs as polynomials of the configuration (flexmodal_ros.expansion), notes_000 §3.
 
 Oracles: Table 1 (all 60 addend counts); invariants of the recursion (26)-(28): exact at x0,
 first-order coefficients = classical eigenvalue sensitivity = finite differences, error of the
@@ -10,18 +10,18 @@ series, biorthonormality (18) at x0, the normalization φ0*φ^(τ) = 0 = the pse
 import numpy as np
 import pytest
 
-from flexmodal_ros.erls import ErlsSystem, load_erls, operating_point
-from flexmodal_ros.erls.paper import expand_at_half_time
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.parametric import (ExpansionWarning, FlexibleJointSystem, ModalPolynomial,
+from flexmodal_ros.expansion.erls import ErlsSystem, load_erls, operating_point
+from flexmodal_ros.expansion.erls.erls_task import expand_at_half_time
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.expansion import (ExpansionWarning, FlexibleJointSystem, ModalPolynomial,
                                       MultiIndexSet, TrustRegionWarning, addend_count, eigenpairs,
                                       expand, multi_index_set, table1)
-from flexmodal_ros.parametric.eigen import biorthogonality_error
-from flexmodal_ros.parametric.expansion import eigenpair_series
-from flexmodal_ros.parametric.flexible_joint import PathSegmentSystem
-from flexmodal_ros.parametric.multiindex import degree_count
-from flexmodal_ros.parametric.taylor import TaylorMap
-from flexmodal_ros.robots import load_robot, share_dir
+from flexmodal_ros.expansion.eigen import biorthogonality_error
+from flexmodal_ros.expansion.recursion import eigenpair_series
+from flexmodal_ros.expansion.flexible_joint import PathSegmentSystem
+from flexmodal_ros.expansion.multiindex import degree_count
+from flexmodal_ros.expansion.taylor import TaylorMap
+from flexmodal_ros.robot.registry import load_robot, share_dir
 
 # Palomba & Vidoni (2019), Table 1: addends for n_r = 1..6 (rows), t = 1..5 (columns).
 TABLE_1_STATIC = [[2, 3, 4, 5, 6], [3, 6, 10, 15, 21], [4, 10, 20, 35, 56], [5, 15, 35, 70, 126],
@@ -98,8 +98,8 @@ def test_kuka_taylor_coefficients(kuka):
 def test_scompi_prismatic_joint_and_wrench_taylor():
     """Any bundled robot: scompi (prismatic joint 1) with a tool and a constant wrench; the wrench
     term Jᵀτ_ext of K_G is written symbolically and must match Pinocchio's (2.12)."""
-    from flexmodal_ros.config import Tool
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.robot.params import Tool
+    from flexmodal_ros.robot.model import with_overrides
 
     model = with_overrides(load_robot("scompi"), tool=Tool.point_mass(4.0), wrench=[30.0, -20.0, 50.0, 2.0, -3.0, 1.0])
     q0 = np.array([0.05, -0.374, 1.9448, 0.1, -1.9448, 0.3])
@@ -120,8 +120,8 @@ def test_path_segment_taylor_coefficients_match_finite_differences(robot):
     coefficient of degree 0 is the exact M̄, D̄, K̄ (Pinocchio), degrees 1 and 2 are the central
     differences d/ds and d²/ds² / 2 of the exact matrices; scompi with a tool and a constant wrench
     (prismatic joint 1, wrench term of K_G)."""
-    from flexmodal_ros.config import Tool
-    from flexmodal_ros.model import with_overrides
+    from flexmodal_ros.robot.params import Tool
+    from flexmodal_ros.robot.model import with_overrides
 
     if robot == "kuka_lwr4":
         model, start = load_robot(robot), Q0

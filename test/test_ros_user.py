@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexmodal_ros.errors import ConfigError
+from flexmodal_ros.core.errors import ConfigError
 from flexmodal_ros.nodes.bringup import NODES, ROBOT_ARGUMENTS, launch_robot_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -274,7 +274,7 @@ SHUTDOWN_IN_CALLBACK = """
 import rclpy, sys
 from rclpy.node import Node
 from std_msgs.msg import String
-from flexmodal_ros.nodes.common import run_node
+from flexmodal_ros.nodes.base import run_node
 
 class Late(Node):
     # a callback that is running when Ctrl-C shuts the context down, then publishes
@@ -359,8 +359,8 @@ def test_readme_documents_the_required_state_interfaces():
 def test_demo_trajectory_starts_when_the_controller_was_stalled(ros_process):
     """The controller process is stopped for 1 s while the demo sends its trajectory (as a busy
     machine delays it): the trajectory must still be accepted and tracked."""
-    from flexmodal_ros.demo import SuiteClient
-    from flexmodal_ros.robots import load_robot
+    from flexmodal_ros.nodes.demo import SuiteClient
+    from flexmodal_ros.robot.registry import load_robot
 
     model = load_robot("planar_2r")
     ros_process(["flexible_joint_simulator", "--ros-args", "-p", "robot:=planar_2r", "-p", "rate_hz:=500.0"])

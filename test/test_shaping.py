@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.cli import main as cli_main
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.modal import linearized_batch, modal_analysis, modal_analysis_arrays
-from flexmodal_ros.model import create_data, ee_jacobian, with_overrides
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.flexible_joint.modal import linearized_batch, modal_analysis, modal_analysis_arrays
+from flexmodal_ros.robot.model import create_data, ee_jacobian, with_overrides
+from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping import (KINDS, PassThrough, ReferenceShaper, ShapedTrajectory, check_shaping, convolve,
                                    design, ei, insensitivity, path_derivatives, path_modes, percentage_vibration,
                                    shape_trajectory, shape_with, shaper_schedule, zv, zvd)
 from flexmodal_ros.shaping.schedule import end_effector_contributions
 from flexmodal_ros.shaping.trajectory_file import read_samples, read_waypoints, write_waypoints
 from flexmodal_ros.shaping.vibration import linearized_vibration
-from flexmodal_ros.simulation import thesis_trajectory
-from flexmodal_ros.trajectory import PiecewiseC4Trajectory
+from flexmodal_ros.simulation.plant import thesis_trajectory
+from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
 
 # The kuka_lwr4 point-to-point move of the acceptance (test_shaping_robots.py, README): q2, q3, q4
 # by 0.31 rad each in 0.4 s (at the URDF speed limit), mode 2 falls from 4.85 to 3.52 Hz.
@@ -286,7 +286,7 @@ def test_samples_newton_leaves_get_the_full_ama(lwr, benchmark_move, monkeypatch
     shaped mode go to the full eigenvalue-only AMA, the others keep Newton's value; together they
     are still the eigenvalues of the full AMA at all 501 samples (to 1e-7: the last step of the
     accepted ones was up to 1e-5 relative, so their error is of its square; measured 1.04e-8)."""
-    import flexmodal_ros.mode_continuation as continuation
+    import flexmodal_ros.flexible_joint.continuation as continuation
     import flexmodal_ros.shaping.schedule as schedule
 
     full_ama = []

@@ -5,7 +5,7 @@ with the reduced end-effector residual vibration, and reports the added delay on
 Set-up as the acceptance case "feedforward from a model whose joint stiffness is 20 % off": the
 simulator runs the robot with viscous friction only (params file without the Coulomb terms), the
 controller a params file with 0.8 × the joint stiffness. Reference: the offline closed loop of the
-same controller without shaping (flexmodal_ros.simulation.run_closed_loop, same plant, rate and
+same controller without shaping (flexmodal_ros.simulation.plant.run_closed_loop, same plant, rate and
 lockstep timing). The controller shapes the reference while its control thread goes on (~0.1 s
 here, seconds in a fresh clone whose first shaping compiles the C kernels); state_timeout_s is 1 s
 so that a control thread starved of CPU by that on a loaded 2-core machine does not abort the test.
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import yaml
 
-from flexmodal_ros.model import with_overrides
-from flexmodal_ros.robots import load_robot, robot_paths
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.robot.registry import load_robot, robot_paths
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import residual_vibration, rest_position, simulate_move, tool_positions
 
@@ -40,7 +40,7 @@ def _params_file(tmp_path, name, stiffness_scale):
 
 
 def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp_path):
-    from flexmodal_ros.demo import SuiteClient
+    from flexmodal_ros.nodes.demo import SuiteClient
     from flexmodal_ros.nodes.bringup import _ros_value
 
     robot = load_robot("kuka_lwr4")

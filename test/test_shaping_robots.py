@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flexmodal_ros.model import with_overrides
-from flexmodal_ros.robots import load_robot
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import compare, simulate_move
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.cli import main as cli_main
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.modes import ModeSet, mac, plot_map, track_modes, write_csv, write_json
-from flexmodal_ros.robots import load_robot
-from flexmodal_ros.sweep import config_grid, config_line, gain_sweep, modal_map
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.modes.modeset import ModeSet, mac, plot_map, track_modes, write_csv, write_json
+from flexmodal_ros.robot.registry import load_robot
+from flexmodal_ros.flexible_joint.sweep import config_grid, config_line, gain_sweep, modal_map
 
 SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]
 SCOMPI_Q50 = [0.0, np.pi / 6, np.pi / 3, np.pi / 3, -np.pi / 3, 0.0]

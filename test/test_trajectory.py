@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from flexmodal_ros.errors import InputError
-from flexmodal_ros.trajectory import (THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, PiecewiseC4Trajectory,
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.robot.trajectory import (THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, PiecewiseC4Trajectory,
                                       eta, point_to_point)
 
 

@@ -2,7 +2,7 @@
 
 Each subcommand module exposes ``add_parser(subparsers)``, which registers its parser(s) with
 ``set_defaults(func=run)``; ``run(args)`` returns the exit code. Errors of the package
-(:class:`~flexmodal_ros.errors.FlexmodalError`) become a one-line message and exit code 2.
+(:class:`~flexmodal_ros.core.errors.FlexmodalError`) become a one-line message and exit code 2.
 """
 import argparse
 import importlib
@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-from ..errors import FlexmodalError
+from ..core.errors import FlexmodalError
 
 SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
                       "constrained", "oma", "shape")

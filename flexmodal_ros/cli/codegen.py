@@ -5,18 +5,18 @@
     flexmodal invdyn --robot kuka_lwr4 --trajectory thesis --plot plots/    # thesis §4.4.4 figures
 
 Output file names start with the robot name of the params YAML, reduced to a plain file name
-(:func:`~flexmodal_ros.validation.safe_filename`): they always land inside --out-dir / --plot.
+(:func:`~flexmodal_ros.core.validation.safe_filename`): they always land inside --out-dir / --plot.
 """
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..inverse_dynamics import FeedforwardOutput, FlexibleJointFeedforward, feedforward_numeric
-from ..trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
-from ..validation import finite_vector, output_path
-from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from ..core.errors import InputError
+from ..robot.inverse_dynamics import FeedforwardOutput, FlexibleJointFeedforward, feedforward_numeric
+from ..robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
+from ..core.validation import finite_vector, output_path
+from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
 _STATE = (("q", "position [rad or m]"), ("qd", "velocity"), ("qdd", "acceleration"),
           ("q3", "jerk"), ("q4", "snap"))

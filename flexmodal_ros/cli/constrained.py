@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from ..errors import InputError
-from .common import add_json_option, parse_floats, print_json
+from ..core.errors import InputError
+from .options import add_json_option, parse_floats, print_json
 
 DEFAULT_ROBOT_METHOD = "mcs"
 METHOD_CHOICES = ("mcs", "rcs", "ucs")
@@ -63,7 +63,7 @@ def first_modes(modes, count):
 
 def run(args):
     from ..constrained import modal_analysis, static_equilibrium
-    from ..constrained.models import load_paper_model
+    from ..constrained.paper_models import load_paper_model
 
     if args.show < 0:
         raise InputError("--show: must be >= 0")
@@ -119,14 +119,14 @@ def add_method_option(parser):
 
 def wants_constrained(args) -> bool:
     """True for a closed-chain robot or when ``--method`` is given."""
-    from ..robots import is_closed_chain
+    from ..robot.registry import is_closed_chain
 
     return bool(getattr(args, "method", None)) or is_closed_chain(args.robot, args.urdf, args.params)
 
 
 def _robot(args):
-    from ..constrained.robot import with_robot_overrides
-    from ..robots import resolve_closed_chain
+    from ..constrained.closed_chain import with_robot_overrides
+    from ..robot.registry import resolve_closed_chain
     from .modal import _overrides
 
     robot = resolve_closed_chain(args.robot, args.urdf, args.params)
@@ -134,7 +134,7 @@ def _robot(args):
 
 
 def run_robot_modal(args):
-    from ..constrained.robot import robot_modes, robot_result_dict
+    from ..constrained.closed_chain import robot_modes, robot_result_dict
 
     robot = _robot(args)
     method = args.method or DEFAULT_ROBOT_METHOD
@@ -173,9 +173,9 @@ class _ActuatedCoordinates:
 
 def robot_sweep(args):
     """(robot, ModalMap) of a closed-chain sweep over actuated-joint configurations
-    (:func:`~flexmodal_ros.constrained.robot.robot_modal_map`)."""
-    from ..constrained.robot import robot_modal_map
-    from ..modes import progress_bar
+    (:func:`~flexmodal_ros.constrained.closed_chain.robot_modal_map`)."""
+    from ..constrained.closed_chain import robot_modal_map
+    from ..modes.modeset import progress_bar
     from .modal import _configurations
 
     robot = _robot(args)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..modes import mac
-from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from ..core.errors import InputError
+from ..modes.modeset import mac
+from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
-DEFAULT_TOLERANCE = 1e-3   # = flexmodal_ros.parametric.expansion.DEFAULT_TOLERANCE (checked in the tests);
+DEFAULT_TOLERANCE = 1e-3   # = flexmodal_ros.expansion.recursion.DEFAULT_TOLERANCE (checked in the tests);
 # the parametric core (CasADi, SciPy sparse) is imported on use so that other subcommands start fast
 
 
@@ -43,7 +43,7 @@ def add_parser(sub):
 
 
 def run(args):
-    from ..parametric.expansion import expand
+    from ..expansion.recursion import expand
 
     if args.table1:
         return _table1(args)
@@ -80,9 +80,9 @@ def run(args):
 def _system(args):
     """Parametric system of the chosen robot: ERLS arm (bundled name or ``model: erls`` file) or
     flexible-joint robot, at the ``--about`` point."""
-    from ..erls.linearize import ErlsSystem, operating_point
-    from ..erls.model import bundled_erls, is_erls_file, load_erls
-    from ..parametric.flexible_joint import FlexibleJointSystem
+    from ..expansion.erls.erls_linearization import ErlsSystem, operating_point
+    from ..expansion.erls.erls_model import bundled_erls, is_erls_file, load_erls
+    from ..expansion.flexible_joint import FlexibleJointSystem
 
     erls = None
     if args.params and is_erls_file(args.params):
@@ -170,7 +170,7 @@ def _print_text(out):
 
 
 def _table1(args):
-    from ..parametric.multiindex import table1
+    from ..expansion.multiindex import table1
 
     table = table1()
     if args.json:
@@ -184,8 +184,8 @@ def _table1(args):
 
 
 def _paper(args):
-    from ..erls.model import bundled_erls, load_erls
-    from ..erls.paper import plot_validation, validation_task
+    from ..expansion.erls.erls_model import bundled_erls, load_erls
+    from ..expansion.erls.erls_task import plot_validation, validation_task
 
     if args.params:
         model = load_erls(args.params)

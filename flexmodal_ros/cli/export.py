@@ -3,7 +3,7 @@ import time
 
 from ..export import FORMATS, LINK_DAMPING_MODES, ROTOR_MODES, export_files
 from ..export.tree import check_source_urdf
-from .common import add_json_option, add_model_options, model_from_args, print_json
+from .options import add_json_option, add_model_options, model_from_args, print_json
 
 
 def add_parser(sub):
@@ -56,8 +56,8 @@ def run(args):
 
 def _source_urdf(args):
     """The URDF file the model options name (the one in the params YAML if --urdf is absent)."""
-    from ..config import load_config
-    from ..robots import robot_paths
+    from ..robot.params import load_config
+    from ..robot.registry import robot_paths
 
     if args.urdf:
         return args.urdf

@@ -4,9 +4,9 @@ import functools
 
 import numpy as np
 
-from ..identification import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, NOISE_DAMPING, NOISE_FREQUENCY_REL, OBJECTIVES,
+from ..identification.inverse_eigen import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, NOISE_DAMPING, NOISE_FREQUENCY_REL, OBJECTIVES,
                               identify, load_data_file, write_params)
-from .common import add_json_option, print_json
+from .options import add_json_option, print_json
 from .scheduler import add_scheduler_options, check_scheduler
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Tool
-from ..errors import InputError
-from ..modal import limit_warnings, modal_analysis
-from ..model import with_overrides
-from ..sampled import HOLDS
-from ..sweep import check_map_size, config_grid, config_line, grid_spec, modal_map
-from ..validation import read_text_file, shown
-from .common import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
+from ..robot.params import Tool
+from ..core.errors import InputError
+from ..flexible_joint.modal import limit_warnings, modal_analysis
+from ..robot.model import with_overrides
+from ..flexible_joint.sampled import HOLDS
+from ..flexible_joint.sweep import check_map_size, config_grid, config_line, grid_spec, modal_map
+from ..core.validation import read_text_file, shown
+from .options import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 from .scheduler import add_store_options, check_scheduler, run_store_sweep
@@ -81,7 +81,7 @@ def run(args):
     model = _model(args)
     q = parse_floats(args.q, "--q")
     if args.controller_rate_hz is not None:
-        from ..sampled import sampled_modal_analysis
+        from ..flexible_joint.sampled import sampled_modal_analysis
         result = sampled_modal_analysis(model, q, args.controller_rate_hz, args.hold)
     else:
         result = modal_analysis(model, q)

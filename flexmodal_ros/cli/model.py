@@ -3,9 +3,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dh import dh_to_urdf, load_dh
-from ..model import summary
-from .common import add_json_option, add_model_options, model_from_args, print_json
+from ..robot.dh import dh_to_urdf, load_dh
+from ..robot.model import summary
+from .options import add_json_option, add_model_options, model_from_args, print_json
 
 
 def add_parser(sub):

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Tool
-from ..errors import InputError
-from ..model import with_overrides
+from ..robot.params import Tool
+from ..core.errors import InputError
+from ..robot.model import with_overrides
 from ..oma.bags import read_joint_states
 from ..oma.impact import AXES, CHANNEL_SETS, DYNAMICS, HOLDS, EncoderNoise, Impulse, simulate_impact
-from ..oma.methods import METHODS
+from ..oma.estimators import METHODS
 from ..oma.pipeline import run_oma, write_outputs
 from ..oma.record import read_csv
-from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
 DEFAULT_OUT = "flexmodal_output/oma"
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from ..distributed.executors import DEFAULT_TIMEOUT_S, parse_scheduler
-from ..errors import InputError
+from ..core.errors import InputError
 
 MAX_CROSSINGS_SHOWN = 10
 

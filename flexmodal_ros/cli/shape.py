@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..shaping import KINDS, MODAL_CHOICES, shape_trajectory
 from ..shaping.trajectory_file import read_waypoints, write_samples
 from ..shaping.vibration import linearized_vibration
-from .common import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
 
 def add_shaping_options(p):

@@ -8,7 +8,7 @@ Multibody Dynamics Formulations" (seed 001, notes_001): systems M(q)q̈ = f(q, q
 * RCS — redundant coordinates and multipliers, descriptor pair solved by QZ (7)-(10), (17);
 * UCS — penalty formulation at its shifted equilibrium (11)-(15), (18);
 
-with one result type (:class:`~.analysis.ConstrainedModes`, a :class:`~flexmodal_ros.modes.ModeSet`).
+with one result type (:class:`~.analysis.ConstrainedModes`, a :class:`~flexmodal_ros.modes.modeset.ModeSet`).
 
 Modules: :mod:`.system` (the system interface and the CasADi/AD builder), :mod:`.equilibrium`
 (static equilibrium with λ, pseudo-inverse at singular configurations, penalty equilibrium),
@@ -18,9 +18,9 @@ shift-invert ARPACK eigenanalysis, spurious-eigenvalue classification), :mod:`.f
 (closed-chain flexible-joint robots from URDF + YAML loop closures), :mod:`.checks`
 (finite-difference linearizations of the nonlinear dynamics, for verification).
 """
-from .analysis import ConstrainedModes, modal_analysis
+from .eigenanalysis import ConstrainedModes, modal_analysis
 from .equilibrium import ConstraintError, Equilibrium, static_equilibrium
-from .linearize import METHODS, Penalty, SingularConfigurationError
+from .linearizations import METHODS, Penalty, SingularConfigurationError
 
 __all__ = ["ConstrainedModes", "ConstraintError", "Equilibrium", "METHODS", "Penalty",
            "SingularConfigurationError", "modal_analysis", "static_equilibrium"]

@@ -31,8 +31,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ..errors import InputError
-from ..validation import frozen
+from ..core.errors import InputError
+from ..core.validation import frozen
 
 RANK_RTOL = 1e-8          # σ_i ≤ RANK_RTOL·σ_max counts as a lost rank of Φ_q
 NEWTON_TOL = 1e-12        # relative tolerance on the scaled KKT residual
@@ -147,7 +147,7 @@ def static_equilibrium(system, q_guess, u=None, t=0.0, data=None, check_redundan
 
     Returns an :class:`Equilibrium` with q and λ (min-norm λ where Φ_q loses rank, see module
     docstring). Errors (:class:`ConstraintError`): inconsistent constraints, redundant
-    constraints, no convergence; NaN/inf inputs raise :class:`~flexmodal_ros.errors.InputError`.
+    constraints, no convergence; NaN/inf inputs raise :class:`~flexmodal_ros.core.errors.InputError`.
     """
     q0, _, u, t = system.check_point(q_guess, None, u, t)
     data = system.create_data() if data is None else data

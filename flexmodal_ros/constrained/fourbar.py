@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from ..errors import InputError
-from ..validation import finite_scalar, finite_vector, nonnegative, positive
+from ..core.errors import InputError
+from ..core.validation import finite_scalar, finite_vector, nonnegative, positive
 from .system import lagrangian_system
 
 

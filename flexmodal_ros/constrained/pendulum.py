@@ -31,8 +31,8 @@ import casadi as ca
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import InputError
-from ..validation import finite_scalar, finite_vector, positive
+from ..core.errors import InputError
+from ..core.validation import finite_scalar, finite_vector, positive
 from .system import lagrangian_system
 
 _GAUSS_S, _GAUSS_W = np.polynomial.legendre.leggauss(4)   # exact for the degree-6 integrands

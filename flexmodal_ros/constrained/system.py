@@ -17,7 +17,7 @@ answers two kinds of questions:
 is CasADi's automatic differentiation, exact to round-off. Matrices are returned dense (NumPy) or,
 with ``sparse=True``, as ``scipy.sparse.csc_matrix`` (large finite-element models). The
 closed-chain robot backend (Pinocchio, analytic derivatives) is
-:class:`flexmodal_ros.constrained.robot.RobotSystem`.
+:class:`flexmodal_ros.constrained.closed_chain.RobotSystem`.
 
 Units are those of the model (SI); q may mix lengths [m] and angles [rad].
 """
@@ -30,8 +30,8 @@ import casadi as ca
 import numpy as np
 import scipy.sparse
 
-from ..errors import InputError
-from ..validation import finite_scalar, finite_vector
+from ..core.errors import InputError
+from ..core.validation import finite_scalar, finite_vector
 
 
 class Terms(NamedTuple):

@@ -1,14 +1,14 @@
-"""Modal maps on an executor: in memory (:func:`map_results`, what :func:`flexmodal_ros.sweep.modal_map`
+"""Modal maps on an executor: in memory (:func:`map_results`, what :func:`flexmodal_ros.flexible_joint.sweep.modal_map`
 calls with a scheduler) or streamed to a Zarr store (:func:`sweep_to_store`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
-from ..modal import check_configurations
-from ..modes import progress_bar
-from ..sweep import ConfigGrid
+from ..core.errors import InputError
+from ..flexible_joint.modal import check_configurations
+from ..modes.modeset import progress_bar
+from ..flexible_joint.sweep import ConfigGrid
 from .chunks import KERNEL_BATCH, ChunkOptions, analyse_rows, compute_chunk
 from .executors import DEFAULT_TIMEOUT_S, map_chunks, open_executor
 from .store import finalize, map_identity, open_for_writing
@@ -42,7 +42,7 @@ def map_results(model, configurations, scheduler=None, shapes: bool = True,
                 chunk_size: int | None = None, workers: int | None = None, progress=None,
                 timeout: float = DEFAULT_TIMEOUT_S) -> list:
     """ModalResults of every configuration, in order, computed chunk by chunk on ``scheduler``
-    (as :func:`sweep_to_store`). Same numbers as :func:`~flexmodal_ros.modal.modal_analysis_batch`.
+    (as :func:`sweep_to_store`). Same numbers as :func:`~flexmodal_ros.flexible_joint.modal.modal_analysis_batch`.
     ``chunk_size`` defaults to an even split over the worker threads (4 chunks each), in whole
     kernel batches, at most 4096. ``progress(k)`` is called with the configurations of each
     finished chunk."""

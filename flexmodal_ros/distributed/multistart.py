@@ -1,11 +1,11 @@
 """Identification multi-starts on an executor: chunks of starts mapped over
-:func:`flexmodal_ros.identification.solve_starts` (the seam ``identify(..., run_starts=...)``)."""
+:func:`flexmodal_ros.identification.inverse_eigen.solve_starts` (the seam ``identify(..., run_starts=...)``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..identification import solve_starts
-from ..modes import progress_bar
+from ..identification.inverse_eigen import solve_starts
+from ..modes.modeset import progress_bar
 from .executors import map_chunks
 
 TASKS_PER_SLOT = 4   # chunks per worker thread: balances the load, keeps each task ≥ a few solves

@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..modes import crossings_from_tracked, mac, plot_tracked
+from ..core.errors import InputError
+from ..modes.modeset import crossings_from_tracked, mac, plot_tracked
 from .chunks import STABILITY_CODES
 
 FORMAT = "flexmodal-modal-map"
@@ -327,7 +327,7 @@ def tracked_rows(group, field: str, start: int = 0, stop: int | None = None) -> 
 
 
 def plot_store(path, out_png, title: str = "", max_points: int = PLOT_MAX_POINTS) -> Path:
-    """:func:`~flexmodal_ros.modes.plot_tracked` of a store, read chunk by chunk: every s-th
+    """:func:`~flexmodal_ros.modes.modeset.plot_tracked` of a store, read chunk by chunk: every s-th
     configuration (s chosen so that at most ``max_points`` are drawn)."""
     group = open_store(path)
     m = group["num_modes"].shape[0]

@@ -11,7 +11,7 @@ from (2.1), by the AMA (2.13)-(2.17)).
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .gazebo import controllers_yaml, world_sdf, write_sdf, write_urdf
 from .mjcf import load_mujoco_model, write_mjcf
 from .tree import LINK_DAMPING_MODES, ROTOR_MODES, ExportedRobot, build_export

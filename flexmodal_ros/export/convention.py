@@ -11,7 +11,7 @@
 """
 import numpy as np
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 LINK_STATES = ("absolute", "deflection")
 

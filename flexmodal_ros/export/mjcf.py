@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pinocchio as pin
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .tree import rpy_matrix
 
 INERTIA_PREFIX = "flexmodal_inertia:"

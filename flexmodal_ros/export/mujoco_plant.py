@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
-from ..linearize import motor_equilibrium, setpoint_reference, static_compensation
-from ..model import create_data
-from ..simulation import ImpulseLimits, check_impulse
-from ..validation import finite_array, finite_vector
+from ..core.errors import ConfigError, InputError
+from ..flexible_joint.linear_model import motor_equilibrium, setpoint_reference, static_compensation
+from ..robot.model import create_data
+from ..simulation.plant import ImpulseLimits, check_impulse
+from ..core.validation import finite_array, finite_vector
 from .mjcf import load_mujoco_model, write_mjcf
 from .tree import MOTOR_SUFFIX, build_export
 
@@ -125,7 +125,7 @@ def closed_loop_state_matrix(robot, q_d, step=1e-6):
 
 class MujocoSimulator:
     """MuJoCo plant with a clock, a zero-order-held effort command and impulses; the interface of
-    :class:`flexmodal_ros.simulation.Simulator`, in exported coordinates: ``sample()`` returns
+    :class:`flexmodal_ros.simulation.plant.Simulator`, in exported coordinates: ``sample()`` returns
     (s_e, ṡ_e, s_m, ṡ_m), ``set_command`` takes the motor-joint efforts W τ_m, ``efforts()`` the
     elastic-joint spring effort −k W² s_e and the applied efforts. Starts at rest in the
     equilibrium (2.3) of ``q0``, held by the static effort of (2.2)."""
@@ -211,12 +211,12 @@ class MujocoSimulator:
 
 def run_closed_loop_mujoco(model, times, positions, duration, use_feedforward=True, control_rate_hz=1000.0,
                            timestep=1e-3, command_delay_cycles=0, path=None):
-    """:func:`flexmodal_ros.simulation.run_closed_loop` with MuJoCo as the plant (like it, no speed
+    """:func:`flexmodal_ros.simulation.plant.run_closed_loop` with MuJoCo as the plant (like it, no speed
     or acceleration limits are checked: offline studies may exceed the URDF's): the controller
     reads the exported joint states through the ``deflection`` convention and commands W τ_m.
     ``path``: an exported MJCF (None = export ``model`` now). Returns a ClosedLoopResult."""
-    from ..control import FailSafeController, JointSample, SafetyLimits
-    from ..simulation import ClosedLoopResult
+    from ..control.law import FailSafeController, JointSample, SafetyLimits
+    from ..simulation.plant import ClosedLoopResult
     from .convention import StateConvention
 
     positions = finite_array(positions, "positions", (None, model.n))

@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from ..config import load_config
-from ..errors import ConfigError
+from ..robot.params import load_config
+from ..core.errors import ConfigError
 
 MOTOR_SUFFIX = "_motor"
 ROTOR_SUFFIX = "_rotor"
@@ -149,7 +149,7 @@ def check_source_urdf(path):
 
 
 def build_export(model, rotor="armature", link_damping="tendon", gear_ratio=None):
-    """:class:`ExportedRobot` of a :class:`~flexmodal_ros.model.FlexibleJointModel`.
+    """:class:`ExportedRobot` of a :class:`~flexmodal_ros.robot.model.FlexibleJointModel`.
 
     ``rotor`` in ROTOR_MODES, ``link_damping`` in LINK_DAMPING_MODES (module docstring);
     ``gear_ratio``: N for ``rotor="gear"`` where the params YAML gives B only (default: the YAML's N).

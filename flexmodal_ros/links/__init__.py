@@ -15,7 +15,7 @@ Euler-Bernoulli (EB‡), both frequency regimes ω ≷ ω_lim; elastic joints be
 - :mod:`.shapes` — deformed-arm plots; :mod:`.maps` — sweeps with tracking;
 - :mod:`.fe` — an independent finite-element model (the cross-check).
 """
-from ..lazy import lazy_exports
+from ..core.lazy import lazy_exports
 
 # Names imported on first use: a process that only asks whether a robot has links (the modal
 # server at start-up) does not load the solvers and SciPy.
@@ -24,6 +24,6 @@ __getattr__, __all__ = lazy_exports(__name__, {
             "with_joints", "with_thickness"),
     "beam": ("BEAM_MODELS", "Beam", "Section", "cowper_rectangle", "hollow_rectangle", "make_beam", "rectangle"),
     "characteristic": ("characteristic_matrix",),
-    "maps": ("link_modal_map", "link_modes_batch"),
+    "sweeps": ("link_modal_map", "link_modes_batch"),
     "solve": ("LinkModes", "link_modes", "natural_frequencies"),
 })

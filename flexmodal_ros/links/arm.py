@@ -1,6 +1,6 @@
 """The planar beam-link arm: beams from the robot YAML's ``links:`` section, joints from its URDF.
 
-Schema (additive to :mod:`flexmodal_ros.config`; the ``joints:`` section stays as it is)::
+Schema (additive to :mod:`flexmodal_ros.robot.params`; the ``joints:`` section stays as it is)::
 
     links:
       thickness_factor: 1.0        # optional: multiplies every section's in-plane depth (Tables 2-6)
@@ -42,9 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
-from ..robots import resolve_model
-from ..validation import (finite_vector, frozen, load_yaml_mapping, positive, reject_unknown_keys,
+from ..core.errors import ConfigError, InputError
+from ..robot.registry import resolve_model
+from ..core.validation import (finite_vector, frozen, load_yaml_mapping, positive, reject_unknown_keys,
                           require_keys)
 from .beam import Beam, Section, hollow_rectangle, make_beam, rectangle
 
@@ -188,7 +188,7 @@ def load_link_arm(robot=None, urdf=None, params=None, thickness_factor=None) -> 
 
 
 def link_arm_from_model(model) -> LinkArm:
-    """Beam links of a :class:`~flexmodal_ros.model.FlexibleJointModel` whose YAML has ``links:``.
+    """Beam links of a :class:`~flexmodal_ros.robot.model.FlexibleJointModel` whose YAML has ``links:``.
 
     Checks that the arm is planar (revolute joints about +z, no rotation between joint frames)
     and that each beam length equals the URDF offset to the next joint (along x).

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..errors import ConfigError
-from ..validation import finite_scalar, nonnegative, positive
+from ..core.errors import ConfigError
+from ..core.validation import finite_scalar, nonnegative, positive
 
 BEAM_MODELS = ("timoshenko", "euler-bernoulli", "eb-inextensible")
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .beam import BEAM_MODELS
 
 # Rows of a link state vector (link_basis)

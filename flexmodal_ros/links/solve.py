@@ -24,7 +24,7 @@ Algorithm (:func:`link_modes`):
 Mode-shape normalization (the paper gives none): coefficient vectors are scaled to unit generalized
 mass, Σ_i ∫ ρS(U² + V²) + ρIΨ² dx + Σ_i (M_i|d_i|² + J_iΨ_i(L)²) + Σ B q_m² = 1 [kg, with
 rotations in rad], sign such that the largest global displacement component is positive. The
-:class:`LinkModes` ``mode_shapes`` (the shared :class:`~flexmodal_ros.modes.ModeSet` field used for
+:class:`LinkModes` ``mode_shapes`` (the shared :class:`~flexmodal_ros.modes.modeset.ModeSet` field used for
 MAC tracking) are the global displacements (ΔX, ΔY) at ``POINTS`` stations per link, rows ordered
 (link, station, X/Y), scaled to unit Euclidean norm as in every ModeSet.
 """
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..blas import single_thread_blas
-from ..errors import InputError
-from ..modes import TWO_PI, ModeSet, classify_stability, normalize_shapes
+from ..core.blas import single_thread_blas
+from ..core.errors import InputError
+from ..modes.modeset import TWO_PI, ModeSet, classify_stability, normalize_shapes
 from .arm import check_angles
 from .beam import BEAM_MODELS
 from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix, equilibrate,
@@ -62,7 +62,7 @@ _GAUSS = np.polynomial.legendre.leggauss(QUADRATURE)
 @dataclass(frozen=True, kw_only=True)
 class LinkModes(ModeSet):
     """Natural modes of a beam-link arm in one configuration: the undamped
-    :class:`~flexmodal_ros.modes.ModeSet` fields (ζ = 0, eigenvalues jω, stability "marginally
+    :class:`~flexmodal_ros.modes.modeset.ModeSet` fields (ζ = 0, eigenvalues jω, stability "marginally
     stable", shapes as in the module docstring) plus
 
     ``q`` joint angles [rad]; ``model`` beam model; ``joint_model``; ``thickness_factor``;

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, FlexmodalError
-from ..robots import robot_paths, share_dir
+from ..core.errors import ConfigError, FlexmodalError
+from ..robot.registry import robot_paths, share_dir
 
 DEFAULT_ROBOT = "kuka_lwr4"
 DISCOVERY_PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"

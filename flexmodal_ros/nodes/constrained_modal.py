@@ -1,11 +1,11 @@
 """Closed-chain robots in the ``modal_analysis`` node: the three services/topic paths delegating
-to :mod:`flexmodal_ros.constrained.robot` (parameter ``method``: mcs | rcs | ucs, default mcs).
+to :mod:`flexmodal_ros.constrained.closed_chain` (parameter ``method``: mcs | rcs | ucs, default mcs).
 
 A thin helper of :class:`~flexmodal_ros.nodes.modal_analysis_server.ModalAnalysisServer`: message
 conversion in :mod:`.conversions`, numerics in the core. The last solved configuration is the
 starting guess of the next closure solve (continuity of the live topic and of repeated calls).
 """
-from ..errors import FlexmodalError
+from ..core.errors import FlexmodalError
 from .conversions import (closed_chain_map_request_to_core, closed_chain_map_to_response,
                           closed_chain_request_to_core, closed_chain_result_to_msg,
                           joint_state_to_closed_chain)
@@ -15,7 +15,7 @@ DEFAULT_METHOD = "mcs"
 
 
 class ClosedChainModal:
-    """Answers modal requests for a :class:`~flexmodal_ros.constrained.robot.ClosedChainRobot`."""
+    """Answers modal requests for a :class:`~flexmodal_ros.constrained.closed_chain.ClosedChainRobot`."""
 
     def __init__(self, robot, method):
         method = method or DEFAULT_METHOD
@@ -25,7 +25,7 @@ class ClosedChainModal:
 
     def parameters(self, request, stamp):
         """ComputeModalParameters.Request → ModalParameters (raises FlexmodalError on bad input)."""
-        from ..constrained.robot import robot_modes
+        from ..constrained.closed_chain import robot_modes
 
         robot, values = closed_chain_request_to_core(self.robot, request)
         modes, point = robot_modes(robot, values, self.method, guess=self.guess)
@@ -33,7 +33,7 @@ class ClosedChainModal:
         return closed_chain_result_to_msg(robot, modes, point, stamp)
 
     def modal_map(self, request, response, stamp):
-        from ..constrained.robot import robot_modal_map
+        from ..constrained.closed_chain import robot_modal_map
 
         robot, rows = closed_chain_map_request_to_core(self.robot, request)
         mmap, points = robot_modal_map(robot, rows, self.method, track=request.track_modes)
@@ -41,7 +41,7 @@ class ClosedChainModal:
 
     def live(self, msg, stamp):
         """JointState → ModalParameters for the live topic."""
-        from ..constrained.robot import robot_modes
+        from ..constrained.closed_chain import robot_modes
 
         values = joint_state_to_closed_chain(self.robot, msg)
         modes, point = robot_modes(self.robot, values, self.method, guess=self.guess)

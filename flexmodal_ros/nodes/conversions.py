@@ -8,16 +8,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
-from ..validation import finite_vector
+from ..core.errors import InputError
+from ..core.validation import finite_vector
 
 # --- modal analysis (ComputeModalParameters, ComputeModalMap, ModalParameters) -----------------
 
 def _modal_overrides(model, request):
     """Per-request overrides (gains, tool, wrench) of a Compute* request → core model."""
-    from ..config import make_tool
-    from ..modal import configuration_from_names
-    from ..model import with_overrides
+    from ..robot.params import make_tool
+    from ..flexible_joint.modal import configuration_from_names
+    from ..robot.model import with_overrides
 
     gains = {}
     for field in ("kp", "kd"):
@@ -35,7 +35,7 @@ def _modal_overrides(model, request):
 
 def modal_request_to_core(model, request):
     """ComputeModalParameters.Request → (model with overrides, q in URDF order)."""
-    from ..modal import configuration_from_names, plain_configuration
+    from ..flexible_joint.modal import configuration_from_names, plain_configuration
 
     if not (request.joint_names or len(request.kp) or len(request.kd) or request.override_tool
             or request.override_wrench):       # the usual request: all joints in URDF order, no overrides
@@ -50,8 +50,8 @@ def sampled_request_options(request):
     """ComputeModalParameters.Request → (controller_rate_hz or None for the continuous law, hold)."""
     if request.controller_rate_hz == 0.0 and not request.hold:
         return None, "zoh"                  # the usual request: continuous law, checked in one step
-    from ..sampled import check_hold
-    from ..validation import finite_scalar
+    from ..flexible_joint.sampled import check_hold
+    from ..core.validation import finite_scalar
 
     rate = finite_scalar(request.controller_rate_hz, "controller_rate_hz")
     if rate < 0:
@@ -61,7 +61,7 @@ def sampled_request_options(request):
 
 def modal_map_request_to_core(model, request):
     """ComputeModalMap.Request → (model with overrides, configurations (m, n) in URDF order)."""
-    from ..modal import configuration_from_names
+    from ..flexible_joint.modal import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n
@@ -86,7 +86,7 @@ def _doubles(values) -> array.array:
 
 def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
     """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time;
-    ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.modal.limit_warnings`);
+    ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.flexible_joint.modal.limit_warnings`);
     ``msg``: a new (default) message to fill, e.g. a response's field, instead of building
     another one."""
     from flexmodal_interfaces.msg import ModalParameters
@@ -117,7 +117,7 @@ def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
 def modal_map_to_response(mmap, response, stamp=None, model=None):
     """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings); with
     ``model``, each result carries its URDF-limit warnings."""
-    from ..modal import limit_warnings
+    from ..flexible_joint.modal import limit_warnings
 
     response.results = [modal_result_to_msg(r, mmap.joint_names, stamp,
                                             () if model is None else limit_warnings(model, r.q, "positions"))
@@ -131,7 +131,7 @@ def joint_state_to_configuration(model, msg, link_state="absolute"):
     """sensor_msgs/JointState → link configuration q in URDF order (other joints are ignored).
     ``link_state="deflection"`` (exported robots): q = position(<joint>) + position(<joint>_motor)."""
     from ..export.convention import StateConvention
-    from ..modal import configuration_from_names
+    from ..flexible_joint.modal import configuration_from_names
 
     convention = StateConvention(model, link_state)
     names, pos = list(msg.name), list(msg.position)
@@ -152,12 +152,12 @@ def joint_state_to_configuration(model, msg, link_state="absolute"):
 
 def identification_request_to_core(model, request):
     """IdentifyJointParameters.Request → keyword arguments of
-    :func:`flexmodal_ros.identification.identify` except the node defaults: ``data`` (ModalData),
+    :func:`flexmodal_ros.identification.inverse_eigen.identify` except the node defaults: ``data`` (ModalData),
     ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``,
     ``noise`` (σ_f/f, σ_ζ; a zero field takes the core default). Sizes are checked against the
     identification maxima before anything is built from them."""
-    from ..identification import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
-    from ..modal import configuration_from_names
+    from ..identification.inverse_eigen import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
+    from ..flexible_joint.modal import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n
@@ -258,13 +258,13 @@ def _state_names(link_names):
 
 
 class JointStateReader:
-    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order) for one model
+    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.law.JointSample` (URDF order) for one model
     (finite float vectors of length n, new for each sample: ``update_state(..., validated=True)``).
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf, and
     with ``bounds`` = (lo, hi) over [q; q̇; q_m; q̇_m] (4n,) (the controller's
-    :attr:`~flexmodal_ros.control.FailSafeController.state_bounds`; replace the attribute to
+    :attr:`~flexmodal_ros.control.law.FailSafeController.state_bounds`; replace the attribute to
     change them) values outside them — one comparison covers NaN, inf and implausible values.
     Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
     (a publisher sends the same names every time), and the four vectors are gathered in one step.
@@ -273,7 +273,7 @@ class JointStateReader:
     """
 
     def __init__(self, model, link_state="absolute", bounds=None):
-        from ..control import JointSample
+        from ..control.law import JointSample
         from ..export.convention import StateConvention
 
         self.model = model
@@ -370,7 +370,7 @@ class JointStateReader:
             return
         if not np.isfinite(values).all():
             raise InputError(self._nonfinite(values))
-        from ..control import implausible_state
+        from ..control.law import implausible_state
         raise InputError(implausible_state(self.model, values, bounds))
 
     def _nonfinite(self, values):
@@ -460,7 +460,7 @@ def trajectory_to_core(model, msg, max_points=None):
     ``max_points`` waypoints."""
     if max_points is not None and len(msg.points) > max_points:
         raise InputError(f"points: {len(msg.points)} waypoints, more than max_trajectory_points ({max_points})")
-    from ..validation import shown, shown_names
+    from ..core.validation import shown, shown_names
 
     names = list(msg.joint_names)
     unknown = [j for j in names if j not in model.joint_names]
@@ -615,7 +615,7 @@ class JointStateWriter:
 
 def command_to_torque(model, msg):
     """std_msgs/Float64MultiArray → motor torques (n,); InputError if the size is wrong or NaN/inf."""
-    from ..validation import finite_vector
+    from ..core.validation import finite_vector
 
     return finite_vector(list(msg.data), model.n, "effort_controller/commands.data")
 
@@ -625,7 +625,7 @@ def command_to_torque(model, msg):
 def expansion_request_to_core(model, request):
     """ExpandModalParameters.Request → dict(q (URDF order), order (None = node default), modes
     (1-based list or None), use_for_live, output_path (None if empty))."""
-    from ..modal import configuration_from_names
+    from ..flexible_joint.modal import configuration_from_names
 
     q = configuration_from_names(model, list(request.joint_names), list(request.positions))
     modes = [int(m) for m in request.modes]
@@ -653,7 +653,7 @@ def link_modes_request_to_core(arm, request):
     """ComputeLinkModes.Request → (arm with the request's joint model / thickness, q in URDF order,
     model, num_modes, regime); empty / zero fields take the defaults documented in the .srv."""
     from ..links import with_joints, with_thickness
-    from ..modal import configuration_from_names
+    from ..flexible_joint.modal import configuration_from_names
 
     q = configuration_from_names(arm, list(request.joint_names), list(request.positions))
     if request.thickness_factor != 0.0:
@@ -688,7 +688,7 @@ def closed_chain_values(robot, joint_names, values, field="positions"):
     """Configuration values of a closed-chain robot from a request: with empty ``joint_names``
     either one value per tree joint (Pinocchio order) or per actuated joint; with names, either
     every joint or exactly the actuated joints, each once (reordered to the robot's order)."""
-    from ..validation import finite_vector
+    from ..core.validation import finite_vector
 
     values = finite_vector(values, None, field)
     names = list(joint_names)
@@ -709,8 +709,8 @@ def closed_chain_values(robot, joint_names, values, field="positions"):
 
 def _closed_chain_overrides(robot, request):
     """Gains (0, 1 or one per actuated joint, actuated order), tool and wrench of a request."""
-    from ..config import make_tool
-    from ..constrained.robot import with_robot_overrides
+    from ..robot.params import make_tool
+    from ..constrained.closed_chain import with_robot_overrides
 
     gains = {f: (list(getattr(request, f)) or None) for f in ("kp", "kd")}
     tool = None
@@ -747,7 +747,7 @@ def closed_chain_result_to_msg(robot, modes, point, stamp=None):
     """ConstrainedModes + SetPoint → ModalParameters (:func:`modal_result_to_msg`):
     ``joint_names``/``positions`` every tree joint, ``motor_equilibrium`` the actuated joints'
     q_m^d, mode-shape rows [q; q_m]."""
-    from ..modal import ModalResult
+    from ..flexible_joint.modal import ModalResult
 
     result = ModalResult(**modes.mode_fields(), q=point.q, motor_equilibrium=point.motor)
     return modal_result_to_msg(result, robot.joint_names, stamp)
@@ -792,10 +792,10 @@ def serialized_stamp_ns(buf):
 def modal_test_request_to_core(model, request):
     """RunModalTest.Request → dict(duration, trigger_impulse, impulse_service, wrench,
     impulse_duration, pre_trigger, channels, method, output_dir, model); InputError naming the field."""
-    from ..config import Tool
-    from ..model import with_overrides
-    from ..oma.methods import METHODS
-    from ..validation import finite_scalar, finite_vector
+    from ..robot.params import Tool
+    from ..robot.model import with_overrides
+    from ..oma.estimators import METHODS
+    from ..core.validation import finite_scalar, finite_vector
 
     duration = finite_scalar(request.duration, "duration")
     pre = finite_scalar(request.pre_trigger, "pre_trigger")

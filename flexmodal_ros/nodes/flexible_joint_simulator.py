@@ -15,7 +15,7 @@ rest in the equilibrium (2.3), held by the static torque of (2.2) until the firs
 and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py); ``setpoint_law`` (false): the
 simulator itself holds the robot at ``initial_positions`` with the set-point law (2.2), evaluated
 continuously inside every integration step (the thesis' impact-test set-up, ch. 2.4.3, as a drive's
-fast internal loop would; :class:`flexmodal_ros.simulation.SetpointLaw`) — commands received on
+fast internal loop would; :class:`flexmodal_ros.simulation.plant.SetpointLaw`) — commands received on
 ``/effort_controller/commands`` are then rejected and counted; ``max_wrench_force_n`` (1e4),
 ``max_wrench_moment_nm`` (1e3), ``max_wrench_duration_s`` (60): bounds of ``~/apply_wrench``
 (force and moment magnitudes, duration; at most 32 impulses active at once).
@@ -57,9 +57,9 @@ from std_srvs.srv import Trigger
 
 from flexmodal_interfaces.srv import ApplyWrench
 
-from ..errors import FlexmodalError
-from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
-from .common import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
+from ..core.errors import FlexmodalError
+from ..simulation.plant import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
+from .base import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime
@@ -71,7 +71,7 @@ STATE_HISTORY = 100
 
 
 class FlexibleJointSimulator(Node):
-    """Thin shell around :class:`flexmodal_ros.simulation.Simulator`; the loop runs in a thread.
+    """Thin shell around :class:`flexmodal_ros.simulation.plant.Simulator`; the loop runs in a thread.
 
     Subclasses swap the plant (``mujoco_simulator``): :meth:`_make_simulator` returns any object with
     the Simulator interface (t, reset, set_command, apply_impulse, advance, sample, efforts)."""
@@ -138,7 +138,7 @@ class FlexibleJointSimulator(Node):
 
     def _make_simulator(self, q0, dt, limits):
         """The plant at rest in the equilibrium (2.3) of q0, integrated with step dt [s], impulse
-        wrenches bounded by ``limits`` (:class:`~flexmodal_ros.simulation.ImpulseLimits`)."""
+        wrenches bounded by ``limits`` (:class:`~flexmodal_ros.simulation.plant.ImpulseLimits`)."""
         plant = FlexibleJointPlant(self.model, dt)
         x0, hold = rest_state(self.model, q0, field="initial_positions")
         return Simulator(plant, x0, hold, limits)

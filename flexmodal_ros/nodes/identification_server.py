@@ -17,12 +17,12 @@ Interfaces (same request fields, same result fields):
 
 Limits of one request (larger ones are answered ``success=false`` naming the field, before any
 allocation of that size): starts <= 10000, num_configurations <= 1000, measured modes <= 5000,
-precomputed problem <= 512 MiB (flexmodal_ros.identification.MAX_*). A request that runs out of
+precomputed problem <= 512 MiB (flexmodal_ros.identification.inverse_eigen.MAX_*). A request that runs out of
 memory, or whose worker process dies, fails with a message; the node keeps serving.
 
 Callbacks never block an executor thread: requests are converted and checked in the callback,
 computed in a request thread (``max_concurrent_requests`` of them) on a persistent
-:class:`~flexmodal_ros.workers.WorkerPool` owned by the node, and the service / action callbacks
+:class:`~flexmodal_ros.core.workers.WorkerPool` owned by the node, and the service / action callbacks
 await the outcome as coroutines. Parameter services and new requests are therefore answered
 while long identifications run. The pool's processes end with the node, also when it is killed.
 """
@@ -40,18 +40,18 @@ from rclpy.task import Future
 from flexmodal_interfaces.action import Identify
 from flexmodal_interfaces.srv import IdentifyJointParameters
 
-from ..errors import FlexmodalError
-from ..identification import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DEFAULT_STARTS, K_MAX_DEFAULT, MAX_BOUND,
+from ..core.errors import FlexmodalError
+from ..identification.inverse_eigen import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DEFAULT_STARTS, K_MAX_DEFAULT, MAX_BOUND,
                               MAX_STARTS, OBJECTIVES, check_options, identify)
-from ..workers import Interrupted, WorkerPool
-from .common import declare_robot_model, declare_typed, run_node
+from ..core.workers import Interrupted, WorkerPool
+from .base import declare_robot_model, declare_typed, run_node
 from .conversions import identification_request_to_core, identification_result_to_response
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
 
 
 class IdentificationServer(Node):
-    """Thin shell: request → conversions → :func:`flexmodal_ros.identification.identify`."""
+    """Thin shell: request → conversions → :func:`flexmodal_ros.identification.inverse_eigen.identify`."""
 
     def __init__(self, **kwargs):
         super().__init__("joint_identification", **kwargs)
@@ -65,7 +65,7 @@ class IdentificationServer(Node):
         concurrent = declare_typed(self, "max_concurrent_requests", 2)
         self.max_waiting = concurrent + declare_typed(self, "max_queued_requests", 16)
         self._check_parameters(workers, concurrent)
-        self.pool = WorkerPool(workers, preload=["flexmodal_ros.identification"])
+        self.pool = WorkerPool(workers, preload=["flexmodal_ros.identification.inverse_eigen"])
         self.runner = ThreadPoolExecutor(concurrent, thread_name_prefix="identification")
         self._lock = threading.Lock()
         self._in_flight = 0

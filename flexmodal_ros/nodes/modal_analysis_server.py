@@ -5,7 +5,7 @@ an empty ``urdf_path`` takes the URDF named in the YAML); ``publish_rate_hz`` (l
 default 10); ``joint_state_timeout_s`` (joint states older than this are stale, default 0.5; in
 simulation time with ``use_sim_time``); ``link_state`` (absolute | deflection: how /joint_states
 reports the link position, flexmodal_ros/export/convention.py); polynomial fast path
-(:mod:`flexmodal_ros.parametric.live`): ``modal_method`` ("exact", default, or "polynomial"),
+(:mod:`flexmodal_ros.expansion.live`): ``modal_method`` ("exact", default, or "polynomial"),
 ``expansion_order`` (3), ``expansion_tolerance`` (relative eigenvalue error estimate that triggers a
 re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic);
 ``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
@@ -16,7 +16,7 @@ for the 7-joint LWR4; larger maps are refused with a pointer to the out-of-core 
 ends the node with a one-line error.
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
-``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.sampled`),
+``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.flexible_joint.sampled`),
 ``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
 (ExpandModalParameters: polynomial eigenpairs about a configuration) and ``~/compute_link_modes``
 (ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section); subscription
@@ -41,13 +41,13 @@ from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, ComputeModalParameters,
                                       ExpandModalParameters)
 
-from ..errors import FlexmodalError, InputError
+from ..core.errors import FlexmodalError, InputError
 from ..export.convention import check_link_state
 from ..links.arm import has_links, link_arm_from_model
-from ..modal import limit_warnings, modal_analysis
-from ..model import create_data
-from ..sweep import modal_map
-from .common import Throttle, declare_robot_model, declare_typed, run_node, seconds, timing_clock
+from ..flexible_joint.modal import limit_warnings, modal_analysis
+from ..robot.model import create_data
+from ..flexible_joint.sweep import modal_map
+from .base import Throttle, declare_robot_model, declare_typed, run_node, seconds, timing_clock
 from .constrained_modal import ClosedChainModal
 from .polled import PolledSubscription, ServiceThread, locked
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
@@ -69,7 +69,7 @@ def check_map_request_size(num_configurations, limit):
 
 
 class ModalAnalysisServer(Node):
-    """Thin shell: requests → conversions → :mod:`flexmodal_ros.modal` / :mod:`flexmodal_ros.sweep`."""
+    """Thin shell: requests → conversions → :mod:`flexmodal_ros.flexible_joint.modal` / :mod:`flexmodal_ros.flexible_joint.sweep`."""
 
     def __init__(self, **kwargs):
         super().__init__("modal_analysis", **kwargs)
@@ -117,7 +117,7 @@ class ModalAnalysisServer(Node):
             if rate is None:
                 result = modal_analysis(model, q, self.data)
             else:                                  # SciPy's expm: imported only when asked for
-                from ..sampled import sampled_modal_analysis
+                from ..flexible_joint.sampled import sampled_modal_analysis
                 result = sampled_modal_analysis(model, q, rate, hold, self.data)
         except REQUEST_ERRORS as exc:
             return _failed(response, exc)
@@ -204,7 +204,7 @@ class ModalAnalysisServer(Node):
         self.expansion_order, self.expansion_tolerance = int(order), float(tolerance) or None
         self.tracker = None
         if method == "polynomial":            # the parametric core is imported only when used
-            from ..parametric.live import PolynomialModalTracker
+            from ..expansion.live import PolynomialModalTracker
 
             self.tracker = PolynomialModalTracker(self.model, self.expansion_order, self.expansion_tolerance,
                                                   radius or None)
@@ -216,9 +216,9 @@ class ModalAnalysisServer(Node):
         return self.tracker(q) if self.tracker is not None else modal_analysis(self.model, q, self.data)
 
     def on_expand(self, request, response):
-        from ..parametric.expansion import expand
-        from ..parametric.flexible_joint import FlexibleJointSystem
-        from ..parametric.live import LIVE_TOLERANCE
+        from ..expansion.recursion import expand
+        from ..expansion.flexible_joint import FlexibleJointSystem
+        from ..expansion.live import LIVE_TOLERANCE
 
         try:
             args = expansion_request_to_core(self.model, request)

@@ -27,10 +27,10 @@ from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.srv import ApplyWrench, RunModalTest
 
-from ..errors import FlexmodalError
+from ..core.errors import FlexmodalError
 from ..oma.bags import read_joint_states, write_serialized
 from ..oma.pipeline import run_oma, write_outputs
-from .common import declare_robot_model, run_node
+from .base import declare_robot_model, run_node
 from .conversions import modal_test_request_to_core, modal_test_result_to_response, serialized_stamp_ns
 from .polled import PolledSubscription
 

@@ -18,7 +18,7 @@ export the robot model now). ``integration_rate_hz``: MuJoCo steps per second, >
 tracked to 3.5e-5 rad at 2 kHz, 7.1e-5 at 1 kHz, the built-in RK4 simulator's 2.9e-5); stiff
 robots need more (scompi's 851 Hz mode: >= 5000).
 """
-from .common import declare_typed, run_node
+from .base import declare_typed, run_node
 from .flexible_joint_simulator import FlexibleJointSimulator
 
 

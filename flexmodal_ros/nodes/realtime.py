@@ -18,7 +18,7 @@ import gc
 import os
 import struct
 
-from ..errors import FlexmodalError
+from ..core.errors import FlexmodalError
 
 CPU_LATENCY_DEVICE = "/dev/cpu_dma_latency"
 _held_requests = []   # open PM QoS file descriptors: the request lasts as long as the process
@@ -26,7 +26,7 @@ _held_requests = []   # open PM QoS file descriptors: the request lasts as long 
 
 def declare_realtime(node):
     """Declare ``realtime_priority`` and ``cpu``; FlexmodalError naming the field if out of range."""
-    from .common import declare_typed
+    from .base import declare_typed
 
     priority = declare_typed(node, "realtime_priority", 0)
     cpu = declare_typed(node, "cpu", -1)

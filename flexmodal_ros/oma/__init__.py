@@ -12,10 +12,10 @@ and a stabilization diagram (Table 2.5, OMA columns). Modules:
 - :mod:`.methods` — pole estimators over model orders: VAR (thesis), SSI-cov, ERA;
 - :mod:`.stabilization` — stabilization diagram (Δf, Δζ, MAC) and selection by clustering;
 - :mod:`.analysis` — :func:`~.analysis.identify_modes` → :class:`~.analysis.IdentifiedModes`
-  (a :class:`~flexmodal_ros.modes.ModeSet`): amplitudes, SNR, noise floor, refinement;
+  (a :class:`~flexmodal_ros.modes.modeset.ModeSet`): amplitudes, SNR, noise floor, refinement;
 - :mod:`.compare` — identified vs model modes (frequency + MAC), status per model mode;
 - :mod:`.pipeline` — the run used by ``flexmodal oma`` and the ``modal_test`` node, output files.
 
 The sampled-data AMA (law at a finite rate with zero-order hold) is
-:mod:`flexmodal_ros.sampled`.
+:mod:`flexmodal_ros.flexible_joint.sampled`.
 """

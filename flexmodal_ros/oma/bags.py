@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .record import Record, make_record
 
 JOINT_STATE = "sensor_msgs/msg/JointState"

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..modes import ModeSet, mac
-from .analysis import (SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, IdentifiedModes, amplitude_norms, analysis_segments,
+from ..core.errors import InputError
+from ..modes.modeset import ModeSet, mac
+from .mode_estimation import (SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, IdentifiedModes, amplitude_norms, analysis_segments,
                        as_records, fit_amplitudes)
 from .impact import MOTOR_SUFFIX, Impulse, free_decay_contributions
 from .visibility import visible_modes

@@ -16,14 +16,14 @@ set-up). Two ways to produce the record, neither with a discretization error tha
   holds beyond the AMA are the nonlinear terms themselves: the 50 N × 6 ms impulse moves the
   motors by ~1e-4 rad, and products of modes appear as combination terms λ_i + λ_j at ~1e-4 of the
   response, which the mode selection recognizes and reports as such
-  (:func:`flexmodal_ros.oma.analysis.identify_modes`).
+  (:func:`flexmodal_ros.oma.mode_estimation.identify_modes`).
 - ``dynamics="linear"``: the AMA's own linear model M̄ δz̈ + D̄ δż + K̄ δz = [Jᵀw; 0], propagated by
   the exact discretization (matrix exponential, the constant wrench integrated exactly):
   no discretization error at all, and fast.
 
 With ``controller_rate_hz`` the law is instead sampled at that rate and held (zero-order hold;
 ``hold="zoh-delay"`` applies each command one period late, as a ROS loop does): the sampled-data
-loop of :func:`flexmodal_ros.sampled.sampled_modal_analysis`. Held over 1/4000 s (the existing
+loop of :func:`flexmodal_ros.flexible_joint.sampled.sampled_modal_analysis`. Held over 1/4000 s (the existing
 fixed-step simulator) the law already shifts Scompi's modes by up to 0.5 % in f and 0.9 pp in ζ.
 
 Measurement (``EncoderNoise``): motor encoders sit on the motor shaft before the gear, so the
@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
-from ..errors import InputError
-from ..linearize import state_matrix
-from ..model import create_data, ee_jacobian, with_overrides
-from ..simulation import FlexibleJointPlant, SetpointLaw, rest_state
-from ..validation import finite_scalar, finite_vector, load_yaml_mapping
+from ..core.errors import InputError
+from ..flexible_joint.linear_model import state_matrix
+from ..robot.model import create_data, ee_jacobian, with_overrides
+from ..simulation.plant import FlexibleJointPlant, SetpointLaw, rest_state
+from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping
 from .record import Record, make_record
 
 AXES = ("x0", "y0", "z0", "mx0", "my0", "mz0")
@@ -275,9 +275,9 @@ def _continuous_nonlinear(model, q, x_eq, impulse, times):
 
 def _linear_parts(model, q):
     """Continuous closed-loop A (2.14), the plant without controller (A_p, B_u, feedback F:
-    :func:`flexmodal_ros.sampled.open_loop`) and the wrench input matrix B_w (state
+    :func:`flexmodal_ros.flexible_joint.sampled.open_loop`) and the wrench input matrix B_w (state
     δx = [δq; δq_m; δq̇; δq̇_m])."""
-    from ..sampled import open_loop
+    from ..flexible_joint.sampled import open_loop
     data = create_data(model)
     lin, A_p, B_u, F = open_loop(model, data, q)
     n = model.n

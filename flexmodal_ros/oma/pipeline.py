@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..errors import InputError
-from ..modal import modal_analysis
-from ..validation import load_yaml_mapping
-from .analysis import IdentifiedModes, as_records, identify_modes
+from ..core.errors import InputError
+from ..flexible_joint.modal import modal_analysis
+from ..core.validation import load_yaml_mapping
+from .mode_estimation import IdentifiedModes, as_records, identify_modes
 from .compare import (IDENTIFIED, Comparison, check_model_channels, compare_with_model, predicted_response,
                       write_comparison_csv)
 from .record import Record
@@ -53,7 +53,7 @@ class OmaResult:
 def run_oma(record, model=None, q=None, method: str = "era", orders=None, controller_rate_hz=None,
             hold: str = "zoh", snr_min=None, free_decay: bool = True) -> OmaResult:
     """Identify the modes of ``record`` (a :class:`Record` or a list of references, e.g. impacts
-    along several axes: :func:`~flexmodal_ros.oma.analysis.identify_modes`); with ``model`` and
+    along several axes: :func:`~flexmodal_ros.oma.mode_estimation.identify_modes`); with ``model`` and
     ``q`` compare them with the AMA (and the sampled-data AMA at ``controller_rate_hz`` with
     ``hold``). Simulated impact records carry their excitation, so unidentified modes are judged
     from their predicted amplitudes (:mod:`~flexmodal_ros.oma.visibility`)."""
@@ -71,7 +71,7 @@ def run_oma(record, model=None, q=None, method: str = "era", orders=None, contro
         comparisons.append(compare_with_model(identified, modal_analysis(model, q), rows, records, "continuous AMA",
                                               free_decay=free_decay, response=response, **options))
         if controller_rate_hz:
-            from ..sampled import sampled_modal_analysis
+            from ..flexible_joint.sampled import sampled_modal_analysis
             sampled = sampled_modal_analysis(model, q, controller_rate_hz, hold)
             comparisons.append(compare_with_model(identified, sampled, rows, records,
                                                   f"sampled-data AMA {controller_rate_hz:g} Hz {hold}",

@@ -4,7 +4,7 @@ A :class:`Record` holds uniformly sampled channels (motor positions [rad], link 
 m], tool accelerations [m/s²], ...) with their names and sample rate. :func:`make_record` turns
 raw samples (timestamps from a bag, a CSV file or a simulation) into one, rejecting what cannot be
 analysed (too short, NaN/inf, non-monotonic stamps, constant signals) with an
-:class:`~flexmodal_ros.errors.InputError` naming the problem; uneven stamps are resampled onto a
+:class:`~flexmodal_ros.core.errors.InputError` naming the problem; uneven stamps are resampled onto a
 uniform grid (cubic spline) with a warning kept in :attr:`Record.warnings`.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..validation import frozen
+from ..core.errors import InputError
+from ..core.validation import frozen
 
 MIN_SAMPLES = 64                 # below this no model of any useful order can be fitted
 STAMP_JITTER_RTOL = 0.01         # |Δt − median Δt| above 1 % of the median → resampled

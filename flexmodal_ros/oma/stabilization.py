@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..modes import TWO_PI, frequencies_and_damping, mac, normalize_shapes
-from .methods import OrderPoles
+from ..core.errors import InputError
+from ..modes.modeset import TWO_PI, frequencies_and_damping, mac, normalize_shapes
+from .estimators import OrderPoles
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class SelectionCriteria:
 
 # Measurement noise scatters a mode's poles over the orders: stabilization and clustering
 # tolerances four (f) and two to three (ζ) times wider; the output-error fit that follows
-# (flexmodal_ros.oma.analysis) settles the estimate.
+# (flexmodal_ros.oma.mode_estimation) settles the estimate.
 NOISY_CRITERIA = SelectionCriteria(frequency_rtol=0.02, damping_rtol=0.1, cluster_frequency=0.02,
                                    cluster_damping=0.03)
 

@@ -15,9 +15,9 @@ std σ_c per channel (z_j = e^{λ_j/fs}, each reference with its own amplitudes 
 - σ_c the residual of the record once every model mode and identified pole is fitted (the noise
   floor: measurement noise, and for noise-free simulations the nonlinear remainder);
 - SNR_j = ‖a_j‖ / std ‖â_j‖ of the linear least-squares fit with the poles known (as in
-  :func:`~flexmodal_ros.oma.analysis.fit_amplitudes`), and std f_j, std ζ_j the Cramér–Rao bounds
+  :func:`~flexmodal_ros.oma.mode_estimation.fit_amplitudes`), and std f_j, std ζ_j the Cramér–Rao bounds
   (inverse Fisher information of the poles, amplitudes and constants eliminated by projection —
-  what the output-error fit of :func:`~flexmodal_ros.oma.analysis.refine_poles` attains).
+  what the output-error fit of :func:`~flexmodal_ros.oma.mode_estimation.refine_poles` attains).
 
 Modes are taken in decreasing order of their SNR alone; each is judged together with the stronger
 modes already found visible (a weak mode next to a strong one is not separable at a noise level at
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..modes import TWO_PI
+from ..modes.modeset import TWO_PI
 
 MARGIN = 2.0
 

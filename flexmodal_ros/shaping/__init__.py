@@ -8,7 +8,7 @@ Modules:
   sequence, y(t) = Σ A_i(t) q(t − τ_i(t)), with exact derivatives up to the 4th (what the
   feedforward (4.6)-(4.10) needs);
 - ``schedule``: the closed-loop AMA (2.13)-(2.17) along the path (exact, or the polynomial fast
-  path of :mod:`flexmodal_ros.parametric.path`), mode tracking (MAC), selection of the modes that
+  path of :mod:`flexmodal_ros.expansion.path`), mode tracking (MAC), selection of the modes that
   dominate the end-effector response, and the shaper designed at every sample;
 - ``vibration``: residual vibration of a move (linearized modal measure and end-effector peak/RMS
   in simulation), closed-loop comparisons and plots;
@@ -16,8 +16,8 @@ Modules:
 
 :class:`ReferenceShaper` is what the controller calls on each accepted reference.
 """
-from ..errors import InputError
-from ..trajectory import PiecewiseC4Trajectory
+from ..core.errors import InputError
+from ..robot.trajectory import PiecewiseC4Trajectory
 from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory, ShaperSchedule, path_derivatives, shape_with
 from .schedule import (DEFAULT_AMA_RATE_HZ, DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE,
                        DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD, MODAL_CHOICES, PathModes, check_modal, path_modes,
@@ -48,7 +48,7 @@ class PassThrough:
 
 
 class ReferenceShaper:
-    """Callable path → shaped reference for :class:`~flexmodal_ros.control.FailSafeController`.
+    """Callable path → shaped reference for :class:`~flexmodal_ros.control.law.FailSafeController`.
 
     ``kind``: none | zv | zvd | ei; ``knot_rate_hz``: knots of the piecewise polynomial a control
     cycle evaluates (:class:`~flexmodal_ros.shaping.reference.ShapedTrajectory`); the other options
@@ -70,7 +70,7 @@ class ReferenceShaper:
             from .shapers import ei_table
             ei_table(options.get("tolerance", DEFAULT_TOLERANCE))
         if check_modal(options.get("modal", "exact")) == "polynomial":     # symbolic Taylor map (~1 s)
-            from ..parametric.flexible_joint import segment_taylor_map
+            from ..expansion.flexible_joint import segment_taylor_map
             segment_taylor_map(model, options.get("expansion_order", DEFAULT_EXPANSION_ORDER))
 
     def __call__(self, path: PiecewiseC4Trajectory):

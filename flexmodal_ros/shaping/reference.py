@@ -1,6 +1,6 @@
 """Shaping of a C⁴ joint-space reference by a (time-varying) impulse sequence, exact derivatives.
 
-Unshaped reference: a :class:`~flexmodal_ros.trajectory.PiecewiseC4Trajectory` q(t) (waypoints
+Unshaped reference: a :class:`~flexmodal_ros.robot.trajectory.PiecewiseC4Trajectory` q(t) (waypoints
 joined by the rest-to-rest 9th-order profile (4.29)-(4.30), thesis T.T. Do 2021). Its *path
 parameter* p(t) = k + η(s) on segment k (s = (t − t_k)/T_k) runs from 0 to m − 1 and has zero
 derivatives 1..4 at every waypoint; the configuration is a function of p alone (a straight line in
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..blas import single_thread_blas
-from ..ccompile import load_kernel
-from ..errors import InputError
-from ..trajectory import ETA_ASCENDING, PiecewiseC4Trajectory, eta
-from ..validation import finite_array
+from ..core.blas import single_thread_blas
+from ..core.ccompile import load_kernel
+from ..core.errors import InputError
+from ..robot.trajectory import ETA_ASCENDING, PiecewiseC4Trajectory, eta
+from ..core.validation import finite_array
 
 
 def path_derivatives(path: PiecewiseC4Trajectory, t):
@@ -177,7 +177,7 @@ _STEP_EXPONENT = np.maximum(np.arange(5)[None, :] - np.arange(5)[:, None], 0)
 class ShapedTrajectory:
     """The shaped reference y(t) = Σ_i A_i(t) q(t − τ_i(t)) of a waypoint path (module docstring).
 
-    Same interface as :class:`~flexmodal_ros.trajectory.PiecewiseC4Trajectory` where the
+    Same interface as :class:`~flexmodal_ros.robot.trajectory.PiecewiseC4Trajectory` where the
     controller uses it: ``times`` / ``positions`` (the unshaped waypoints), ``n``, ``duration``
     (including the added delay), ``sample(t)``; plus :meth:`evaluate` (exact, vectorized),
     ``added_delay`` [s], ``schedule`` and ``summary`` (a one-line description).
@@ -230,7 +230,7 @@ class ShapedTrajectory:
                 break
         return t
 
-    @single_thread_blas          # small products over ~1000 knots: BLAS threads only cost (flexmodal_ros.blas)
+    @single_thread_blas          # small products over ~1000 knots: BLAS threads only cost (flexmodal_ros.core.blas)
     def _build_polynomial(self, rate):
         grid = np.arange(int(math.ceil(self.duration * rate)) + 1) / rate
         kinks = self.segment_starts()

@@ -2,17 +2,17 @@
 
 Along a waypoint path (:func:`~flexmodal_ros.shaping.reference.path_samples`: ``ama_rate_hz``
 samples per second of motion, uniform along each straight joint-space segment) the modes come from
-the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.modal.modal_analysis_batch`):
+the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.flexible_joint.modal.modal_analysis_batch`):
 eigenvalues and mode shapes at every ``anchor_stride``-th sample and the last (the *anchors*),
-where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.track_modes`) and the modes to
+where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.modeset.track_modes`) and the modes to
 shape are selected (below). f and ζ at the other samples come from
 
 - ``modal="exact"``: the exact eigenvalues of the selected modes at every other sample. Without
-  an external wrench and with D_m + K_D > 0 (:func:`~flexmodal_ros.mode_continuation.certificate_applies`)
-  they come from Newton continuation (:func:`~flexmodal_ros.mode_continuation.continue_modes`,
+  an external wrench and with D_m + K_D > 0 (:func:`~flexmodal_ros.flexible_joint.continuation.certificate_applies`)
+  they come from Newton continuation (:func:`~flexmodal_ros.flexible_joint.continuation.continue_modes`,
   started from the straight-line interpolation of the anchor eigenvalues and the nearest anchor's
   mode shape; quadratic convergence to round-off) and stability from the
-  K̄ > 0 certificate (:func:`~flexmodal_ros.mode_continuation.certified_stable`), with no full
+  K̄ > 0 certificate (:func:`~flexmodal_ros.flexible_joint.continuation.certified_stable`), with no full
   eigen-decomposition. A sample gets the full eigenvalue-only AMA instead when it is not
   certified (then its exact label decides), when a selected mode does not converge, leaves the
   upper half plane, or lands nearer another tracked mode's interpolation than its own; and so do
@@ -21,7 +21,7 @@ shape are selected (below). f and ζ at the other samples come from
   interpolation (the value Newton converges to: tests compare the two to 1e-12). The other
   tracked modes are interpolated between the anchors;
 - ``modal="polynomial"``: the selected modes only, as polynomial eigenvalues along the path
-  (:func:`~flexmodal_ros.parametric.path.follow_path_modes`: Taylor expansions of order
+  (:func:`~flexmodal_ros.expansion.path.follow_path_modes`: Taylor expansions of order
   ``expansion_order`` in the path parameter of each segment, each reaching as far as its trust
   radius and verified there against the exact eigenvalues to ``expansion_tolerance``, tracked by
   the polynomials, two-point Taylor interpolation between the expansion points); the other tracked
@@ -56,17 +56,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..blas import single_thread_blas
-from ..errors import InputError
-from ..linearize import configuration_terms
-from ..modal import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
-from ..mode_continuation import certificate_applies, certified_stable, continue_modes
-from ..model import create_data, ee_jacobian
-from ..modes import STABLE, frequencies_and_damping, track_modes
-from ..parametric.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
-from ..parametric.path import DEFAULT_TOLERANCE as DEFAULT_EXPANSION_TOLERANCE
-from ..parametric.path import follow_path_modes
-from ..trajectory import PiecewiseC4Trajectory
+from ..core.blas import single_thread_blas
+from ..core.errors import InputError
+from ..flexible_joint.linear_model import configuration_terms
+from ..flexible_joint.modal import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
+from ..flexible_joint.continuation import certificate_applies, certified_stable, continue_modes
+from ..robot.model import create_data, ee_jacobian
+from ..modes.modeset import STABLE, frequencies_and_damping, track_modes
+from ..expansion.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
+from ..expansion.path import DEFAULT_TOLERANCE as DEFAULT_EXPANSION_TOLERANCE
+from ..expansion.path import follow_path_modes
+from ..robot.trajectory import PiecewiseC4Trajectory
 from .reference import ShapedTrajectory, ShaperSchedule, path_samples
 from .shapers import DEFAULT_TOLERANCE, KINDS, convolve, design
 
@@ -191,7 +191,7 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
 
 def _continued(model, M, KG, lam, others, selected, anchors, full, order):
     """Exact path with the stability certificate: the selected modes' eigenvalues at the ``others``
-    samples by Newton continuation (:func:`~flexmodal_ros.mode_continuation.continue_modes`) from
+    samples by Newton continuation (:func:`~flexmodal_ros.flexible_joint.continuation.continue_modes`) from
     the anchor interpolation ``lam`` (m, K) and the nearest anchor's mode shapes, written into
     ``lam``. Returns the samples left for a full eigenvalue analysis: not certified stable, or a
     selected mode that did not converge, left the upper half plane, or landed nearer another
@@ -308,7 +308,7 @@ def _contributions(model, path, qs, segs, results, order):
 
 def end_effector_contributions(model, data, q, move, modes) -> np.ndarray:
     """c_k (module docstring) [m per unit move] of every mode of ``modes`` (a
-    :class:`~flexmodal_ros.modal.ModalResult` at configuration q, with mode shapes) for a
+    :class:`~flexmodal_ros.flexible_joint.modal.ModalResult` at configuration q, with mode shapes) for a
     motor-reference step K_P W ``move`` (move (n,) in link coordinates)."""
     n = model.n
     (M, D, _), _ = linearized_batch(model, data, np.asarray(q, float)[None, :])

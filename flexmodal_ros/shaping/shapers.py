@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..validation import finite_array
+from ..core.errors import InputError
+from ..core.validation import finite_array
 
 KINDS = ("zv", "zvd", "ei")
 DEFAULT_TOLERANCE = 0.05     # EI vibration tolerance V (5 %)

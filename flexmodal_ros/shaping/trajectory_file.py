@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..trajectory import PiecewiseC4Trajectory
-from ..validation import finite_array, load_yaml_mapping, reject_unknown_keys
+from ..core.errors import InputError
+from ..robot.trajectory import PiecewiseC4Trajectory
+from ..core.validation import finite_array, load_yaml_mapping, reject_unknown_keys
 
 DERIVATIVE_SUFFIXES = ("", "_vel", "_acc", "_jerk", "_snap")
 

@@ -1,0 +1,87 @@
+"""Options and helpers shared by the ``flexmodal`` subcommands."""
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import InputError
+from ..robot.registry import resolve_model
+from ..core.validation import shown
+
+
+def add_model_options(parser):
+    """--robot NAME | --urdf F --params F."""
+    group = parser.add_argument_group("robot model")
+    group.add_argument("--robot", help="bundled robot name (scompi, planar_2r, kuka_lwr4)")
+    group.add_argument("--urdf", help="URDF file (default: the one named in --params)")
+    group.add_argument("--params", help="flexibility YAML file")
+
+
+def model_from_args(args):
+    """The model selected by :func:`add_model_options`."""
+    return resolve_model(args.robot, args.urdf, args.params)
+
+
+def add_sweep_output_options(parser, stem, workers="worker threads"):
+    """--out-dir, --no-track, --no-plot, --workers, --no-progress, --max-configurations of the
+    sweep commands."""
+    from ..flexible_joint.sweep import MAX_CONFIGURATIONS
+
+    parser.add_argument("--out-dir", default=".", help=f"directory for {stem}.{{csv,json,png}} (default .)")
+    parser.add_argument("--no-track", action="store_true", help="keep modes in frequency order (no MAC tracking)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
+    parser.add_argument("--workers", type=int, default=None, help=f"{workers} (default: up to 2 CPUs)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--max-configurations", type=int, default=MAX_CONFIGURATIONS,
+                        help=f"refuse maps larger than this (default {MAX_CONFIGURATIONS}, about 0.3 GB)")
+
+
+MAX_CROSSINGS_SHOWN = 10
+
+
+def write_map_outputs(mmap, out_dir, stem, title, plot=True):
+    """``stem``.csv / .json (and .png unless ``plot`` is false) of a ModalMap in ``out_dir``."""
+    from ..modes.modeset import plot_map, write_csv, write_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [write_csv(mmap, out / f"{stem}.csv"), write_json(mmap, out / f"{stem}.json")]
+    if plot:
+        files.append(plot_map(mmap, out / f"{stem}.png", title=title))
+    return files
+
+
+def print_crossings(crossings, stem):
+    """The first MAX_CROSSINGS_SHOWN crossing descriptions, then how many more are in the JSON."""
+    for c in crossings[:MAX_CROSSINGS_SHOWN]:
+        print(f"  {c}")
+    if len(crossings) > MAX_CROSSINGS_SHOWN:
+        print(f"  ... {len(crossings) - MAX_CROSSINGS_SHOWN} more mode crossings (see {stem}.json)")
+
+
+def add_json_option(parser):
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def parse_floats(text, field):
+    """'1,2.5,-3' -> float array; InputError naming the option on anything else."""
+    try:
+        values = [float(v) for v in str(text).split(",") if v.strip() != ""]
+    except ValueError:
+        raise InputError(f"{field}: expected comma-separated numbers, got {shown(text)}") from None
+    if not values:
+        raise InputError(f"{field}: no values given")
+    return np.array(values)
+
+
+def print_json(obj):
+    """Print ``obj`` as JSON (numpy arrays and scalars converted)."""
+    print(json.dumps(obj, default=_to_builtin))
+
+
+def _to_builtin(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

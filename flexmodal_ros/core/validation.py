@@ -1,0 +1,246 @@
+"""Input checks shared by the core, the CLI and the nodes.
+
+Each check returns a clean float array or raises the given :class:`~flexmodal_ros.core.errors.FlexmodalError`
+subclass with a message that names the field.
+
+Files given by users (params/data YAML, URDF, CSV) are read by :func:`read_text_file`: regular
+files only (a FIFO or a device such as /dev/zero is refused without blocking), at most
+``MAX_FILE_BYTES``, UTF-8. YAML goes through :func:`load_yaml_text`, which counts the nodes of the
+document *after* alias expansion before building any Python object (a few hundred bytes of nested
+aliases can stand for billions of nodes) and refuses more than ``MAX_YAML_NODES``. Messages echo
+user values through :func:`shown` (at most ``MAX_ECHO`` characters). Names that become file names
+go through :func:`safe_filename` / :func:`output_path`.
+"""
+import os
+import re
+import stat
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .errors import InputError
+
+MAX_FILE_BYTES = 16 * 2 ** 20      # input files (YAML, URDF, CSV) [bytes]
+MAX_YAML_NODES = 1_000_000         # YAML nodes after alias expansion
+MAX_ECHO = 80                      # characters of a user value quoted in an error message
+
+
+def finite_array(value, field, shape=None, error=InputError):
+    """Return ``value`` as a float array, checking that it is numeric, finite and of ``shape``.
+
+    ``shape`` entries may be ``None`` (any size along that axis).
+    """
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise error(f"{field}: expected numbers, got {shown(value)}") from None
+    if shape is not None:
+        if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+            want = "x".join("*" if s is None else str(s) for s in shape) or "scalar"
+            raise error(f"{field}: expected shape {want}, got {'x'.join(map(str, arr.shape)) or 'scalar'}")
+    if not np.all(np.isfinite(arr)):
+        raise error(f"{field}: contains NaN or inf")
+    return arr
+
+
+def finite_vector(value, n, field, error=InputError):
+    """A finite float vector of length ``n`` (``n=None``: any length)."""
+    return finite_array(value, field, (n,), error)
+
+
+def positive(value, field, error=InputError):
+    """A finite scalar or array whose entries are all > 0."""
+    arr = finite_array(value, field, error=error)
+    if np.any(arr <= 0):
+        raise error(f"{field}: must be > 0, got {_show(arr)}")
+    return arr
+
+
+def nonnegative(value, field, error=InputError):
+    """A finite scalar or array whose entries are all >= 0."""
+    arr = finite_array(value, field, error=error)
+    if np.any(arr < 0):
+        raise error(f"{field}: must be >= 0, got {_show(arr)}")
+    return arr
+
+
+def per_joint(value, n, field, error=InputError):
+    """Broadcast a scalar or a length-``n`` sequence to a finite vector of length ``n``."""
+    arr = finite_array(value, field, error=error)
+    if arr.ndim == 0 or arr.size == 1:
+        return np.full(n, float(arr.reshape(-1)[0]))
+    if arr.shape != (n,):
+        raise error(f"{field}: expected 1 or {n} values, got {arr.size}")
+    return arr
+
+
+def finite_scalar(value, field, error=InputError):
+    """One finite number as a float."""
+    return float(finite_array(value, field, (), error))
+
+
+def frozen(values):
+    """Read-only array copy (fields of the immutable result and model objects)."""
+    arr = np.array(values)
+    arr.setflags(write=False)
+    return arr
+
+
+def reject_unknown_keys(mapping, allowed, field, error=InputError):
+    """Error naming every key of ``mapping`` that is not in ``allowed`` (typos never pass silently)."""
+    unknown = sorted(set(map(str, mapping)) - set(allowed))
+    if unknown:
+        raise error(f"{field}: unknown key(s) {shown_names(unknown)} (allowed: {', '.join(sorted(allowed))})")
+
+
+def require_keys(mapping, required, field, error=InputError):
+    """Error naming the first key of ``required`` (in its order) that ``mapping`` lacks."""
+    for key in required:
+        if key not in mapping:
+            raise error(f"{field}.{key}: missing")
+
+
+def shown(value, limit=MAX_ECHO):
+    """``repr(value)`` cut to ``limit`` characters (user values quoted in error messages)."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > limit:   # no repr of a huge container
+        text = f"<{type(value).__name__} of {len(value)} items>"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}... ({len(text)} characters)"
+
+
+def shown_names(names, limit=10):
+    """Comma-separated names for a message: each through :func:`shown` if long, at most ``limit``."""
+    names = list(names)
+    parts = [n if isinstance(n, str) and len(n) <= MAX_ECHO else shown(n) for n in names[:limit]]
+    return ", ".join(parts) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
+
+
+def read_file_bytes(path, what, error=InputError, max_bytes=MAX_FILE_BYTES):
+    """Contents of the regular file ``path`` (at most ``max_bytes``); errors name the file.
+
+    Opened non-blocking, so a FIFO without writer does not hang; anything but a regular file
+    (FIFO, device such as /dev/zero, directory, socket) is refused before reading."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot read ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{what} {path}: not a regular file ({_file_kind(info.st_mode)})")
+        if info.st_size > max_bytes:
+            raise error(f"{what} {path}: {info.st_size} bytes, more than the limit of {max_bytes}")
+        chunks, size = [], 0
+        while size <= max_bytes and (chunk := os.read(fd, max_bytes + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise error(f"{what} {path}: more than the limit of {max_bytes} bytes")
+    return b"".join(chunks)
+
+
+def read_text_file(path, what, error=InputError, max_bytes=MAX_FILE_BYTES):
+    """:func:`read_file_bytes` decoded as UTF-8; the error names the first invalid byte."""
+    data = read_file_bytes(path, what, error, max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                    f"{exc.start})") from None
+
+
+def _file_kind(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def load_yaml_text(text, what, error=InputError, max_nodes=MAX_YAML_NODES):
+    """Parse one YAML document with the safe loader after checking that it stands for at most
+    ``max_nodes`` nodes once aliases are expanded (and that no alias refers to itself)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        count = _expanded_nodes(node, max_nodes)
+        if count > max_nodes:
+            raise error(f"{what}: the YAML stands for more than {max_nodes} nodes once its aliases "
+                        "are expanded (nested anchors/aliases); write the data out instead")
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise error(f"{what}: malformed YAML: {shown(' '.join(str(exc).split()), 300)}") from None
+    except RecursionError:
+        raise error(f"{what}: YAML nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_nodes(root, limit):
+    """Nodes of the composed YAML graph counted as if every alias were a copy (stops above
+    ``limit``); iterative, memoized per node, so the count costs the size of the file."""
+    size, state, stack = {}, {}, [root]
+    while stack:
+        node = stack[-1]
+        key = id(node)
+        children = ([c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        if state.get(key) is None:
+            state[key] = "open"
+            pending = [c for c in children if id(c) not in size]
+            for child in pending:
+                if state.get(id(child)) == "open":
+                    raise yaml.YAMLError("an alias refers to a node that contains it (recursive structure)")
+            stack.extend(pending)
+            if pending:
+                continue
+        stack.pop()
+        if key not in size:
+            size[key] = min(limit + 1, 1 + sum(size[id(c)] for c in children))
+            state[key] = "done"
+        if size[key] > limit:
+            return size[key]
+    return size[id(root)]
+
+
+def load_yaml_mapping(path, what, error=InputError):
+    """Read a YAML file whose top level is a mapping (:func:`read_text_file`,
+    :func:`load_yaml_text`); errors name the file and what is wrong."""
+    path = Path(path)
+    raw = load_yaml_text(read_text_file(path, what, error), f"{what} {path}", error)
+    if not isinstance(raw, dict):
+        raise error(f"{what} {path}: expected a YAML mapping at top level")
+    return raw
+
+
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_filename(name, fallback="robot", limit=64):
+    """``name`` reduced to a plain file-name component: characters other than letters, digits,
+    '.', '_', '-' become '_', no leading dots or dashes (no '..', no hidden file, no option)."""
+    text = _UNSAFE_FILENAME.sub("_", str(name)).lstrip(".-")[:limit]
+    return text or fallback
+
+
+def output_path(folder, name, suffix=""):
+    """``folder / (safe_filename(name) + suffix)``, guaranteed to lie inside ``folder``."""
+    folder = Path(folder)
+    path = folder / (safe_filename(name) + suffix)
+    if path.resolve().parent != folder.resolve():
+        raise InputError(f"output file name {shown(name)}: would leave {folder}")
+    return path
+
+
+def _show(arr):
+    return f"{float(arr):g}" if arr.ndim == 0 else np.array2string(arr, precision=6)

@@ -1,0 +1,509 @@
+"""Eigenpairs as multivariate Taylor polynomials of the parameters (paper eqs. (21)-(29)).
+
+Given the Taylor coefficients M̄^(σ), C̄^(σ), K̄^(σ) of a linearized system (20) and one eigenproblem
+at x0, each selected eigenpair is expanded as λ(x) ≈ Σ λ^(σ) δxᵠ, φ(x) ≈ Σ φ^(σ) δxᵠ (21).
+Collecting the powers of δx in (λ²M̄ + λC̄ + K̄)φ = 0 (22)-(26) gives, for every multi-index τ
+(|τ| = 1, 2, …, t in turn), the reconstructed (27)
+
+    (λ0²M̄0 + λ0C̄0 + K̄0) φ^(τ) + (2λ0M̄0 + C̄0) φ0 λ^(τ) = −r_τ,
+
+where r_τ is the τ-coefficient of (λ²M̄ + λC̄ + K̄)φ with λ^(τ) = 0, φ^(τ) = 0 (lower degrees only).
+Eq. (28) solves it with the pseudo-inverse of S = [λ0²M̄0 + λ0C̄0 + K̄0, (2λ0M̄0 + C̄0)φ0]. For a
+simple λ0, S has full row rank and null space {[φ0; 0]}, so S†(−r) is the solution orthogonal to
+[φ0; 0]; here it is computed from the equivalent square bordered system
+[[S], [φ0*, 0]] [φ^(τ); λ^(τ)] = [−r_τ; 0], factorized (LU) once per eigenpair and solved for all
+multi-indices of one degree at a time. The normalization is
+therefore φ0*φ^(τ) = 0 for τ ≠ 0, i.e. φ0*φ(x) = φ0*φ0 = 1 (notes_000 §3).
+
+Left eigenvectors (29): the same recursion on M̄ᵀ, C̄ᵀ, K̄ᵀ with eigenvalue λ0* and ψ0 (its
+eigenvalue coefficients come out as the conjugates of λ^(σ), which is checked). ψ0 is
+biorthonormal to φ0 (18) at x0; away from x0 the vectors keep the normalization above.
+
+Only the selected eigenpairs are expanded (each is independent); for a conjugate pair the member
+with Im λ > 0 is expanded (the other one has conjugate coefficients, x being real). The residuals
+of all eigenpairs of one degree are formed together: products of coefficients of degrees e and
+d − e are one matrix product per e, summed into their targets a + b by a sparse incidence matrix.
+"""
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from functools import cached_property, lru_cache
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+
+from ..core.blas import single_blas_thread
+from ..core.errors import InputError
+from ..modes.modeset import classify_stability, frequencies_and_damping, normalize_shapes
+from ..core.validation import finite_array
+from .eigen import BiorthogonalModes, eigenpairs
+from .multiindex import MultiIndexSet, multi_index_set
+
+FORMAT_VERSION = 1
+REPEATED_RTOL = 1e-8       # |λ_i − λ_j| ≤ 1e-8 |λ_i|: repeated eigenvalue, S_i singular → error
+NEAR_REPEATED_RTOL = 1e-3  # closer than 0.1 %: the Taylor radius is small → warning
+DEFAULT_TOLERANCE = 1e-3   # relative eigenvalue error that defines the default trust radius
+
+
+class ExpansionWarning(UserWarning):
+    """The expansion point is unstable or has a nearly repeated selected eigenvalue."""
+
+
+class TrustRegionWarning(UserWarning):
+    """A polynomial was evaluated outside its trust radius."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolynomialModes(BiorthogonalModes):
+    """Modes of one point evaluated from a :class:`ModalPolynomial` (a
+    :class:`~flexmodal_ros.modes.modeset.ModeSet`: sorted by frequency, unit-norm shapes): ``x`` the
+    parameter values, ``error_estimate`` (m,) relative eigenvalue error estimate per mode (size of
+    the degree-t terms over |λ|), ``inside_trust`` whether x is within the trust radius."""
+
+    x: np.ndarray
+    error_estimate: np.ndarray
+    inside_trust: bool
+
+
+@dataclass(frozen=True)
+class PolynomialEigenpairs:
+    """Evaluation at m points: ``x`` (m, p); ``eigenvalues`` (m, k); ``right``/``left`` (m, n, k)
+    (None when not asked); ``frequencies_hz``, ``damping_ratios`` (m, k); ``error_estimate`` (m, k);
+    ``inside_trust`` (m,) bool. Column j is expanded eigenpair j of the polynomial."""
+
+    x: np.ndarray
+    eigenvalues: np.ndarray
+    right: np.ndarray | None
+    left: np.ndarray | None
+    frequencies_hz: np.ndarray
+    damping_ratios: np.ndarray
+    error_estimate: np.ndarray
+    inside_trust: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ModalPolynomial:
+    """Taylor polynomials of k eigenpairs in p parameters up to total degree ``order``.
+
+    ``parameter_names`` (p,), ``x0`` (p,); ``eigenvalues`` (N, k) coefficients λ^(σ) (row order of
+    :class:`~.multiindex.MultiIndexSet`); ``right`` (N, k, n) φ^(σ); ``left`` (N, k, n) ψ^(σ) or None;
+    ``mode_numbers`` (k,) 1-based numbers of the expanded modes at x0 (ModeSet order; real
+    eigenvalues are numbered after the oscillatory modes); ``trust_radius`` [units of x, max-norm];
+    ``tolerance`` the relative error that defined it; ``spectrum0`` all eigenvalues at x0 (for the
+    stability label); ``metadata`` (system description); ``expansion_time_s``.
+    """
+
+    parameter_names: tuple
+    x0: np.ndarray
+    order: int
+    eigenvalues: np.ndarray
+    right: np.ndarray
+    left: np.ndarray | None
+    mode_numbers: np.ndarray
+    trust_radius: float
+    tolerance: float
+    spectrum0: np.ndarray
+    metadata: dict = field(default_factory=dict)
+    expansion_time_s: float = float("nan")
+
+    @property
+    def multi_indices(self) -> MultiIndexSet:
+        return multi_index_set(len(self.parameter_names), self.order)
+
+    @property
+    def num_terms(self) -> int:
+        return self.eigenvalues.shape[0]
+
+    @property
+    def num_pairs(self) -> int:
+        return self.eigenvalues.shape[1]
+
+    @cached_property
+    def real_pairs(self) -> np.ndarray:
+        """(k,) True for expanded real eigenvalues (real coefficients up to round-off)."""
+        scale = np.abs(self.eigenvalues).max(axis=0)
+        return np.all(np.abs(self.eigenvalues.imag) <= 1e-12 * np.where(scale > 0, scale, 1.0), axis=0)
+
+    def _points(self, x) -> np.ndarray:
+        arr = finite_array(x, "x")
+        arr = arr[None, :] if arr.ndim == 1 else arr
+        p = len(self.parameter_names)
+        if arr.ndim != 2 or arr.shape[1] != p:
+            raise InputError(f"x: expected {p} values ({', '.join(self.parameter_names)}) per point, "
+                             f"got shape {arr.shape}")
+        return arr
+
+    def distance(self, x) -> np.ndarray:
+        """max_i |x_i − x0_i| for points x (m, p) [units of x]."""
+        return np.abs(self._points(x) - self.x0).max(axis=1)
+
+    @cached_property
+    def _tables(self):
+        """Evaluation tables: last-degree rows and the coefficients [λ | φ] and ψ as real
+        (N, 2·columns) views of contiguous complex arrays (a real matrix product evaluates them,
+        ~10x faster than a complex one with a real left operand)."""
+        mset = self.multi_indices
+        N = self.eigenvalues.shape[0]
+        real = lambda a: np.ascontiguousarray(a, complex).view(float)
+        lam_phi = real(np.hstack([self.eigenvalues, self.right.reshape(N, -1)]))
+        psi = None if self.left is None else real(self.left.reshape(N, -1))
+        return mset.degree_slices[self.order], lam_phi, psi
+
+    def evaluate(self, x, vectors: bool = True, left: bool = True, warn: bool = True) -> PolynomialEigenpairs:
+        """λ, φ, ψ, f, ζ of the expanded eigenpairs at points ``x`` (m, p) or (p,), vectorized.
+
+        Points farther than ``trust_radius`` (max-norm) from x0 are flagged in ``inside_trust``
+        and, with ``warn``, reported by a :class:`TrustRegionWarning`.
+        """
+        x = self._points(x)
+        last, lam_phi, psi = self._tables
+        dx = x - self.x0
+        V = self.multi_indices.monomials(dx)                                # (m, N) monomials δxᵠ
+        k, n = self.eigenvalues.shape[1], self.right.shape[2]
+        values = (V @ (lam_phi if vectors else lam_phi[:, :2 * k])).view(complex)
+        lam = values[:, :k]
+        tail = (V[:, last] @ lam_phi[last, :2 * k]).view(complex)
+        err = np.abs(tail) / np.where(np.abs(lam) > 0, np.abs(lam), 1.0)
+        right = values[:, k:].reshape(-1, k, n).transpose(0, 2, 1) if vectors else None
+        lft = None
+        if vectors and left and psi is not None:
+            lft = (V @ psi).view(complex).reshape(-1, k, n).transpose(0, 2, 1)
+        f, z = frequencies_and_damping(lam)
+        inside = np.abs(dx).max(axis=1) <= self.trust_radius
+        if warn and not inside.all():
+            warnings.warn(f"{int((~inside).sum())} of {len(x)} point(s) lie outside the trust radius "
+                          f"{self.trust_radius:.4g} (max-norm of x − x0) of this expansion: the polynomial "
+                          f"may be inaccurate there (re-expand closer)", TrustRegionWarning, stacklevel=2)
+        return PolynomialEigenpairs(x, lam, right, lft, f, z, err, inside)
+
+    def mode_sets(self, x, left: bool = True, warn: bool = True) -> list[PolynomialModes]:
+        """One :class:`PolynomialModes` per point (modes sorted by frequency as in every ModeSet;
+        real expanded eigenvalues go to ``real_eigenvalues``; stability from the expanded ones
+        and their conjugates); ``left=False`` skips the left vectors (``left_shapes`` None)."""
+        ev = self.evaluate(x, left=left, warn=warn)
+        real = self.real_pairs
+        osc_all = np.flatnonzero(~real)
+        out = []
+        for i in range(len(ev.x)):
+            lam = ev.eigenvalues[i]
+            osc = osc_all[np.argsort(ev.frequencies_hz[i, osc_all], kind="stable")]
+            reals = np.sort(lam[real].real)
+            label, bad = classify_stability(np.concatenate([lam[osc], lam[osc].conj(), reals]))
+            out.append(PolynomialModes(
+                frequencies_hz=ev.frequencies_hz[i, osc], damping_ratios=ev.damping_ratios[i, osc],
+                eigenvalues=lam[osc], mode_shapes=normalize_shapes(ev.right[i][:, osc]), real_eigenvalues=reals,
+                stability=label, unstable_eigenvalues=bad,
+                left_shapes=None if ev.left is None else normalize_shapes(ev.left[i][:, osc]),
+                x=ev.x[i], error_estimate=ev.error_estimate[i][osc], inside_trust=bool(ev.inside_trust[i])))
+        return out
+
+    def truncated(self, order: int) -> "ModalPolynomial":
+        """The same expansion cut at a lower total degree (trust radius recomputed)."""
+        if not 1 <= order <= self.order:
+            raise InputError(f"order: must be within 1..{self.order}, got {order}")
+        rows = len(multi_index_set(len(self.parameter_names), order))
+        lam = self.eigenvalues[:rows]
+        return ModalPolynomial(self.parameter_names, self.x0, order, lam, self.right[:rows],
+                               None if self.left is None else self.left[:rows], self.mode_numbers,
+                               trust_radius(lam, len(self.parameter_names), order, self.tolerance),
+                               self.tolerance, self.spectrum0, dict(self.metadata), self.expansion_time_s)
+
+    def save(self, path) -> Path:
+        """Write ``.npz`` (coefficients) with a JSON ``metadata`` entry (names, x0, order, …)."""
+        path = Path(path)
+        meta = {"format_version": FORMAT_VERSION, "parameter_names": list(self.parameter_names),
+                "order": self.order, "trust_radius": self.trust_radius, "tolerance": self.tolerance,
+                "expansion_time_s": self.expansion_time_s, "system": self.metadata}
+        arrays = dict(x0=self.x0, eigenvalues=self.eigenvalues, right=self.right,
+                      mode_numbers=self.mode_numbers, spectrum0=self.spectrum0,
+                      exponents=self.multi_indices.exponents, metadata=np.array(json.dumps(meta)))
+        if self.left is not None:
+            arrays["left"] = self.left
+        with path.open("wb") as fh:
+            np.savez(fh, **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path) -> "ModalPolynomial":
+        """Read :meth:`save` output; InputError naming what is missing or inconsistent."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except OSError as exc:
+            raise InputError(f"coefficients {path}: cannot read ({exc})") from None
+        except ValueError as exc:
+            raise InputError(f"coefficients {path}: not a .npz file ({exc})") from None
+        missing = sorted({"x0", "eigenvalues", "right", "mode_numbers", "spectrum0", "exponents",
+                          "metadata"} - set(arrays))
+        if missing:
+            raise InputError(f"coefficients {path}: missing array(s) {', '.join(missing)}")
+        try:
+            meta = json.loads(str(arrays["metadata"]))
+            names, order = tuple(meta["parameter_names"]), int(meta["order"])
+            version = meta["format_version"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"coefficients {path}: malformed metadata ({exc})") from None
+        if version != FORMAT_VERSION:
+            raise InputError(f"coefficients {path}: format_version {version} not supported (expected {FORMAT_VERSION})")
+        mset = multi_index_set(len(names), order)
+        if arrays["exponents"].shape != mset.exponents.shape or np.any(arrays["exponents"] != mset.exponents):
+            raise InputError(f"coefficients {path}: exponents do not match {len(names)} parameters at order {order}")
+        lam, right, left = arrays["eigenvalues"], arrays["right"], arrays.get("left")
+        k = lam.shape[1] if lam.ndim == 2 else -1
+        if lam.shape[0] != len(mset) or right.shape[:2] != lam.shape or (left is not None and left.shape != right.shape):
+            raise InputError(f"coefficients {path}: coefficient arrays have inconsistent shapes")
+        if arrays["x0"].shape != (len(names),) or arrays["mode_numbers"].shape != (k,):
+            raise InputError(f"coefficients {path}: x0 or mode_numbers has the wrong length")
+        for name in ("x0", "eigenvalues", "right"):
+            if not np.all(np.isfinite(arrays[name])):
+                raise InputError(f"coefficients {path}: {name} contains NaN or inf")
+        return cls(names, arrays["x0"], order, lam, right, left, arrays["mode_numbers"],
+                   float(meta["trust_radius"]), float(meta["tolerance"]), arrays["spectrum0"],
+                   meta.get("system", {}), float(meta.get("expansion_time_s", float("nan"))))
+
+
+def trust_radius(eigenvalue_coefficients: np.ndarray, p: int, order: int, tolerance: float) -> float:
+    """Radius r (max-norm of δx) within which the degree-t terms h_t(δx) = Σ_{|σ|=t} λ^(σ)δxᵠ,
+    the error estimate, stay below ``tolerance``·|λ0| for every expanded eigenvalue.
+
+    h_t is homogeneous, |h_t(r u)| = rᵗ|h_t(u)|; max |h_t(u)| over the unit cube is taken at its
+    vertices (all of them for p ≤ 10, else 1024 random ones plus the coordinate directions).
+    """
+    mset = multi_index_set(p, order)
+    last = mset.degree_slices[order]
+    if p <= 10:
+        corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * p, indexing="ij")).reshape(p, -1).T
+    else:
+        rng = np.random.default_rng(0)
+        corners = np.vstack([rng.choice([-1.0, 1.0], (1024, p)), np.eye(p), -np.eye(p)])
+    peak = np.abs(mset.monomials(corners)[:, last] @ eigenvalue_coefficients[last]).max(axis=0)
+    scale = tolerance * np.abs(eigenvalue_coefficients[0])
+    with np.errstate(divide="ignore"):
+        radius = np.where(peak > 0, (scale / np.where(peak > 0, peak, 1.0)) ** (1.0 / order), np.inf)
+    return float(radius.min()) if radius.size else float("inf")
+
+
+def eigenpair_series(Mc, Cc, Kc, mset: MultiIndexSet, lam0, vec0):
+    """Coefficients of k eigenpairs (λ^(σ) (N, k), v^(σ) (N, k, n)) by the recursion (26)-(28).
+
+    ``Mc``, ``Cc``, ``Kc`` (N, n, n) matrix coefficients; ``lam0`` (k,) and ``vec0`` (n, k) the
+    eigenpairs at x0 (right: the matrices; left: their transposes and λ0*).
+    """
+    N, n = Mc.shape[0], Mc.shape[1]
+    lam0 = np.asarray(lam0, complex)
+    k = lam0.size
+    lam = np.zeros((N, k), complex)
+    vec = np.zeros((N, k, n), complex)
+    lam[0], vec[0] = lam0, vec0.T
+    lam2 = np.zeros((N, k), complex)
+    lam2[0] = lam0 ** 2
+    series = {name: _MatrixSeries(mats, mset) for name, mats in (("M", Mc), ("C", Cc), ("K", Kc))}
+    prod = {name: np.zeros((N, k, n), complex) for name in "MCK"}
+    for name in "MCK":
+        prod[name][0] = vec[0] @ series[name].mats0.T
+    factors = []                                             # one LU of [[S_i], [φ0*, 0]] per eigenpair
+    for i in range(k):
+        bordered = np.zeros((n + 1, n + 1), complex)
+        bordered[:n, :n] = lam0[i] ** 2 * Mc[0] + lam0[i] * Cc[0] + Kc[0]
+        bordered[:n, n] = (2 * lam0[i] * Mc[0] + Cc[0]) @ vec0[:, i]
+        bordered[n, :n] = vec0[:, i].conj()
+        factors.append(scipy.linalg.lu_factor(bordered, check_finite=False))
+    for d in range(1, mset.order + 1):
+        sl = mset.degree_slices[d]
+        # degree-d coefficients with λ^(τ) = 0, φ^(τ) = 0 (they are still zero here)
+        for name in "MCK":
+            prod[name][sl] = series[name].partial(vec, d)
+        lam2[sl] = _cauchy(mset, d, lambda b, a: lam[b][:, None, :] * lam[a][None, :, :])
+        res = prod["K"][sl] + _cauchy(mset, d, lambda b, a: prod["M"][b][:, None] * lam2[a][None, :, :, None]
+                                      + prod["C"][b][:, None] * lam[a][None, :, :, None])
+        zero = np.zeros((1, res.shape[0]))
+        for i in range(k):                                   # (28) for every τ of degree d
+            sol = scipy.linalg.lu_solve(factors[i], np.vstack([-res[:, i, :].T, zero]), check_finite=False)
+            vec[sl, i, :] = sol[:n].T
+            lam[sl, i] = sol[n]
+        for name in "MCK":                                   # complete the degree-d products
+            prod[name][sl] += vec[sl] @ series[name].mats0.T
+        lam2[sl] += 2 * lam0 * lam[sl]
+    return lam, vec
+
+
+class _MatrixSeries:
+    """Matrix coefficients of one series, with the block of rows/columns where any coefficient of
+    degree ≥ 1 is non-zero (the flexible-joint M̄, K̄ vary in their link block only, C̄ not at all)."""
+
+    def __init__(self, mats, mset):
+        self.mset, self.mats0 = mset, mats[0]
+        nz = np.abs(mats[1:]) > 0
+        self.rows = np.flatnonzero(nz.any(axis=(0, 2)))
+        self.cols = np.flatnonzero(nz.any(axis=(0, 1)))
+        block = np.swapaxes(mats[:, self.rows][:, :, self.cols], 1, 2)           # (N, c, r)
+        self.by_degree = [np.transpose(block[sl], (1, 0, 2)).reshape(self.cols.size, -1).astype(complex)
+                          for sl in mset.degree_slices] if self.rows.size else []  # (c, N_g r)
+
+    def partial(self, vec, d):
+        """Σ_{a+b=τ, |a| ≥ 1} M^(a) v^(b) for every τ of degree d → (N_d, k, n)."""
+        sl = self.mset.degree_slices[d]
+        k, n = vec.shape[1], vec.shape[2]
+        out = np.zeros((sl.stop - sl.start, k, n), complex)
+        if self.rows.size == 0:
+            return out
+        r, c = self.rows.size, self.cols.size
+
+        def terms(b, a):
+            vb = vec[b][:, :, self.cols]
+            z = vb.reshape(-1, c) @ self.by_degree[d - self.mset.degrees[b.start]]
+            return np.transpose(z.reshape(vb.shape[0], k, -1, r), (0, 2, 1, 3))
+
+        out[:, :, self.rows] = _cauchy(self.mset, d, terms, lowest=1)
+        return out
+
+
+def _cauchy(mset, d, terms, lowest=0):
+    """Σ over a + b = τ of ``terms(b_rows, a_rows)`` for all τ of degree d, |a| ≥ ``lowest``.
+
+    ``terms(b, a)`` gets two degree slices (degrees e and d − e) and returns an array
+    (N_e, N_{d−e}, ...) of the products for every pair; the pairs are summed into their targets.
+    """
+    total = None
+    for e in range(0, d - lowest + 1):
+        b, a = mset.degree_slices[e], mset.degree_slices[d - e]
+        values = terms(b, a)
+        part = _pair_sum(mset, d, e) @ values.reshape(values.shape[0] * values.shape[1], -1)
+        total = part if total is None else total + part
+    return total.reshape((total.shape[0],) + values.shape[2:])
+
+
+@lru_cache(maxsize=512)
+def _pair_sum(mset: MultiIndexSet, d: int, e: int):
+    """(N_d × N_e N_{d−e}) matrix: pair (b, a), |b| = e, |a| = d − e → row of a + b; sparse, or
+    dense when small (few parameters: a sparse product's overhead then exceeds the arithmetic)."""
+    b, a = mset.degree_slices[e], mset.degree_slices[d - e]
+    exps = mset.exponents
+    target = [mset.row(exps[i] + exps[j]) - mset.degree_slices[d].start
+              for i in range(b.start, b.stop) for j in range(a.start, a.stop)]
+    size = mset.degree_slices[d].stop - mset.degree_slices[d].start
+    matrix = scipy.sparse.csr_matrix((np.ones(len(target)), (target, np.arange(len(target)))),
+                                     shape=(size, len(target)))
+    return matrix.toarray() if size * len(target) <= 256 else matrix
+
+
+def select_pairs(pairs, modes=None):
+    """Columns of ``pairs`` (an :class:`~.eigen.Eigenpairs`) to expand and their 1-based mode numbers.
+
+    ``modes``: 1-based numbers in the x0 ModeSet order (oscillatory modes by frequency, then the
+    real eigenvalues ascending); None = all of them.
+    """
+    ms = pairs.modes()
+    ordered = list(ms.eigenvalues) + list(ms.real_eigenvalues)
+    total = len(ordered)
+    if modes is None:
+        numbers = np.arange(1, total + 1)
+    else:
+        numbers = np.asarray(modes)
+        if numbers.ndim != 1 or numbers.size == 0 or not np.issubdtype(numbers.dtype, np.integer):
+            raise InputError(f"modes: expected a non-empty list of integer mode numbers, got {modes!r}")
+        bad = [int(m) for m in numbers if not 1 <= m <= total]
+        if bad:
+            raise InputError(f"modes: mode number(s) {bad} out of range 1..{total} "
+                             f"({ms.num_modes} oscillatory modes + {ms.real_eigenvalues.size} real eigenvalues)")
+        if len(set(numbers.tolist())) != numbers.size:
+            raise InputError(f"modes: repeated mode numbers in {numbers.tolist()}")
+    cols = []
+    for m in numbers:
+        value = ordered[m - 1]
+        hits = np.flatnonzero(pairs.eigenvalues == value) if m <= ms.num_modes else \
+            np.flatnonzero((pairs.eigenvalues.imag == 0) & (pairs.eigenvalues.real == value))
+        cols.append(int(hits[0]))
+    return np.array(cols, int), numbers.astype(int)
+
+
+def select_nearest(pairs, targets):
+    """Columns and 1-based mode numbers (as :func:`select_pairs`) of the oscillatory eigenvalues
+    (Im > 0) of ``pairs`` nearest ``targets`` (k,) (Hungarian assignment on |Δλ|): following modes
+    known from a neighbouring point."""
+    from scipy.optimize import linear_sum_assignment
+
+    targets = np.atleast_1d(np.asarray(targets, complex))
+    lam = pairs.eigenvalues
+    osc = np.flatnonzero(lam.imag > 0)
+    osc = osc[np.argsort(np.abs(lam[osc]), kind="stable")]          # the ModeSet order (modes_from_eigenpairs)
+    if targets.size > osc.size:
+        raise InputError(f"near: {targets.size} eigenvalues to follow, the system has {osc.size} oscillatory modes")
+    _, idx = linear_sum_assignment(np.abs(targets[:, None] - lam[osc][None, :]))
+    return osc[idx], idx + 1
+
+
+def check_separation(eigenvalues, cols, numbers):
+    """InputError for a repeated selected eigenvalue, ExpansionWarning for a nearly repeated one."""
+    lam = np.asarray(eigenvalues)
+    floor = np.abs(lam).max() * 1e-12
+    for c, m in zip(cols, numbers):
+        others = np.delete(lam, c)
+        gap = np.abs(others - lam[c]).min() if others.size else np.inf
+        scale = max(abs(lam[c]), floor)
+        if gap <= REPEATED_RTOL * scale:
+            raise InputError(f"modes: eigenvalue of mode {m} ({lam[c]:.6g}) is repeated at the expansion "
+                             f"point: S_i of (28) is singular and the eigenpair is not differentiable; "
+                             f"expand about another point or leave this mode out")
+        if gap <= NEAR_REPEATED_RTOL * scale:
+            warnings.warn(f"mode {m}: eigenvalue {lam[c]:.6g} is within {gap / scale:.2e} (relative) of "
+                          f"another eigenvalue at the expansion point; the polynomial is valid only very "
+                          f"close to x0", ExpansionWarning, stacklevel=3)
+
+
+def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
+           tolerance: float = DEFAULT_TOLERANCE, allow_unstable: bool = True, near=None) -> ModalPolynomial:
+    """Expand eigenpairs of ``system`` about x0 up to total degree ``order`` (eqs. (19)-(29)).
+
+    ``system``: a parametric system (:class:`flexmodal_ros.expansion.FlexibleJointSystem`,
+    :class:`flexmodal_ros.expansion.erls.ErlsSystem`) with ``parameter_names``, ``x0``, ``taylor(x0, order)``,
+    ``describe()``. ``modes``: 1-based mode numbers (see :func:`select_pairs`); ``left``: also
+    expand left eigenvectors (29); ``tolerance``: relative eigenvalue error defining the trust
+    radius; ``allow_unstable``: False turns the instability warning into an InputError; ``near``
+    (instead of ``modes``): expand the oscillatory eigenpairs nearest these eigenvalues
+    (:func:`select_nearest`, in their order).
+    """
+    start = time.perf_counter()
+    if isinstance(order, bool) or int(order) != order or order < 1:
+        raise InputError(f"order: the Taylor order t must be an integer >= 1, got {order!r}")
+    if not np.isfinite(tolerance) or tolerance <= 0:
+        raise InputError(f"tolerance: must be > 0, got {tolerance}")
+    order = int(order)
+    p = len(system.parameter_names)
+    x0 = system.x0 if x0 is None else finite_array(x0, "x0", (p,))
+    mset, Mc, Cc, Kc = system.taylor(x0, order)
+    pairs = eigenpairs(Mc[0], Cc[0], Kc[0])
+    label, bad = classify_stability(pairs.eigenvalues)
+    if label != "stable":
+        message = (f"the linearized system is {label} at the expansion point (eigenvalues with Re >= 0: "
+                   f"{np.array2string(bad, precision=4)})")
+        if not allow_unstable:
+            raise InputError(f"x0: {message}")
+        warnings.warn(message, ExpansionWarning, stacklevel=2)
+    if near is not None and modes is not None:
+        raise InputError("modes: give either modes or near, not both")
+    cols, numbers = select_pairs(pairs, modes) if near is None else select_nearest(pairs, near)
+    check_separation(pairs.eigenvalues, cols, numbers)
+    lam0 = pairs.eigenvalues[cols]
+    with single_blas_thread():     # many small products: threading only costs here
+        lam, right = eigenpair_series(Mc, Cc, Kc, mset, lam0, pairs.right[:, cols])
+        lft = None
+        if left:
+            T = lambda a: np.swapaxes(a, -1, -2)
+            lam_left, lft = eigenpair_series(T(Mc), T(Cc), T(Kc), mset, lam0.conj(), pairs.left[:, cols])
+    if left:
+        scale = np.abs(lam).max()
+        gap = np.abs(lam_left.conj() - lam).max()
+        if gap > 1e-6 * scale:
+            warnings.warn(f"the left and right eigenvalue series differ by {gap:.3g} (relative "
+                          f"{gap / scale:.2e}): the expansion is ill-conditioned", ExpansionWarning, stacklevel=2)
+    radius = trust_radius(lam, p, order, tolerance)
+    return ModalPolynomial(tuple(system.parameter_names), np.array(x0, float), order, lam, right, lft,
+                           numbers, radius, float(tolerance), pairs.eigenvalues, system.describe(),
+                           time.perf_counter() - start)

@@ -1,0 +1,432 @@
+"""From a record to identified modes: poles over orders → stabilization → clustering → amplitude
+check → :class:`IdentifiedModes` (a :class:`~flexmodal_ros.modes.modeset.ModeSet`).
+
+Never inventing a mode: after the automatic selection (:mod:`.stabilization`), the free decay is
+fitted by least squares with the selected poles (complex exponentials z^k, plus a constant), which
+gives each mode's amplitude at every channel, its standard error from the residual (the noise
+floor), and the signal-to-noise ratio SNR = ‖a‖ / √(Σ var a). A selected mode is reported as
+physical only when SNR ≥ ``snr_min``; otherwise it is listed as below the noise floor. Poles at
+λ_i + λ_j or λ_i + λ̄_j of two stronger modes (sum and difference terms, which the quadratic
+terms of the nonlinear dynamics put in the response at ~1e-4 of it) are reported as combination
+terms, not modes.
+
+Several records of the same system (*references*: impacts along different axes) are analysed
+together: one multi-reference realization (:mod:`.methods`), and each record's free decay gets its
+own amplitudes in the fits (the poles are shared; amplitudes and SNR are root sums of squares over
+the references).
+
+Under measurement noise the realization is repeated on channels divided by their noise level
+(whitened: the maximum-likelihood weighting for independent white noise) instead of their peak: a
+channel that barely moves then no longer weighs its noise as much as the others' signal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.blas import single_blas_thread
+from ..core.errors import InputError
+from ..modes.modeset import TWO_PI, ModeSet, classify_stability, frequencies_and_damping, normalize_shapes
+from .estimators import METHODS, as_segments, estimate_poles
+from .record import Record, free_decay_start
+from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
+                            select_modes, stable_real_poles)
+
+SNR_MIN = 5.0
+REFINE_SNR = 2.0
+SETTLE_SAMPLES = 4
+MAX_ROUNDS = 6
+REFINE_EVALUATIONS = 50     # Levenberg–Marquardt steps of the output-error fit (refine_poles)
+NOISE_RATIO = 1e-4         # residual / signal (RMS) above which the record counts as noisy
+IQR_TO_STD = 1.0 / 1.349     # interquartile range of a normal distribution = 1.349 σ
+UNCERTAINTY_F = 0.005     # reported modes: std(f) ≤ 0.5 % of f ...
+UNCERTAINTY_Z = 0.005     # ... and std(ζ) ≤ 0.5 pp (one standard deviation)
+DEFAULT_ORDERS = {"era": range(2, 101, 2), "ssi-cov": range(2, 101, 2), "var": range(2, 31)}
+COMBINATION_RTOL = 0.005        # |λ − (λ_i ± λ_j)| ≤ 0.5 % of |λ|
+COMBINATION_AMPLITUDE = 0.1     # and at most 10 % of the weaker parent's amplitude
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdentifiedModes(ModeSet):
+    """Modes identified from a record: the :class:`ModeSet` fields (``mode_shapes`` (c, m) at the
+    measured ``channels``) plus ``method``; ``sample_rate_hz``; ``amplitudes`` (m,) initial
+    amplitude ‖a‖ in channel units; ``snr`` (m,); ``poles`` (m,) stable poles supporting each mode;
+    ``frequency_spread``/``damping_spread`` (m,) interquartile ranges over them [Hz], [-];
+    ``noise_floor`` (c,) residual std per channel; ``below_noise_floor`` and
+    ``combination_terms`` (dicts of poles selected but not reported as modes); ``segment`` (start,
+    end) [s] analysed (of the first record); ``references`` number of records analysed together;
+    ``diagram``; ``warnings``."""
+
+    channels: tuple
+    method: str
+    sample_rate_hz: float
+    amplitudes: np.ndarray
+    snr: np.ndarray
+    poles: np.ndarray
+    frequency_spread: np.ndarray
+    damping_spread: np.ndarray
+    noise_floor: np.ndarray
+    std_frequency_hz: np.ndarray
+    std_damping_ratio: np.ndarray
+    below_noise_floor: list = field(default_factory=list)
+    combination_terms: list = field(default_factory=list)
+    segment: tuple = (0.0, 0.0)
+    references: int = 1
+    diagram: StabilizationDiagram | None = None
+    warnings: tuple = ()
+
+    @property
+    def nyquist_hz(self) -> float:
+        return 0.5 * self.sample_rate_hz
+
+    def to_dict(self) -> dict:
+        out = {"method": self.method, "channels": list(self.channels), "sample_rate_hz": self.sample_rate_hz,
+               "segment_s": list(self.segment), "references": self.references}
+        out.update(super().to_dict())
+        out.update({"amplitudes": self.amplitudes.tolist(), "snr": self.snr.tolist(),
+                    "poles": self.poles.tolist(), "frequency_spread_hz": self.frequency_spread.tolist(),
+                    "damping_spread": self.damping_spread.tolist(), "noise_floor": self.noise_floor.tolist(),
+                    "std_frequency_hz": self.std_frequency_hz.tolist(),
+                    "std_damping_ratio": self.std_damping_ratio.tolist(),
+                    "below_noise_floor": self.below_noise_floor, "combination_terms": self.combination_terms,
+                    "warnings": list(self.warnings)})
+        return out
+
+
+def analysis_segment(record: Record, free_decay: bool = True):
+    """(first sample, deviations y (N, c)) of what is analysed: the free decay after the
+    excitation (``free_decay``; its first ``SETTLE_SAMPLES`` are skipped: components faster than
+    the sampling, such as Scompi's 850 Hz, ζ = 0.8 mode, die out there and would otherwise be
+    fitted by spurious poles) or the whole record, minus the rest position (median of the
+    samples before the excitation when there are ≥ 10, else the mean of the segment)."""
+    values = np.asarray(record.values)
+    k0 = min(free_decay_start(record) + SETTLE_SAMPLES, record.num_samples - 1) if free_decay else 0
+    seg = values[k0:]
+    rest = np.median(values[:k0], axis=0) if k0 >= 10 else seg.mean(axis=0)
+    return k0, seg - rest
+
+
+def as_records(record) -> list:
+    """``record`` (a :class:`Record`) or a sequence of them → list; InputError unless they share
+    channels and sample rate."""
+    records = list(record) if isinstance(record, (list, tuple)) else [record]
+    if not records or not all(isinstance(r, Record) for r in records):
+        raise InputError("record: expected a Record or a list of Records")
+    first = records[0]
+    for k, other in enumerate(records[1:], start=2):
+        if tuple(other.channels) != tuple(first.channels):
+            raise InputError(f"records: record {k} has channels {list(other.channels)}, record 1 "
+                             f"{list(first.channels)}; references must share their channels")
+        if abs(other.sample_rate_hz / first.sample_rate_hz - 1) > 1e-9:
+            raise InputError(f"records: record {k} is sampled at {other.sample_rate_hz:g} Hz, record 1 at "
+                             f"{first.sample_rate_hz:g} Hz")
+    return records
+
+
+def analysis_segments(record, free_decay: bool = True):
+    """(first samples, deviation segments) of each record (:func:`analysis_segment`)."""
+    pairs = [analysis_segment(r, free_decay) for r in as_records(record)]
+    return [k for k, _ in pairs], [y for _, y in pairs]
+
+
+def _basis(N, fs, lam, real):
+    """[Re z^k, Im z^k, 1, e^{r k/fs}] columns (N, 2m + 1 + len(real))."""
+    k = np.arange(N)[:, None] / fs
+    powers = np.exp(k * np.asarray(lam, complex)[None, :])
+    decays = np.exp(k * np.asarray(real, float)[None, :])
+    return np.hstack([powers.real, powers.imag, np.ones((N, 1)), decays])
+
+
+def fit_amplitudes(y, fs, eigenvalues, residual=False, real=()):
+    """Least-squares fit of y (N, c) by Re/Im of z_j^k (z_j = e^{λ_j/fs}), a constant and the
+    real exponentials e^{r k/fs} of the ``real`` poles r [1/s]; ``y`` may be a list of segments
+    (references: shared poles, each segment its own amplitudes and constant).
+
+    Returns (amplitudes (m, c) complex a_j with y ≈ Σ Re(a_j z_j^k) — (R, m, c) for a list —,
+    standard errors (m,) of ‖a_j‖ per mode √(Σ_c var) (summed over the references), residual std
+    per channel (c,) (pooled)) and, with ``residual``, the residual (N, c) itself (a list for a
+    list).
+    """
+    segments = as_segments(y)
+    lam = np.asarray(eigenvalues, complex)
+    m = lam.size
+    amps, variance, resids, dof = [], np.zeros(m), [], 0
+    for seg in segments:
+        N = seg.shape[0]
+        basis = _basis(N, fs, lam, real)
+        coef, *_ = np.linalg.lstsq(basis, seg, rcond=None)
+        resids.append(seg - basis @ coef)
+        dof += max(1, N - basis.shape[1])
+        amps.append(coef[:m] - 1j * coef[m:2 * m])
+        try:
+            cov = np.linalg.pinv(basis.T @ basis)
+        except np.linalg.LinAlgError:
+            cov = np.full((basis.shape[1],) * 2, np.inf)
+        variance += np.maximum(np.diag(cov)[:m] + np.diag(cov)[m:2 * m], 0.0)
+    sigma = np.sqrt(sum(np.sum(r ** 2, axis=0) for r in resids) / dof)
+    stderr = np.sqrt(variance * np.sum(sigma ** 2))
+    single = not isinstance(y, (list, tuple))
+    amps = amps[0] if single else np.array(amps)
+    if residual:
+        return amps, stderr, sigma, (resids[0] if single else resids)
+    return amps, stderr, sigma
+
+
+def amplitude_norms(amps) -> np.ndarray:
+    """‖a_j‖ per mode of :func:`fit_amplitudes` amplitudes ((m, c) or (R, m, c)), root sum of
+    squares over channels and references."""
+    amps = np.asarray(amps)
+    return np.sqrt(np.sum(np.abs(amps.reshape((-1,) + amps.shape[-2:])) ** 2, axis=(0, 2)))
+
+
+def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
+    """Output-error refinement of the poles λ (m,) on the free decay y (N, c) (or a list of
+    references, each with its own amplitudes): minimize
+    ‖y − B(λ) A‖² over λ with the amplitudes A eliminated (variable projection, Golub & Pereyra
+    1973; SciPy ``least_squares``), B = [Re z^k, Im z^k, 1], z = e^{λ/fs}. Under white measurement
+    noise this is the maximum-likelihood estimate that the realization (ERA/SSI) only approximates;
+    for noise-free data it changes nothing that matters. ``fixed`` poles and the ``real`` ones stay
+    in the basis unchanged. At most ``REFINE_EVALUATIONS`` Levenberg–Marquardt steps (each with a
+    finite-difference Jacobian of 2m residuals): the encoder-noise records converge in 5–7; a
+    record whose fit does not converge (seen: KUKA LWR4, one impact along z0, ~600 steps and
+    165 s) keeps the best poles reached, at a bounded cost.
+
+    Returns (λ refined (m,), standard deviations (m,) of f [Hz] and (m,) of ζ [-] from the
+    Jacobian at the optimum). Poles that leave the physical range keep their start value and get
+    an infinite standard deviation.
+    """
+    from scipy.optimize import least_squares
+
+    lam0 = np.asarray(eigenvalues, complex)
+    m = lam0.size
+    if m == 0:
+        return lam0, np.empty(0), np.empty(0)
+    segments = as_segments(y)
+    scale = np.abs(lam0)
+    fixed = np.asarray(fixed, complex)
+
+    def residual(theta):                 # growing exponentials (Re λ > 0) are clipped: not physical
+        lam = np.concatenate([(np.minimum(theta[:m], 0.0) + 1j * theta[m:]) * scale, fixed])
+        out = []
+        for seg in segments:
+            q, _ = np.linalg.qr(_basis(seg.shape[0], fs, lam, real))
+            out.append((seg - q @ (q.T @ seg)).ravel())
+        return np.concatenate(out)
+
+    theta0 = np.concatenate([lam0.real / scale, lam0.imag / scale])
+    sol = least_squares(residual, theta0, method="lm", x_scale=1e-3, max_nfev=REFINE_EVALUATIONS)
+    lam = (sol.x[:m] + 1j * sol.x[m:]) * scale
+    linear = len(segments) * segments[0].shape[1] * (2 * (m + fixed.size) + 1 + len(real))
+    dof = max(1, sol.fun.size - theta0.size - linear)
+    s2 = float(sol.fun @ sol.fun) / dof
+    # Covariance s²(JᵀJ)⁻¹ by SVD: the parameters in a direction the data do not determine
+    # (singular value below 1e-10 of the largest) get an infinite variance, the others keep theirs.
+    _, sv, vt = np.linalg.svd(sol.jac, full_matrices=False)
+    null = sv <= 1e-10 * sv.max(initial=0.0)
+    cov = s2 * (vt[~null].T / sv[~null] ** 2) @ vt[~null]
+    undetermined = (np.abs(vt[null]) > 1e-3).any(axis=0)
+    cov[undetermined, :] = cov[:, undetermined] = np.inf
+    std_f, std_z = np.empty(m), np.empty(m)
+    for j in range(m):
+        block = cov[np.ix_([j, m + j], [j, m + j])] * scale[j] ** 2      # (Re λ, Im λ)
+        if not np.isfinite(block).all():
+            std_f[j] = std_z[j] = np.inf
+            continue
+        mag = abs(lam[j])
+        g_f = np.array([lam[j].real, lam[j].imag]) / mag / TWO_PI
+        g_z = np.array([-1.0 / mag + lam[j].real ** 2 / mag ** 3, lam[j].real * lam[j].imag / mag ** 3])
+        std_f[j] = np.sqrt(max(g_f @ block @ g_f, 0.0))
+        std_z[j] = np.sqrt(max(g_z @ block @ g_z, 0.0))
+    ok = (lam.real < 0) & (lam.imag > 0) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
+    return (np.where(ok, lam, lam0), np.where(ok, std_f, np.inf), np.where(ok, std_z, np.inf))
+
+
+def identify_modes(record, method: str = "era", orders=None, criteria: SelectionCriteria | None = None,
+                   free_decay: bool = True, snr_min: float = SNR_MIN, refine: bool = True,
+                   block_rows: int | None = None) -> IdentifiedModes:
+    """Identify the modes of ``record`` — a :class:`Record` or a list of references (same channels
+    and rate; module docstring) — with ``method`` (``era``, ``ssi-cov``, ``var``) over
+    ``orders`` (default :data:`DEFAULT_ORDERS`): module docstring; ``criteria`` default:
+    :class:`SelectionCriteria`, then — when the fit of the selected poles leaves a residual above
+    ``NOISE_RATIO`` of the signal (measurement noise) — a second realization of the samples above
+    the noise, channels whitened by their noise level, with ``NOISY_CRITERIA``; ``refine`` polishes
+    the selected poles by :func:`refine_poles`; ``block_rows`` of the Hankel/Toeplitz matrix (ERA,
+    SSI-cov; default: twice what the largest order needs). InputError on bad options.
+
+    Runs with one BLAS thread: the work is many small factorizations, which multithreaded BLAS
+    slows down by orders of magnitude on a loaded machine.
+    """
+    with single_blas_thread():
+        return _identify(as_records(record), method, orders, criteria, free_decay, snr_min, refine, block_rows)
+
+
+def _identify(records, method, orders, criteria, free_decay, snr_min, refine, block_rows):
+    if method not in METHODS:
+        raise InputError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
+    if not (np.isfinite(snr_min) and snr_min > 0):
+        raise InputError(f"snr_min: must be > 0, got {snr_min}")
+    orders = DEFAULT_ORDERS[method] if orders is None else orders
+    starts, ys = analysis_segments(records, free_decay)
+    fs = records[0].sample_rate_hz
+    for k, y in enumerate(ys):
+        if y.shape[0] < 64:
+            where = "" if len(ys) == 1 else f" {k + 1}"
+            raise InputError(f"record{where}: only {y.shape[0]} samples after the excitation (at least 64 needed)")
+    given = criteria
+    options = {} if block_rows is None or method == "var" else {"block_rows": block_rows}
+    candidates, diagram, real, scale = _candidates(ys, fs, method, orders, criteria or SelectionCriteria(), options)
+    if given is None:               # measurement noise: realize the decay's signal part, wider tolerances
+        sigma = fit_amplitudes(ys, fs, [c.eigenvalue for c in candidates], real=real)[2]
+        if _is_noisy(ys, sigma):
+            signal = [y[:_signal_length(y, sigma)] for y in ys]
+            candidates, diagram, real, scale = _candidates(signal, fs, method, orders, NOISY_CRITERIA, options,
+                                                           noise=sigma)
+    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine)
+    below, combos = [], []
+    for j, mode in enumerate(candidates):
+        entry = {"frequency_hz": float(abs(lam[j]) / TWO_PI), "damping_ratio": float(-lam[j].real / abs(lam[j])),
+                 "amplitude": float(norm[j]), "snr": float(snr[j]), "std_frequency_hz": float(std_f[j]),
+                 "std_damping_ratio": float(std_z[j]), "poles": mode.poles}
+        if combo[j] is not None:
+            combos.append({**entry, "of_modes_hz": combo[j]})
+        elif j not in keep:
+            below.append(entry)
+    keep = np.array(sorted(keep, key=lambda j: abs(lam[j])), int)
+    eig = lam[keep]
+    f, z = frequencies_and_damping(eig)
+    label, bad = classify_stability(np.concatenate([eig, eig.conj(), real]))
+    c = ys[0].shape[1]
+    if vectors is None:         # realization shapes (computed on scaled channels)
+        vectors = np.array([m.shape for m in candidates]) * scale[None, :] if candidates else np.empty((0, c))
+    shapes = normalize_shapes(vectors[keep].T) if keep.size else np.empty((c, 0), complex)
+    pick = lambda attr: np.array([getattr(candidates[j], attr) for j in keep], float)
+    first = records[0]
+    warnings = tuple(w for r in records for w in r.warnings)
+    return IdentifiedModes(
+        frequencies_hz=f, damping_ratios=z, eigenvalues=eig, mode_shapes=shapes,
+        real_eigenvalues=np.sort(real), stability=label, unstable_eigenvalues=bad,
+        channels=tuple(first.channels), method=method, sample_rate_hz=fs, amplitudes=norm[keep],
+        snr=snr[keep], poles=pick("poles").astype(int), frequency_spread=pick("frequency_spread"),
+        damping_spread=pick("damping_spread"), noise_floor=sigma, below_noise_floor=below,
+        combination_terms=combos, segment=(float(first.t[starts[0]]), float(first.t[-1])),
+        references=len(records), diagram=diagram, std_frequency_hz=std_f[keep], std_damping_ratio=std_z[keep],
+        warnings=warnings)
+
+
+def _signal_length(y, noise, window=50):
+    """Samples of the free decay worth realizing under measurement noise: up to where the moving
+    RMS of every channel has fallen below 3× its noise level ``noise`` (c,). A realization of
+    samples that hold only noise adds noise poles and costs time; the output-error fit still uses
+    everything."""
+    N = y.shape[0]
+    power = np.cumsum(np.vstack([np.zeros((1, y.shape[1])), y ** 2]), axis=0)
+    rms = np.sqrt((power[window:] - power[:-window]) / window)
+    above = np.flatnonzero((rms > 3 * noise).any(axis=1))
+    return int(np.clip((above[-1] + window) if above.size else N, min(N, 200), N))
+
+
+def _is_noisy(ys, sigma):
+    """The residual of a fit exceeds ``NOISE_RATIO`` of the signal (RMS over all channels and
+    references)."""
+    signal = np.sqrt(np.mean(np.concatenate([y.ravel() for y in ys]) ** 2))
+    return bool(np.sqrt(np.mean(sigma ** 2)) > NOISE_RATIO * signal)
+
+
+def _candidates(ys, fs, method, orders, criteria, options, noise=None):
+    """Selected clusters of the stabilization diagram of the segments ``ys`` (module docstring of
+    :mod:`.stabilization`), the diagram, the stable real poles and the channel scale used.
+    Channels are divided by their peak (over the references): motors that move 1e-7 rad weigh as
+    much as those moving 1e-4 rad in the realization and in the MAC; under measurement noise by
+    their ``noise`` level (whitening, module docstring)."""
+    if noise is None:
+        scale = np.maximum(np.max([np.abs(y).max(axis=0) for y in ys], axis=0), 1e-300)
+    else:
+        scale = np.maximum(noise, 1e-300)
+    op = estimate_poles(method, [y / scale for y in ys], fs, list(orders), **options)
+    diagram = build_diagram(op, fs, max(y.shape[0] for y in ys) / fs, method, criteria)
+    return (*select_modes(diagram, criteria), stable_real_poles(op, criteria, fs), scale)
+
+
+def _significant(ys, fs, candidates, real, snr_min, refine):
+    """Which selected clusters are modes (module docstring). Poles plainly in the noise (SNR < 2
+    in a first fit) and combination terms are set aside (combination terms stay in the fitted
+    basis as the signal components they are); the rest are refined jointly (:func:`refine_poles`),
+    then every pole with SNR < ``snr_min`` or that duplicates a stronger one is dropped and the
+    rest refitted — until nothing changes (at most ``MAX_ROUNDS``).
+
+    The refinement is used when the record is noisy: when the residual of the first fit exceeds
+    ``NOISE_RATIO`` of the signal (RMS). Below that the record is deterministic, the realization is
+    exact up to that remainder (nonlinear terms, which an output-error fit would only chase), and
+    each pole's standard deviation is taken as its spread over the model orders (interquartile
+    range / 1.349); above it, from the fit's Jacobian. Of the poles
+    left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
+    (one standard deviation) stay in the basis but are not modes.
+
+    Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
+    combination parents or None per pole, indices of the modes, amplitude vectors a_j (m, c) of the
+    output-error fit (mode shapes at the channels, in channel units; of the reference where the
+    mode is strongest) for noisy records, else None: then the realization's shapes are the better
+    ones)."""
+    lam0 = np.array([c.eigenvalue for c in candidates], complex)
+    spread_f = IQR_TO_STD * np.array([c.frequency_spread for c in candidates])
+    spread_z = IQR_TO_STD * np.array([c.damping_spread for c in candidates])
+    lam = lam0.copy()
+    amps, stderr, sigma = fit_amplitudes(ys, fs, lam, real=real)
+    norm = amplitude_norms(amps)
+    snr = norm / np.maximum(stderr, 1e-300)
+    std_f, std_z = spread_f.copy(), spread_z.copy()
+    combo = _combination_terms(lam, norm)
+    nuisance = [j for j in range(lam.size) if combo[j] is not None]
+    active = [j for j in range(lam.size) if combo[j] is None and snr[j] >= REFINE_SNR]
+    noisy = _is_noisy(ys, sigma)
+    for _ in range(MAX_ROUNDS):
+        if not active:
+            break
+        if refine and noisy:
+            lam[active], std_f[active], std_z[active] = refine_poles(ys, fs, lam0[active], fixed=lam[nuisance],
+                                                                     real=real)
+        basis = active + nuisance
+        amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
+        norm[basis] = amplitude_norms(amps)
+        snr[basis] = norm[basis] / np.maximum(stderr, 1e-300)
+        weak = [j for j in active if snr[j] < snr_min]
+        twins = _duplicates(lam, snr, active)
+        if not weak and not twins:
+            break
+        active = [j for j in active if j not in weak and j not in twins]
+    f = np.abs(lam) / TWO_PI
+    certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
+    basis = active + nuisance
+    vectors = np.zeros((lam.size, ys[0].shape[1]), complex)
+    if basis:
+        per_reference = np.asarray(fit_amplitudes(ys, fs, lam[basis], real=real)[0])      # (R, m, c)
+        strongest = np.argmax(np.linalg.norm(per_reference, axis=2), axis=0)
+        vectors[basis] = per_reference[strongest, np.arange(len(basis))]
+    return lam, norm, snr, std_f, std_z, sigma, combo, sorted(certain), vectors if noisy else None
+
+
+def _duplicates(lam, snr, active):
+    """The weaker of every two active poles within COMBINATION_RTOL of each other."""
+    out = []
+    for a, i in enumerate(active):
+        for j in active[a + 1:]:
+            if abs(lam[i] - lam[j]) <= COMBINATION_RTOL * abs(lam[i]):
+                out.append(i if snr[i] < snr[j] else j)
+    return out
+
+
+def _combination_terms(lam, amplitude):
+    """Per pole: the frequencies [Hz] of the two stronger modes whose sum or difference pole
+    λ_i + λ_j / λ_i + λ̄_j it is (module docstring), or None."""
+    out = [None] * lam.size
+    for k in range(lam.size):
+        for i in range(lam.size):
+            for j in range(i, lam.size):
+                if k in (i, j) or amplitude[k] > COMBINATION_AMPLITUDE * min(amplitude[i], amplitude[j]):
+                    continue
+                for cand in (lam[i] + lam[j], lam[i] + np.conj(lam[j]), np.conj(lam[i]) + lam[j]):
+                    cand = cand if cand.imag >= 0 else np.conj(cand)
+                    if abs(cand - lam[k]) <= COMBINATION_RTOL * abs(lam[k]):
+                        out[k] = [float(abs(lam[i]) / TWO_PI), float(abs(lam[j]) / TWO_PI)]
+    return out
