@@ -21,7 +21,8 @@ PKG_STAMP := $(STAMPS)/flexmodal_ros.stamp
 IF_SOURCES := flexmodal_interfaces/CMakeLists.txt flexmodal_interfaces/package.xml \
 	flexmodal_interfaces/msg flexmodal_interfaces/srv flexmodal_interfaces/action \
 	$(wildcard flexmodal_interfaces/msg/*.msg flexmodal_interfaces/srv/*.srv flexmodal_interfaces/action/*.action)
-PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile
+PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile \
+	flexmodal_ros/linalg/lapack_kernel.pyx flexmodal_ros/linalg/lapack_batch.c flexmodal_ros/linalg/lapack_batch.h
 PKG_SHARE := $(VENV)/share/flexmodal_ros
 PKG_LIB := $(VENV)/lib/flexmodal_ros
 LAYOUT_STAMP := $(STAMPS)/ros_layout.stamp

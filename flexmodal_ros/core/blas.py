@@ -13,7 +13,8 @@ import functools
 
 @functools.cache
 def _controller():
-    from threadpoolctl import ThreadpoolController
+    import scipy.linalg  # noqa: F401  deferred: loads SciPy's BLAS/LAPACK (the modal analysis runs on it)
+    from threadpoolctl import ThreadpoolController  # deferred: threadpoolctl
     return ThreadpoolController()        # inspects the loaded libraries once (~ms), then reused
 
 
