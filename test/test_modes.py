@@ -6,7 +6,7 @@ import pytest
 from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.flexible_joint.modal import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
-from flexmodal_ros.modes.modeset import (MARGINAL, STABLE, UNSTABLE, classify_stability,
+from flexmodal_ros.modes import (MARGINAL, STABLE, UNSTABLE, classify_stability,
                                  frequencies_and_damping, modes_from_eigenpairs)
 from flexmodal_ros.robot.registry import load_robot
 
@@ -123,7 +123,7 @@ def _real_layout(w, v):
 def test_real_layout_modes_equal_complex_modes():
     """modes_from_real_eigenpairs / spectrum_modes (LAPACK layout) = modes_from_eigenpairs on
     numpy's complex output, for spectra with pairs and real eigenvalues."""
-    from flexmodal_ros.modes.modeset import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
+    from flexmodal_ros.modes import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
     A = np.random.default_rng(5).normal(size=(6, 8, 8))
     w, v = np.linalg.eig(A)
     wr, wi, vt = _real_layout(w, v)
@@ -183,7 +183,7 @@ def test_compiled_kernel_equals_the_numpy_reference():
     by spectrum_modes (NumPy) on the same matrices: eigenvalues, f, ζ, shapes, real eigenvalues,
     stability; with and without vectors; the kernel is built on this machine."""
     from flexmodal_ros.linalg.lapack import RepeatedEig, eig_modes_kernel
-    from flexmodal_ros.modes.modeset import first_mode_set, mode_sets, spectrum_modes
+    from flexmodal_ros.modes import first_mode_set, mode_sets, spectrum_modes
     assert eig_modes_kernel() is not None
     rng = np.random.default_rng(11)
     A = _spectra_with_pairs_reals_and_the_axis(rng, 12, 10)
@@ -226,7 +226,7 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
     from flexmodal_ros.linalg.lapack import repeated_eig
     from flexmodal_ros.flexible_joint.linear_model import configuration_terms, single_state_matrix, state_template
     from flexmodal_ros.robot.model import create_data
-    from flexmodal_ros.modes.modeset import mode_sets, spectrum_modes
+    from flexmodal_ros.modes import mode_sets, spectrum_modes
     model = load_robot("kuka_lwr4")
     data = create_data(model)
     qs = np.random.default_rng(12).uniform(-1.0, 1.0, (5, model.n))

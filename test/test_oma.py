@@ -17,7 +17,7 @@ from flexmodal_ros.robot.params import Tool
 from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.flexible_joint.modal import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
-from flexmodal_ros.modes.modeset import frequencies_and_damping
+from flexmodal_ros.modes import frequencies_and_damping
 from flexmodal_ros.oma.mode_estimation import SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, identify_modes, refine_poles
 from flexmodal_ros.oma.bags import read_joint_states, write_joint_states
 from flexmodal_ros.oma.compare import ABOVE_NYQUIST, BELOW_NOISE, IDENTIFIED, PREDICTED

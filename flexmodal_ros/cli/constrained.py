@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from ..core.errors import InputError
+from ..modes import snap_to_axis
 from .options import add_json_option, parse_floats, print_json
 
 DEFAULT_ROBOT_METHOD = "mcs"
@@ -97,8 +98,8 @@ def run(args):
         shown = first_modes(result, args.show)
         print(f"{method.upper()}: {result.num_modes} modes, {result.spurious_eigenvalues.size} "
               f"spurious eigenvalues discarded, {1e3 * seconds:.2f} ms")
-        for i, lam in enumerate(shown.eigenvalues):
-            re = 0.0 if abs(lam.real) <= 1e-13 * abs(lam) else lam.real   # round-off of Re s
+        for i, lam in enumerate(snap_to_axis(shown.eigenvalues)):      # undamped: Re s = 0, not round-off
+            re = lam.real
             print(f"  s{i + 1} = {re:.6g} ± {lam.imag:.8g}i   f = {shown.frequencies_hz[i]:.6g} Hz"
                   f"   zeta = {0.0 - 100 * re / abs(lam):.4g} %")
         if result.real_eigenvalues.size:
@@ -175,7 +176,7 @@ def robot_sweep(args):
     """(robot, ModalMap) of a closed-chain sweep over actuated-joint configurations
     (:func:`~flexmodal_ros.constrained.closed_chain.robot_modal_map`)."""
     from ..constrained.closed_chain import robot_modal_map
-    from ..modes.modeset import progress_bar
+    from ..modes import progress_bar
     from .modal import _configurations
 
     robot = _robot(args)

@@ -12,7 +12,7 @@ from ..core.errors import InputError
 from ..links import BEAM_MODELS, JOINT_MODELS, link_arm_from_model, link_modes, with_joints, with_thickness
 from ..links.sweeps import joint_stiffness_sweep, link_modal_map
 from ..links.solve import MAX_MODES, REGIMES
-from ..modes.modeset import plot_tracked
+from ..modes import plot_tracked
 from .options import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
                      print_crossings, print_json, write_map_outputs)
 from .modal import _configurations

@@ -41,7 +41,7 @@ MAX_CROSSINGS_SHOWN = 10
 
 def write_map_outputs(mmap, out_dir, stem, title, plot=True):
     """``stem``.csv / .json (and .png unless ``plot`` is false) of a ModalMap in ``out_dir``."""
-    from ..modes.modeset import plot_map, write_csv, write_json
+    from ..modes import plot_map, write_csv, write_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -491,9 +491,9 @@ def robot_result_dict(robot, modes, point) -> dict:
 def robot_modal_map(robot, configurations, method="mcs", track=True, progress=None, **options):
     """Modes over ``configurations`` (rows of actuated-joint or all-joint values), each closure
     solve starting from the previous configuration (continuation along the sweep), MAC-tracked.
-    Returns (:class:`~flexmodal_ros.modes.modeset.ModalMap` over the rows as given, list of
+    Returns (:class:`~flexmodal_ros.modes.modal_map.ModalMap` over the rows as given, list of
     :class:`SetPoint`); ``progress(k)`` is called after each configuration."""
-    from ..modes.modeset import map_modes
+    from ..modes import map_modes
 
     rows = [finite_vector(row, None, f"configurations[{i}]") for i, row in enumerate(configurations)]
     if not rows:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..flexible_joint.modal import modal_analysis_arrays, modal_analysis_batch
-from ..modes.modeset import MARGINAL, STABLE, UNSTABLE, track_modes
+from ..modes import MARGINAL, STABLE, UNSTABLE, track_modes
 
 KERNEL_BATCH = 256                 # configurations per vectorized assembly + batched eig
 STABILITY_CODES = (STABLE, MARGINAL, UNSTABLE)   # stored as 0, 1, 2

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..core.errors import InputError
 from ..flexible_joint.modal import check_configurations
-from ..modes.modeset import progress_bar
+from ..modes import progress_bar
 from ..flexible_joint.sweep import ConfigGrid
 from .chunks import KERNEL_BATCH, ChunkOptions, analyse_rows, compute_chunk
 from .executors import DEFAULT_TIMEOUT_S, map_chunks, open_executor

@@ -24,7 +24,7 @@ from ..core.errors import ConfigError
 from ..flexible_joint.linear_model import motor_equilibrium, state_matrix
 from ..flexible_joint.modal import modal_analysis
 from ..robot.model import create_data
-from ..modes.modeset import modes_from_eigenpairs
+from ..modes import modes_from_eigenpairs
 from ..core.validation import finite_array
 from .tree import MOTOR_SUFFIX
 

@@ -17,7 +17,7 @@ from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.flexible_joint.modal import ModalResult, check_configurations, modal_analysis, \
     modal_analysis_batch
 from flexmodal_ros.robot.model import create_data, with_overrides
-from flexmodal_ros.modes.modeset import ModalMap, map_modes, progress_bar
+from flexmodal_ros.modes import ModalMap, map_modes, progress_bar
 from flexmodal_ros.core.validation import finite_vector, positive
 
 KD_RATIO = 0.425  # K_D = 0.425 √K_P, thesis Fig. 2.5

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.ccompile import load_kernel
-from ..modes.modeset import STABILITY_RTOL, SpectrumModes, spectrum_modes
+from ..modes import STABILITY_RTOL, SpectrumModes, spectrum_modes
 
 _COL_MAJOR = 102
 KERNEL_MAX_ORDER = 4096     # MAX_ORDER of lapack_batch.c (its per-spectrum scratch arrays)

@@ -21,7 +21,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import eigsh
 
 from ..core.errors import InputError
-from ..modes.modeset import TWO_PI
+from ..modes import TWO_PI
 
 FE_MODELS = ("timoshenko", "euler-bernoulli")
 _G2 = (np.array([-1.0, 1.0]) / np.sqrt(3.0), np.array([1.0, 1.0]))

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
-from ..modes.modeset import TWO_PI, ModeSet, classify_stability, normalize_shapes
+from ..modes import TWO_PI, ModeSet, classify_stability, normalize_shapes
 from .arm import check_angles
 from .beam import BEAM_MODELS
 from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix, equilibrate,
