@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..modes import snap_to_axis
-from .options import add_json_option, parse_floats, print_json
+from .options import add_json_option, configurations_from_args, model_overrides, parse_floats, print_json
 
 DEFAULT_ROBOT_METHOD = "mcs"
 METHOD_CHOICES = ("mcs", "rcs", "ucs")
@@ -128,10 +128,9 @@ def wants_constrained(args) -> bool:
 def _robot(args):
     from ..constrained.closed_chain import with_robot_overrides
     from ..robot.registry import resolve_closed_chain
-    from .modal import _overrides
 
     robot = resolve_closed_chain(args.robot, args.urdf, args.params)
-    return with_robot_overrides(robot, **_overrides(args))
+    return with_robot_overrides(robot, **model_overrides(args))
 
 
 def run_robot_modal(args):
@@ -177,11 +176,10 @@ def robot_sweep(args):
     (:func:`~flexmodal_ros.constrained.closed_chain.robot_modal_map`)."""
     from ..constrained.closed_chain import robot_modal_map
     from ..modes import progress_bar
-    from .modal import _configurations
 
     robot = _robot(args)
     coords = _ActuatedCoordinates(robot)
-    configs = np.atleast_2d(_configurations(args, coords))
+    configs = np.atleast_2d(configurations_from_args(args, coords))
     if configs.shape[1] != coords.n:
         raise InputError(f"configurations: expected {coords.n} values per row "
                          f"({', '.join(coords.joint_names)}), got {configs.shape[1]}")
