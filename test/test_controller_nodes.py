@@ -633,7 +633,7 @@ def test_native_cycle_refuses_what_it_cannot_run(ros, lwr, tmp_path, monkeypatch
     """The C cycles need the compiled law and rcl's headers: BuildError naming what is missing
     (the node then warns and runs every cycle in Python)."""
     import sys
-    from flexmodal_ros.control.law import FailSafeController
+    from flexmodal_ros.control import FailSafeController
     from flexmodal_ros.core.errors import BuildError
     from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter
     from flexmodal_ros.nodes.native_cycle import NativeCycleThread, rcl_build_flags

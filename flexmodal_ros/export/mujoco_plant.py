@@ -215,7 +215,7 @@ def run_closed_loop_mujoco(model, times, positions, duration, use_feedforward=Tr
     or acceleration limits are checked: offline studies may exceed the URDF's): the controller
     reads the exported joint states through the ``deflection`` convention and commands W τ_m.
     ``path``: an exported MJCF (None = export ``model`` now). Returns a ClosedLoopResult."""
-    from ..control.law import FailSafeController, JointSample, SafetyLimits
+    from ..control import FailSafeController, JointSample, SafetyLimits
     from ..simulation.plant import ClosedLoopResult
     from .convention import StateConvention
 

@@ -287,7 +287,7 @@ class ClosedLoopResult:
 
 def run_closed_loop(model, times, positions, duration, use_feedforward=True, control_rate_hz=1000.0,
                     dt=DEFAULT_DT, command_delay_cycles=0, controller=None):
-    """Controller (:class:`~flexmodal_ros.control.law.FailSafeController`) + plant in one loop, no ROS.
+    """Controller (:class:`~flexmodal_ros.control.FailSafeController`) + plant in one loop, no ROS.
 
     The robot starts at rest in the equilibrium (2.3) of the first waypoint, held by (2.2). At each
     control instant t_k = k / control_rate_hz the controller sees the exact state and its command
@@ -298,7 +298,7 @@ def run_closed_loop(model, times, positions, duration, use_feedforward=True, con
     offline run may ask more of the model than the robot allows (the thesis LWR4 motion needs
     1.53x the URDF speed limit of joint 6); pass ``controller`` for the node's checks.
     """
-    from ..control.law import FailSafeController, JointSample, SafetyLimits
+    from ..control import FailSafeController, JointSample, SafetyLimits
     positions = finite_array(positions, "positions", (None, model.n))
     period = 1.0 / control_rate_hz
     ratio = period / dt

@@ -37,13 +37,13 @@ def _state_names(link_names):
 
 
 class JointStateReader:
-    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.law.JointSample` (URDF order) for one model
+    """sensor_msgs/JointState → :class:`~flexmodal_ros.control.JointSample` (URDF order) for one model
     (finite float vectors of length n, new for each sample: ``update_state(..., validated=True)``).
 
     Needs position and velocity of every link joint and of every ``<joint>_motor``; other joint
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf, and
     with ``bounds`` = (lo, hi) over [q; q̇; q_m; q̇_m] (4n,) (the controller's
-    :attr:`~flexmodal_ros.control.law.FailSafeController.state_bounds`; replace the attribute to
+    :attr:`~flexmodal_ros.control.FailSafeController.state_bounds`; replace the attribute to
     change them) values outside them — one comparison covers NaN, inf and implausible values.
     Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
     (a publisher sends the same names every time), and the four vectors are gathered in one step.
@@ -52,7 +52,7 @@ class JointStateReader:
     """
 
     def __init__(self, model, link_state="absolute", bounds=None):
-        from ...control.law import JointSample
+        from ...control import JointSample
         from ...export.convention import StateConvention
 
         self.model = model
@@ -149,7 +149,7 @@ class JointStateReader:
             return
         if not np.isfinite(values).all():
             raise InputError(self._nonfinite(values))
-        from ...control.law import implausible_state
+        from ...control import implausible_state
         raise InputError(implausible_state(self.model, values, bounds))
 
     def _nonfinite(self, values):
