@@ -39,7 +39,7 @@ from flexmodal_ros.shaping import (DEFAULT_EXPANSION_ORDER, convolve, path_modes
                                    shaper_schedule, zvd)
 from flexmodal_ros.shaping.reference import ShapedTrajectory, path_samples
 from flexmodal_ros.shaping.schedule import _continued, _interpolated
-from flexmodal_ros.simulation.plant import thesis_trajectory
+from flexmodal_ros.simulation import thesis_trajectory
 from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
 
 KNOT_RATE_HZ = 200.0

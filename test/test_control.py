@@ -8,7 +8,7 @@ from flexmodal_ros.robot.inverse_dynamics import feedforward_numeric
 from flexmodal_ros.flexible_joint.linear_model import motor_equilibrium, setpoint_motor_torque, setpoint_reference, static_compensation
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
 from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory, point_to_point
 
 

@@ -11,7 +11,7 @@ import pytest
 from flexmodal_ros.flexible_joint.linear_model import static_compensation
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import load_robot, robot_paths
-from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
 
 ROOT = Path(__file__).resolve().parent.parent
 

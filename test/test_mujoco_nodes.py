@@ -12,7 +12,7 @@ import pytest
 
 from flexmodal_ros.export.convention import StateConvention
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
 
 
 @pytest.fixture(scope="module")

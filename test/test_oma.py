@@ -28,7 +28,7 @@ from flexmodal_ros.oma.record import make_record, read_csv, write_csv
 from flexmodal_ros.oma.visibility import MARGIN, cramer_rao, visible_modes
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis
-from flexmodal_ros.simulation.plant import FlexibleJointPlant, SetpointLaw, rest_state
+from flexmodal_ros.simulation import FlexibleJointPlant, SetpointLaw, rest_state
 from flexmodal_ros.flexible_joint.sweep import config_line
 
 SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]

@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 
-from ..core.errors import InputError
 from ..flexible_joint.modal import limit_warnings, modal_analysis
 from ..robot.model import with_overrides
 from ..flexible_joint.sampled import HOLDS

@@ -188,7 +188,6 @@ def damping_mapping_fidelity(model, configurations, link_damping):
     """:class:`Fidelity` of putting d_f on the elastic joint (ṡ_e = q̇ − W⁻¹... i.e. the deflection
     rate, ``"elastic"``) or on the motor joint (``"motor"``) instead of on q̇ (2.1), with everything
     else exact: the linear algebra of (2.9)-(2.11) with D̄ changed."""
-    from ..flexible_joint.linear_model import assemble
     from ..flexible_joint.modal import linearized_batch
 
     qs = finite_array(configurations, "configurations", (None, model.n))

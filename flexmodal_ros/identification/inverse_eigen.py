@@ -55,7 +55,7 @@ from ..modes import TWO_PI, eigenvalues_from, is_oscillatory, is_real, mode_orde
 from ..robot.registry import resolve_model
 from ..core.validation import (finite_array, finite_scalar, finite_vector, frozen, load_yaml_mapping, positive,
                          reject_unknown_keys, require_keys, shown)
-from ..core.workers import NO_STOP, Interrupted, WorkerPool
+from ..core.workers import NO_STOP, WorkerPool
 
 KINDS = ("k", "d_f", "d_fm")
 OBJECTIVES = ("determinant", "eigenvalue")

@@ -41,7 +41,7 @@ from ..core.errors import InputError
 from ..flexible_joint.linear_model import state_matrix
 from ..modes import is_oscillatory, is_real
 from ..robot.model import create_data, ee_jacobian, with_overrides
-from ..simulation.plant import FlexibleJointPlant, SetpointLaw, rest_state
+from ..simulation import FlexibleJointPlant, SetpointLaw, rest_state
 from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping
 from .record import Record, make_record
 

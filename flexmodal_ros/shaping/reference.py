@@ -40,7 +40,6 @@ from ..core.blas import single_thread_blas
 from ..core.ccompile import load_kernel
 from ..core.errors import InputError
 from ..robot.trajectory import ETA_ASCENDING, PiecewiseC4Trajectory, eta
-from ..core.validation import finite_array
 
 
 def path_derivatives(path: PiecewiseC4Trajectory, t):

@@ -24,7 +24,7 @@ Definitions (used by the tests, the CLI and the README):
   by it).
 
 Controllers for the simulations (:func:`simulate_move`), all on the suite's plant
-(:class:`~flexmodal_ros.simulation.plant.FlexibleJointPlant` via :func:`~flexmodal_ros.simulation.plant.run_closed_loop`):
+(:class:`~flexmodal_ros.simulation.plant.FlexibleJointPlant` via :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`):
 ``"pd"`` — PD with static compensation at the moving reference, the thesis law (2.2)-(2.3)
 evaluated at q^d(t) (:class:`SetpointPD`: industrial PD + gravity compensation, no dynamic
 feedforward; its linearization is the AMA's closed loop); ``"feedforward"`` — the suite's
@@ -43,7 +43,7 @@ from ..control import Command, FailSafeController, Mode, SafetyLimits, saturate
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference
 from ..robot.model import create_data, with_overrides
-from ..simulation.plant import DEFAULT_DT, run_closed_loop
+from ..simulation import DEFAULT_DT, run_closed_loop
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .reference import ShapedTrajectory, path_derivatives
 
@@ -148,7 +148,7 @@ def linearized_vibration(reference, path_modes, modes=None, rate_hz=2000.0) -> n
 
 
 class SetpointPD:
-    """Controller for :func:`~flexmodal_ros.simulation.plant.run_closed_loop`: the set-point law
+    """Controller for :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`: the set-point law
     (2.2)-(2.3) with its set-point moving along the reference, τ_m = W⁻¹ comp(q^d(t)) +
     K_P (q_m^d(q^d(t)) − q_m) − K_D q̇_m, clipped at the effort limits (law ``"pd"``); ``shaper``
     as in :class:`~flexmodal_ros.control.FailSafeController`."""
@@ -177,7 +177,7 @@ class SetpointPD:
 
 @dataclass
 class MoveResult:
-    """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.plant.ClosedLoopResult`),
+    """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.closed_loop.ClosedLoopResult`),
     tool positions ``p_ee`` (N, 3), the tracked ``reference`` (path or shaped), ``added_delay`` [s],
     the rest position ``p_rest`` (3,) and the shaper's ``path_modes`` (None unshaped)."""
     run: object
