@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from flexmodal_ros.flexible_joint.linear_model import closed_loop_state_matrix, configuration_terms
-from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_batch
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.modes import track_modes
 from flexmodal_ros.expansion.flexible_joint import segment_taylor_map

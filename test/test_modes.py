@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.modes import (MARGINAL, STABLE, UNSTABLE, classify_stability,
                                  frequencies_and_damping, modes_from_eigenpairs)
@@ -55,7 +55,7 @@ def test_eigenvalue_arrays_equal_the_eigenvalue_only_batch():
     """modal_analysis_arrays (no result objects, chunks joined) = modal_analysis_batch(shapes=False)
     bit for bit: f, ζ, eigenvalues, counts, stability (stable kuka_lwr4, marginal undamped
     planar_2r); NaN after each configuration's modes; bad configurations refused by name."""
-    from flexmodal_ros.flexible_joint.modal import modal_analysis_arrays, modal_analysis_batch
+    from flexmodal_ros.flexible_joint.ama import modal_analysis_arrays, modal_analysis_batch
     cases = [(load_robot("kuka_lwr4"), 2.0), (with_overrides(load_robot("planar_2r"), kd=0.0, d_f=0.0, d_fm=0.0), 1.5)]
     for m, spread in cases:
         qs = np.random.default_rng(3).uniform(-spread, spread, (11, m.n))
@@ -80,7 +80,7 @@ def test_fast_single_path_equals_batched_path():
     without shapes; closed_loop_state_matrix = state_matrix(assemble(...)) (2.9)-(2.14)."""
     from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_state_matrix, configuration_terms,
                                          state_matrix)
-    from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+    from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
     from flexmodal_ros.robot.model import create_data
     for robot in ("scompi", "kuka_lwr4"):
         m = load_robot(robot)
@@ -259,7 +259,7 @@ def test_without_a_compiler_the_kernels_warn_once_and_give_the_same_results(tmp_
     script = (
         "import json, warnings, numpy as np\n"
         "from flexmodal_ros.robot.registry import load_robot\n"
-        "from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch\n"
+        "from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_batch\n"
         "m = load_robot('kuka_lwr4'); qs = np.random.default_rng(4).uniform(-1, 1, (6, 7))\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"

@@ -15,7 +15,7 @@ import pytest
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.robot.params import Tool
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.modes import frequencies_and_damping
 from flexmodal_ros.oma.mode_estimation import SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, identify_modes, refine_poles

@@ -10,7 +10,7 @@ import pytest
 
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import linearized_batch, modal_analysis, modal_analysis_arrays
+from flexmodal_ros.flexible_joint.ama import linearized_batch, modal_analysis, modal_analysis_arrays
 from flexmodal_ros.robot.model import create_data, ee_jacobian, with_overrides
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping import (KINDS, PassThrough, ReferenceShaper, ShapedTrajectory, check_shaping, convolve,

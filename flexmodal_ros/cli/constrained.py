@@ -127,7 +127,7 @@ def wants_constrained(args) -> bool:
 
 def _robot(args):
     from ..constrained.closed_chain import with_robot_overrides
-    from ..robot.registry import resolve_closed_chain
+    from ..constrained.closed_chain import resolve_closed_chain
 
     robot = resolve_closed_chain(args.robot, args.urdf, args.params)
     return with_robot_overrides(robot, **model_overrides(args))

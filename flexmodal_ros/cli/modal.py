@@ -1,12 +1,11 @@
 """``flexmodal modal`` (one configuration) and ``flexmodal sweep`` (modal map) subcommands.
 
 Configurations outside the URDF position limits are computed and warned about on stderr."""
-import contextlib
 import sys
 
 import numpy as np
 
-from ..flexible_joint.modal import limit_warnings, modal_analysis
+from ..flexible_joint.ama import limit_warnings, modal_analysis
 from ..robot.model import with_overrides
 from ..flexible_joint.sampled import HOLDS
 from ..flexible_joint.sweep import modal_map
@@ -104,14 +103,15 @@ def run_sweep(args):
         if args.store:
             return run_store_sweep(args, model, configurations_from_args(args, model, lazy=True), print_json)
         check_scheduler(args)
-        dask = None
-        if args.scheduler:                  # Dask is imported only when asked for
-            from ..distributed import open_executor
-            dask = open_executor(args.scheduler, timeout=args.scheduler_timeout)
-        with dask or contextlib.nullcontext() as executor:
-            mmap = modal_map(model, configurations_from_args(args, model), track=not args.no_track,
-                             workers=args.workers, progress=not args.no_progress, scheduler=executor,
-                             max_configurations=args.max_configurations)
+        configurations = configurations_from_args(args, model)
+        if args.scheduler:
+            from ..distributed import modal_map as dask_map, open_executor  # deferred: Dask, only with --scheduler
+            with open_executor(args.scheduler, timeout=args.scheduler_timeout) as executor:
+                mmap = dask_map(model, configurations, track=not args.no_track, progress=not args.no_progress,
+                                scheduler=executor, max_configurations=args.max_configurations)
+        else:
+            mmap = modal_map(model, configurations, track=not args.no_track, workers=args.workers,
+                             progress=not args.no_progress, max_configurations=args.max_configurations)
         _warn(limit_warnings(model, mmap.configurations, "configurations"))
     files = write_map_outputs(mmap, args.out_dir, "modal_map", f"{model.name}: modal map", not args.no_plot)
     f = mmap.tracked("frequencies_hz")

@@ -35,6 +35,7 @@ import pinocchio as pin
 import scipy.linalg as sla
 
 from ..robot.params import Tool, load_config, make_tool
+from ..robot.registry import is_closed_chain, resolve_model, robot_paths
 from ..core.errors import ConfigError, InputError
 from ..robot.model import (FlexibleJointModel, _parse_urdf, _with_tool, gravity_stiffness, gravity_torque,
                      mass_matrix, wrench_stiffness, wrench_torque)
@@ -508,3 +509,25 @@ def robot_modal_map(robot, configurations, method="mcs", track=True, progress=No
             progress(1)
     names = robot.actuated_names if rows[0].size == robot.actuated.size else robot.joint_names
     return map_modes(names, np.array(rows), results, track), points
+
+
+def resolve_any_model(robot=None, urdf=None, params=None):
+    """Like :func:`resolve_model`, but a robot whose YAML declares passive joints or loop
+    closures comes back as a :class:`flexmodal_ros.constrained.closed_chain.ClosedChainRobot`."""
+    if is_closed_chain(robot, urdf, params):
+        return resolve_closed_chain(robot, urdf, params)
+    return resolve_model(robot, urdf, params)
+
+
+def resolve_closed_chain(robot=None, urdf=None, params=None):
+    """The selected robot as a :class:`~flexmodal_ros.constrained.closed_chain.ClosedChainRobot` (a serial
+    robot is accepted too: a constrained system without closures)."""
+    from ..constrained.closed_chain import load_closed_chain
+
+    if robot and (urdf or params):
+        raise ConfigError("give either a robot name or urdf/params files, not both")
+    if robot:
+        return load_closed_chain(*robot_paths(robot))
+    if params:
+        return load_closed_chain(urdf or None, params)
+    raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..core.errors import InputError
-from ..flexible_joint.modal import modal_analysis
+from ..flexible_joint.ama import modal_analysis
 from ..robot.model import with_overrides
 
 

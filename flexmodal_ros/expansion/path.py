@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..flexible_joint.modal import modal_analysis
+from ..flexible_joint.ama import modal_analysis
 from ..modes import is_oscillatory, match_eigenvalues
 from ..robot.model import create_data
 from .recursion import ExpansionWarning, expand

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from .linear_model import linearize, state_matrix
-from .modal import ModalResult, check_configurations
+from .ama import ModalResult, check_configurations
 from ..robot.model import create_data
 from ..modes import TWO_PI, is_oscillatory, is_real, modes_from_eigenpairs
 from ..core.validation import finite_scalar, finite_vector
@@ -38,7 +38,7 @@ HOLDS = ("zoh", "zoh-delay")
 
 @dataclass(frozen=True, kw_only=True)
 class SampledModalResult(ModalResult):
-    """:class:`~flexmodal_ros.flexible_joint.modal.ModalResult` of the sampled-data loop plus
+    """:class:`~flexmodal_ros.flexible_joint.ama.ModalResult` of the sampled-data loop plus
     ``controller_rate_hz``, ``hold`` and ``above_nyquist`` (m,) bool: modes whose continuous
     counterpart lies above the Nyquist frequency (unwrapped, see the module docstring)."""
 

@@ -50,7 +50,7 @@ from scipy.optimize import least_squares
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import assemble, load_stiffness, state_matrix
 from ..robot.model import create_data, mass_matrix
-from ..flexible_joint.modal import check_configurations
+from ..flexible_joint.ama import check_configurations
 from ..modes import TWO_PI, eigenvalues_from, is_oscillatory, is_real, mode_order
 from ..robot.registry import resolve_model
 from ..core.validation import (finite_array, finite_scalar, finite_vector, frozen, load_yaml_mapping, positive,

@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from ..flexible_joint.modal import check_configurations
+from ..flexible_joint.ama import check_configurations
 from ..modes import map_modes, progress_bar
 from ..core.validation import finite_vector, positive
 from .arm import with_joints

@@ -9,7 +9,7 @@
 """
 from .modal_map import ModalMap, map_modes, plot_map, plot_tracked, progress_bar, write_csv, write_json
 from .modeset import (MARGINAL, REAL_RTOL, STABILITY_RTOL, STABLE, TWO_PI, UNSTABLE, ModeSet, SpectrumModes,
-                      classify_stability, eigenvalues_from, first_mode_set, frequencies_and_damping, is_oscillatory,
+                      classify_stability, damped_frequencies, eigenvalues_from, first_mode_set, frequencies_and_damping, is_oscillatory,
                       is_real, lowest_modes, mode_order, mode_sets, modes_from_classified, modes_from_eigen, modes_from_eigenpairs, modes_from_real_eigenpairs,
                       normalize_shapes, snap_to_axis, spectrum_modes)
 from .tracking import (Crossing, crossings_from_tracked, mac, mac_assignment, match_eigenvalues, pair_modes,
@@ -18,7 +18,7 @@ from .uncertainty import frequency_damping_std, pair_covariances
 
 __all__ = ["ModalMap", "map_modes", "plot_map", "plot_tracked", "progress_bar", "write_csv", "write_json",
            "MARGINAL", "REAL_RTOL", "STABILITY_RTOL", "STABLE", "TWO_PI", "UNSTABLE", "ModeSet", "SpectrumModes",
-           "classify_stability", "eigenvalues_from", "first_mode_set", "frequencies_and_damping", "is_oscillatory",
+           "classify_stability", "damped_frequencies", "eigenvalues_from", "first_mode_set", "frequencies_and_damping", "is_oscillatory",
            "is_real", "lowest_modes", "mode_order", "mode_sets", "modes_from_classified", "modes_from_eigen", "modes_from_eigenpairs", "modes_from_real_eigenpairs",
            "normalize_shapes", "snap_to_axis", "spectrum_modes", "Crossing", "crossings_from_tracked", "mac",
            "mac_assignment", "match_eigenvalues", "pair_modes", "track_modes", "frequency_damping_std",

@@ -98,6 +98,11 @@ def frequencies_and_damping(eigenvalues) -> tuple[np.ndarray, np.ndarray]:
     return omega / TWO_PI, -lam.real / np.where(omega > 0, omega, 1.0)
 
 
+def damped_frequencies(eigenvalues) -> np.ndarray:
+    """Damped natural frequency f_d = |Im λ|/2π = f √(1 − ζ²) [Hz]."""
+    return np.abs(np.asarray(eigenvalues).imag) / TWO_PI
+
+
 def eigenvalues_from(frequencies_hz, damping_ratios) -> np.ndarray:
     """λ = −ωζ + iω√(1 − ζ²), ω = 2πf: the Im ≥ 0 eigenvalue of each mode (f [Hz], ζ ≤ 1),
     the inverse of :func:`frequencies_and_damping` (thesis (2.16)-(2.17), (3.20))."""

@@ -420,7 +420,7 @@ def _combination_terms(lam, amplitude):
                 if k in (i, j) or amplitude[k] > COMBINATION_AMPLITUDE * min(amplitude[i], amplitude[j]):
                     continue
                 for cand in (lam[i] + lam[j], lam[i] + np.conj(lam[j]), np.conj(lam[i]) + lam[j]):
-                    cand = cand if cand.imag >= 0 else np.conj(cand)
+                    cand = complex(cand.real, abs(cand.imag))       # the upper half-plane member
                     if abs(cand - lam[k]) <= COMBINATION_RTOL * abs(lam[k]):
                         out[k] = frequencies_and_damping([lam[i], lam[j]])[0].tolist()
     return out

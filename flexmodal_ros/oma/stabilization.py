@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..modes import TWO_PI, frequencies_and_damping, is_oscillatory, is_real, mac, normalize_shapes
+from ..modes import TWO_PI, damped_frequencies, frequencies_and_damping, is_oscillatory, is_real, mac, normalize_shapes
 from .estimators import OrderPoles
 
 
@@ -112,7 +112,7 @@ def build_diagram(order_poles: list[OrderPoles], fs: float, duration: float, met
         lam = op.eigenvalues
         f, z = frequencies_and_damping(lam)
         keep = (is_oscillatory(lam) & (z > 0) & (z < criteria.damping_max) & (f > f_min)
-                & (lam.imag / TWO_PI < criteria.nyquist_fraction * 0.5 * fs))
+                & (damped_frequencies(lam) < criteria.nyquist_fraction * 0.5 * fs))
         shapes = normalize_shapes(op.shapes[:, keep]) if keep.any() else op.shapes[:, :0]
         cur = (f[keep], z[keep], shapes)
         stable = _stable_against(cur, prev, criteria) if prev is not None else np.zeros(keep.sum(), bool)

@@ -2,7 +2,7 @@
 
 Along a waypoint path (:func:`~flexmodal_ros.shaping.reference.path_samples`: ``ama_rate_hz``
 samples per second of motion, uniform along each straight joint-space segment) the modes come from
-the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.flexible_joint.modal.modal_analysis_batch`):
+the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.flexible_joint.ama.modal_analysis_batch`):
 eigenvalues and mode shapes at every ``anchor_stride``-th sample and the last (the *anchors*),
 where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.tracking.track_modes`) and the modes to
 shape are selected (below). f and ζ at the other samples come from
@@ -59,7 +59,7 @@ import numpy as np
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import configuration_terms
-from ..flexible_joint.modal import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
+from ..flexible_joint.ama import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
 from ..flexible_joint.continuation import certificate_applies, certified_stable, continue_modes
 from ..robot.model import create_data, ee_jacobian
 from ..modes import STABLE, frequencies_and_damping, is_oscillatory, match_eigenvalues, track_modes
@@ -300,7 +300,7 @@ def _contributions(model, path, qs, segs, results, order):
 
 def end_effector_contributions(model, data, q, move, modes) -> np.ndarray:
     """c_k (module docstring) [m per unit move] of every mode of ``modes`` (a
-    :class:`~flexmodal_ros.flexible_joint.modal.ModalResult` at configuration q, with mode shapes) for a
+    :class:`~flexmodal_ros.flexible_joint.ama.ModalResult` at configuration q, with mode shapes) for a
     motor-reference step K_P W ``move`` (move (n,) in link coordinates)."""
     n = model.n
     (M, D, _), _ = linearized_batch(model, data, np.asarray(q, float)[None, :])

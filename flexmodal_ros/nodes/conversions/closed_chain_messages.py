@@ -70,7 +70,7 @@ def closed_chain_result_to_msg(robot, modes, point, stamp=None):
     """ConstrainedModes + SetPoint → ModalParameters (:func:`modal_result_to_msg`):
     ``joint_names``/``positions`` every tree joint, ``motor_equilibrium`` the actuated joints'
     q_m^d, mode-shape rows [q; q_m]."""
-    from ...flexible_joint.modal import ModalResult
+    from ...flexible_joint.ama import ModalResult
 
     result = ModalResult(**modes.mode_fields(), q=point.q, motor_equilibrium=point.motor)
     return modal_result_to_msg(result, robot.joint_names, stamp)

@@ -14,7 +14,7 @@ def identification_request_to_core(model, request):
     ``noise`` (σ_f/f, σ_ζ; a zero field takes the core default). Sizes are checked against the
     identification maxima before anything is built from them."""
     from ...identification.inverse_eigen import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
-    from ...flexible_joint.modal import configuration_from_names
+    from ...flexible_joint.ama import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n

@@ -7,7 +7,7 @@ def link_modes_request_to_core(arm, request):
     """ComputeLinkModes.Request → (arm with the request's joint model / thickness, q in URDF order,
     model, num_modes, regime); empty / zero fields take the defaults documented in the .srv."""
     from ...links import with_joints, with_thickness
-    from ...flexible_joint.modal import configuration_from_names
+    from ...flexible_joint.ama import configuration_from_names
 
     q = configuration_from_names(arm, list(request.joint_names), list(request.positions))
     if request.thickness_factor != 0.0:

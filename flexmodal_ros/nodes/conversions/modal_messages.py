@@ -12,7 +12,7 @@ from .joint_states import MOTOR_SUFFIX
 def _modal_overrides(model, request):
     """Per-request overrides (gains, tool, wrench) of a Compute* request → core model."""
     from ...robot.params import make_tool
-    from ...flexible_joint.modal import configuration_from_names
+    from ...flexible_joint.ama import configuration_from_names
     from ...robot.model import with_overrides
 
     gains = {}
@@ -32,7 +32,7 @@ def _modal_overrides(model, request):
 
 def modal_request_to_core(model, request):
     """ComputeModalParameters.Request → (model with overrides, q in URDF order)."""
-    from ...flexible_joint.modal import configuration_from_names, plain_configuration
+    from ...flexible_joint.ama import configuration_from_names, plain_configuration
 
     if not (request.joint_names or len(request.kp) or len(request.kd) or request.override_tool
             or request.override_wrench):       # the usual request: all joints in URDF order, no overrides
@@ -58,7 +58,7 @@ def sampled_request_options(request):
 
 def modal_map_request_to_core(model, request):
     """ComputeModalMap.Request → (model with overrides, configurations (m, n) in URDF order)."""
-    from ...flexible_joint.modal import configuration_from_names
+    from ...flexible_joint.ama import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n
@@ -75,7 +75,7 @@ def modal_map_request_to_core(model, request):
 
 def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
     """core ModalResult → flexmodal_interfaces/ModalParameters (``stamp``: builtin_interfaces/Time;
-    ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.flexible_joint.modal.limit_warnings`);
+    ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.flexible_joint.ama.limit_warnings`);
     ``msg``: a new (default) message to fill, e.g. a response's field, instead of building
     another one."""
     from flexmodal_interfaces.msg import ModalParameters
@@ -106,7 +106,7 @@ def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
 def modal_map_to_response(mmap, response, stamp=None, model=None):
     """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings); with
     ``model``, each result carries its URDF-limit warnings."""
-    from ...flexible_joint.modal import limit_warnings
+    from ...flexible_joint.ama import limit_warnings
 
     response.results = [modal_result_to_msg(r, mmap.joint_names, stamp,
                                             () if model is None else limit_warnings(model, r.q, "positions"))
@@ -120,7 +120,7 @@ def joint_state_to_configuration(model, msg, link_state="absolute"):
     """sensor_msgs/JointState → link configuration q in URDF order (other joints are ignored).
     ``link_state="deflection"`` (exported robots): q = position(<joint>) + position(<joint>_motor)."""
     from ...export.convention import StateConvention
-    from ...flexible_joint.modal import configuration_from_names
+    from ...flexible_joint.ama import configuration_from_names
 
     convention = StateConvention(model, link_state)
     names, pos = list(msg.name), list(msg.position)

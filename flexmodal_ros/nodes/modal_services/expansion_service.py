@@ -3,7 +3,7 @@ polynomial fast path of the live topic (:mod:`flexmodal_ros.expansion`)."""
 import warnings
 
 from ...core.errors import FlexmodalError
-from ...flexible_joint.modal import modal_analysis
+from ...flexible_joint.ama import modal_analysis
 from ...robot.model import create_data
 from ..conversions import expansion_request_to_core, expansion_to_response
 

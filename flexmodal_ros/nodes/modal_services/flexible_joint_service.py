@@ -3,7 +3,7 @@
 and the live ``~/modal_parameters`` (exact AMA, or the polynomial fast path of
 :mod:`flexmodal_ros.expansion.live`)."""
 from ...core.errors import FlexmodalError
-from ...flexible_joint.modal import limit_warnings, modal_analysis
+from ...flexible_joint.ama import limit_warnings, modal_analysis
 from ...flexible_joint.sweep import modal_map
 from ...robot.model import create_data
 from ..conversions import (joint_state_to_configuration, modal_map_request_to_core, modal_map_to_response,
