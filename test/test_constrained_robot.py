@@ -17,8 +17,8 @@ from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
 from flexmodal_ros.robot.params import load_config
 from flexmodal_ros.constrained import Penalty
 from flexmodal_ros.constrained.checks import linearization_fd_errors
-from flexmodal_ros.constrained.closed_chain import (load_closed_chain, robot_equilibrium, robot_modes,
-                                             with_robot_overrides)
+from flexmodal_ros.constrained.closed_chain import load_closed_chain, with_robot_overrides
+from flexmodal_ros.constrained.closed_chain_analysis import robot_equilibrium, robot_modes
 from flexmodal_ros.core.errors import ConfigError, InputError
 from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer

@@ -134,7 +134,7 @@ def _robot(args):
 
 
 def run_robot_modal(args):
-    from ..constrained.closed_chain import robot_modes, robot_result_dict
+    from ..constrained.closed_chain_analysis import robot_modes, robot_result_dict
 
     robot = _robot(args)
     method = args.method or DEFAULT_ROBOT_METHOD
@@ -173,8 +173,8 @@ class _ActuatedCoordinates:
 
 def robot_sweep(args):
     """(robot, ModalMap) of a closed-chain sweep over actuated-joint configurations
-    (:func:`~flexmodal_ros.constrained.closed_chain.robot_modal_map`)."""
-    from ..constrained.closed_chain import robot_modal_map
+    (:func:`~flexmodal_ros.constrained.closed_chain_analysis.robot_modal_map`)."""
+    from ..constrained.closed_chain_analysis import robot_modal_map
     from ..modes import progress_bar
 
     robot = _robot(args)

@@ -4,7 +4,7 @@
 :mod:`flexmodal_ros.nodes.conversions`, numerics in the core. The last solved configuration is the
 starting guess of the next closure solve (continuity of the live topic and of repeated calls).
 """
-from ...constrained.closed_chain import robot_modal_map, robot_modes  # closed-chain robots only
+from ...constrained.closed_chain_analysis import robot_modal_map, robot_modes
 from ...core.errors import FlexmodalError
 from .flexible_joint_service import check_map_request_size
 from ..conversions import (closed_chain_map_request_to_core, closed_chain_map_to_response,
