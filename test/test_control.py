@@ -1,14 +1,14 @@
-"""Tracking law, saturation and the fail-safe policy of flexmodal_ros.control.law (no ROS)."""
+"""Tracking law, saturation and the fail-safe policy of flexmodal_ros.control (no ROS)."""
 import numpy as np
 import pytest
 
-from flexmodal_ros.control.law import ControlLaw, FailSafeController, JointSample, Mode, SafetyLimits, saturate
+from flexmodal_ros.control import ControlLaw, FailSafeController, JointSample, Mode, SafetyLimits, saturate
 from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.robot.inverse_dynamics import feedforward_numeric
 from flexmodal_ros.flexible_joint.linear_model import motor_equilibrium, setpoint_motor_torque, setpoint_reference, static_compensation
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
 from flexmodal_ros.robot.trajectory import ETA_ASCENDING, PiecewiseC4Trajectory, point_to_point
 
 

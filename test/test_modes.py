@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
-from flexmodal_ros.modes.modeset import (MARGINAL, STABLE, UNSTABLE, classify_stability,
+from flexmodal_ros.modes import (MARGINAL, STABLE, UNSTABLE, classify_stability,
                                  frequencies_and_damping, modes_from_eigenpairs)
 from flexmodal_ros.robot.registry import load_robot
 
@@ -55,7 +55,7 @@ def test_eigenvalue_arrays_equal_the_eigenvalue_only_batch():
     """modal_analysis_arrays (no result objects, chunks joined) = modal_analysis_batch(shapes=False)
     bit for bit: f, ζ, eigenvalues, counts, stability (stable kuka_lwr4, marginal undamped
     planar_2r); NaN after each configuration's modes; bad configurations refused by name."""
-    from flexmodal_ros.flexible_joint.modal import modal_analysis_arrays, modal_analysis_batch
+    from flexmodal_ros.flexible_joint.ama import modal_analysis_arrays, modal_analysis_batch
     cases = [(load_robot("kuka_lwr4"), 2.0), (with_overrides(load_robot("planar_2r"), kd=0.0, d_f=0.0, d_fm=0.0), 1.5)]
     for m, spread in cases:
         qs = np.random.default_rng(3).uniform(-spread, spread, (11, m.n))
@@ -80,7 +80,7 @@ def test_fast_single_path_equals_batched_path():
     without shapes; closed_loop_state_matrix = state_matrix(assemble(...)) (2.9)-(2.14)."""
     from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_state_matrix, configuration_terms,
                                          state_matrix)
-    from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+    from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
     from flexmodal_ros.robot.model import create_data
     for robot in ("scompi", "kuka_lwr4"):
         m = load_robot(robot)
@@ -123,7 +123,7 @@ def _real_layout(w, v):
 def test_real_layout_modes_equal_complex_modes():
     """modes_from_real_eigenpairs / spectrum_modes (LAPACK layout) = modes_from_eigenpairs on
     numpy's complex output, for spectra with pairs and real eigenvalues."""
-    from flexmodal_ros.modes.modeset import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
+    from flexmodal_ros.modes import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
     A = np.random.default_rng(5).normal(size=(6, 8, 8))
     w, v = np.linalg.eig(A)
     wr, wi, vt = _real_layout(w, v)
@@ -200,7 +200,7 @@ def test_compiled_modes_equal_the_numpy_reference():
     eigenvalues, f, ζ, shapes, real eigenvalues, stability; with and without vectors. The
     fallback (NumPy's eig + spectrum_modes) gives the same modes to round-off."""
     from flexmodal_ros.linalg.lapack import RepeatedEig
-    from flexmodal_ros.modes.modeset import first_mode_set, mode_sets, spectrum_modes
+    from flexmodal_ros.modes import first_mode_set, mode_sets, spectrum_modes
     rng = np.random.default_rng(11)
     A = _spectra_with_pairs_reals_and_the_axis(rng, 12, 10)
     rows = 6
@@ -248,7 +248,7 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
     from flexmodal_ros.linalg.lapack import repeated_eig
     from flexmodal_ros.flexible_joint.linear_model import configuration_terms, single_state_matrix, state_template
     from flexmodal_ros.robot.model import create_data
-    from flexmodal_ros.modes.modeset import mode_sets, spectrum_modes
+    from flexmodal_ros.modes import mode_sets, spectrum_modes
     model = load_robot("kuka_lwr4")
     data = create_data(model)
     qs = np.random.default_rng(12).uniform(-1.0, 1.0, (5, model.n))
@@ -285,7 +285,7 @@ def test_forced_fallback_warns_once_with_reason_and_cost_and_gives_the_same_resu
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    from flexmodal_ros.robot.registry import load_robot\n"
-        "    from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_arrays, modal_analysis_batch\n"
+        "    from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_arrays, modal_analysis_batch\n"
         "    m = load_robot('kuka_lwr4'); qs = np.random.default_rng(4).uniform(-1, 1, (6, 7))\n"
         "    single = modal_analysis(m, qs[0])\n"
         "    out = [single.frequencies_hz.tolist()] + "

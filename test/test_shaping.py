@@ -10,7 +10,7 @@ import pytest
 
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import linearized_batch, modal_analysis, modal_analysis_arrays
+from flexmodal_ros.flexible_joint.ama import linearized_batch, modal_analysis, modal_analysis_arrays
 from flexmodal_ros.robot.model import create_data, ee_jacobian, with_overrides
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping import (KINDS, PassThrough, ReferenceShaper, ShapedTrajectory, check_shaping, convolve,
@@ -19,7 +19,7 @@ from flexmodal_ros.shaping import (KINDS, PassThrough, ReferenceShaper, ShapedTr
 from flexmodal_ros.shaping.schedule import end_effector_contributions
 from flexmodal_ros.shaping.trajectory_file import read_samples, read_waypoints, write_waypoints
 from flexmodal_ros.shaping.vibration import linearized_vibration
-from flexmodal_ros.simulation.plant import thesis_trajectory
+from flexmodal_ros.simulation import thesis_trajectory
 from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
 
 # The kuka_lwr4 point-to-point move of the acceptance (test_shaping_robots.py, README): q2, q3, q4

@@ -12,7 +12,7 @@ import sys
 
 from ..core.errors import FlexmodalError
 
-SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
+SUBCOMMAND_MODULES = ("describe", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
                       "constrained", "oma", "shape", "doctor")
 
 

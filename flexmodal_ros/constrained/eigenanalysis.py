@@ -59,7 +59,7 @@ import scipy.sparse.linalg as spla
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
 from ..linalg.lapack import complex_vectors, generalized_eig, standard_eig
-from ..modes.modeset import ModeSet, modes_from_eigen
+from ..modes import ModeSet, is_real, lowest_modes, modes_from_eigen
 from ..core.validation import finite_scalar, frozen
 from .equilibrium import Equilibrium
 from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSystem, _dense,
@@ -67,7 +67,6 @@ from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSyst
 
 UCS_SPURIOUS_THRESHOLD = 1e-3   # η = ‖Φ̂_q v‖/‖v‖ above this: a penalty (spurious) mode
 INFINITE_TOL = 1e-8             # |β|/‖(α, β)‖ at or below this: an infinite eigenvalue (RCS)
-REAL_RTOL = 1e-12               # |Im s| ≤ REAL_RTOL·|s| from ARPACK: a real eigenvalue
 SHIFT_OFFSET = 1e-10            # relative offset of the inverse-iteration shift from the eigenvalue
 ARPACK_TOL = 1e-10              # Ritz-value tolerance; the requested modes are refined afterwards
 SMALL_ORDER = 40                # pencils up to this order take the dense QZ on the sparse path
@@ -190,9 +189,7 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
 
 def _lowest(w, v, k):
     """The k lowest oscillatory modes (by |s|) and every real eigenvalue found."""
-    osc = np.flatnonzero(w.imag > 0)
-    keep = np.concatenate([osc[np.argsort(np.abs(w[osc]), kind="stable")[:k]],
-                           np.flatnonzero(w.imag == 0)])
+    keep = np.concatenate([lowest_modes(w, k), np.flatnonzero(is_real(w))])
     return w[keep], v[:, keep]
 
 
@@ -321,12 +318,6 @@ def _symmetric_modes(M, K):
     return s, np.hstack([x, x]).astype(complex)
 
 
-def _lowest_oscillatory(w, count):
-    """Indices of the ``count`` oscillatory eigenvalues (Im > 0) of smallest modulus."""
-    osc = np.flatnonzero(w.imag > 0)
-    return osc[np.argsort(np.abs(w[osc]), kind="stable")[:count]]
-
-
 def _factor(matrix):
     """Solver for a complex square matrix (sparse LU when sparse enough, dense LU otherwise), or
     None if it is exactly singular (the eigenvalue is then already exact to round-off)."""
@@ -355,7 +346,7 @@ def _refine_quadratic(lin: SecondOrderSystem, w, x, count):
     M, C, K = lin.M, lin.C, lin.K
     forms = _ExtendedForms(*(lin.full_space or (M, C, K)))
     w, x = w.copy(), x.astype(complex).copy()
-    for i in _lowest_oscillatory(w, count):
+    for i in lowest_modes(w, count):
         s = w[i]
         shifted = s * (1 + SHIFT_OFFSET)  # never exactly singular; inverse iteration is unaffected
         solve = _factor(K + shifted * C + shifted ** 2 * M)
@@ -385,7 +376,7 @@ def _refine_pencil(lin: DescriptorSystem, w, x, count):
     phi = sp.csc_matrix(phi_q)
     forms = _ExtendedForms(M, C, K)
     w, x = w.copy(), x.astype(complex).copy()
-    for i in _lowest_oscillatory(w, count):
+    for i in lowest_modes(w, count):
         s = w[i]
         shifted = s * (1 + SHIFT_OFFSET)
         bordered = sp.bmat([[sp.csc_matrix(K + shifted * C + shifted ** 2 * M), phi.T], [phi, None]],
@@ -475,7 +466,7 @@ def _shift_invert(A, E, k, sigma):
                              f"σ = {sigma:g}; ask for fewer modes or another shift") from None
         nu, y = exc.eigenvalues, exc.eigenvectors
     s = sigma + 1.0 / nu
-    s = np.where(np.abs(s.imag) <= REAL_RTOL * np.abs(s), s.real + 0j, s)
+    s = np.where(is_real(s), s.real + 0j, s)
     return s, y
 
 

@@ -41,7 +41,7 @@ import threading
 import numpy as np
 
 from ..core.fallbacks import warn_fallback
-from ..modes.modeset import STABILITY_RTOL, SpectrumModes, spectrum_modes
+from ..modes import STABILITY_RTOL, SpectrumModes, spectrum_modes
 
 DISABLE_VARIABLE = "FLEXMODAL_NO_LAPACK_EXTENSION"   # set (not "0"): the fallback, as without the extension
 FALLBACK_COST = ("about 2-2.5x the time of the extension per configuration (kuka_lwr4 single AMA, "

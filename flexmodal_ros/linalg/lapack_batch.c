@@ -10,7 +10,7 @@
  *
  * Conventions are those of flexmodal_ros.modes (module docstring there), computed as
  * modes.spectrum_modes does with NumPy (the reference implementation and the fallback):
- * a mode is an eigenvalue with Im > 0, sorted by |lambda| (stable); f = |lambda|/2pi (2.16),
+ * a mode is an eigenvalue with Im > REAL_RTOL |lambda|, sorted by |lambda| (stable); f = |lambda|/2pi (2.16),
  * zeta = -Re lambda/|lambda| (2.17); its shape is the first `rows` rows of vr[:, j] + i vr[:, j+1]
  * scaled to unit norm with the component of largest modulus real and positive. */
 #include <math.h>
@@ -20,6 +20,7 @@
 #include "lapack_batch.h"
 
 #define MAX_ORDER FLEXMODAL_EIG_MAX_ORDER
+#define REAL_RTOL 1e-9    /* flexmodal_ros.modes.REAL_RTOL: the real/oscillatory rule */
 
 /* Modes of one spectrum wr + i wi (n) with right vectors vr (column-major n x n, or NULL):
  * returns the number of modes m (<= n/2); fills freq, zeta (m), lam (2m: re, im), shapes (rows x
@@ -36,8 +37,8 @@ static int64_t spectrum_modes(int64_t n, const double *wr, const double *wi, con
     double omega[MAX_ORDER / 2];
     int64_t m = 0;
     for (int64_t j = 0; j < n; ++j) {
-        if (wi[j] > 0.0) {                            /* insertion keeps equal |lambda| in order */
-            double w = hypot(wr[j], wi[j]);
+        double w = hypot(wr[j], wi[j]);
+        if (wi[j] > REAL_RTOL * w) {                  /* insertion keeps equal |lambda| in order */
             int64_t k = m++;
             while (k > 0 && omega[k - 1] > w) {
                 omega[k] = omega[k - 1];
@@ -91,7 +92,7 @@ static int64_t spectrum_modes(int64_t n, const double *wr, const double *wi, con
     *nreal = 0;
     if (2 * m < n) {
         for (int64_t j = 0; j < n; ++j) {
-            if (wi[j] == 0.0) {
+            if (fabs(wi[j]) <= REAL_RTOL * hypot(wr[j], wi[j])) {
                 int64_t k = (*nreal)++;
                 while (k > 0 && real[k - 1] > wr[j]) {
                     real[k] = real[k - 1];

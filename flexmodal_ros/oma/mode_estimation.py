@@ -27,7 +27,8 @@ import numpy as np
 
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
-from ..modes.modeset import TWO_PI, ModeSet, classify_stability, frequencies_and_damping, normalize_shapes
+from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequency_damping_std,
+                     is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
@@ -235,18 +236,10 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     cov = s2 * (vt[~null].T / sv[~null] ** 2) @ vt[~null]
     undetermined = (np.abs(vt[null]) > 1e-3).any(axis=0)
     cov[undetermined, :] = cov[:, undetermined] = np.inf
-    std_f, std_z = np.empty(m), np.empty(m)
-    for j in range(m):
-        block = cov[np.ix_([j, m + j], [j, m + j])] * scale[j] ** 2      # (Re λ, Im λ)
-        if not np.isfinite(block).all():
-            std_f[j] = std_z[j] = np.inf
-            continue
-        mag = abs(lam[j])
-        g_f = np.array([lam[j].real, lam[j].imag]) / mag / TWO_PI
-        g_z = np.array([-1.0 / mag + lam[j].real ** 2 / mag ** 3, lam[j].real * lam[j].imag / mag ** 3])
-        std_f[j] = np.sqrt(max(g_f @ block @ g_f, 0.0))
-        std_z[j] = np.sqrt(max(g_z @ block @ g_z, 0.0))
-    ok = (lam.real < 0) & (lam.imag > 0) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
+    with np.errstate(invalid="ignore"):                                 # inf · 0 in undetermined blocks
+        blocks = pair_covariances(cov, m) * (np.asarray(scale[:m], float) ** 2)[:, None, None]   # (Re λ, Im λ)
+    std_f, std_z = frequency_damping_std(lam[:m], blocks)
+    ok = (lam.real < 0) & is_oscillatory(lam) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
     return (np.where(ok, lam, lam0), np.where(ok, std_f, np.inf), np.where(ok, std_z, np.inf))
 
 
@@ -296,7 +289,8 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
                                                                              floor)
     below, combos = [], []
     for j, mode in enumerate(candidates):
-        entry = {"frequency_hz": float(abs(lam[j]) / TWO_PI), "damping_ratio": float(-lam[j].real / abs(lam[j])),
+        f_j, z_j = frequencies_and_damping(lam[j])
+        entry = {"frequency_hz": float(f_j), "damping_ratio": float(z_j),
                  "amplitude": float(norm[j]), "snr": float(snr[j]), "std_frequency_hz": float(std_f[j]),
                  "std_damping_ratio": float(std_z[j]), "poles": mode.poles}
         if combo[j] is not None:
@@ -408,7 +402,7 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
         if not weak and not twins:
             break
         active = [j for j in active if j not in weak and j not in twins]
-    f = np.abs(lam) / TWO_PI
+    f = frequencies_and_damping(lam)[0]
     certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
     basis = active + nuisance
     vectors = np.zeros((lam.size, ys[0].shape[1]), complex)
@@ -439,7 +433,7 @@ def _combination_terms(lam, amplitude):
                 if k in (i, j) or amplitude[k] > COMBINATION_AMPLITUDE * min(amplitude[i], amplitude[j]):
                     continue
                 for cand in (lam[i] + lam[j], lam[i] + np.conj(lam[j]), np.conj(lam[i]) + lam[j]):
-                    cand = cand if cand.imag >= 0 else np.conj(cand)
+                    cand = complex(cand.real, abs(cand.imag))       # the upper half-plane member
                     if abs(cand - lam[k]) <= COMBINATION_RTOL * abs(lam[k]):
-                        out[k] = [float(abs(lam[i]) / TWO_PI), float(abs(lam[j]) / TWO_PI)]
+                        out[k] = frequencies_and_damping([lam[i], lam[j]])[0].tolist()
     return out

@@ -36,7 +36,6 @@ import numpy as np
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..robot.trajectory import PiecewiseC4Trajectory, eta
-from ..core.validation import finite_array
 
 
 def path_derivatives(path: PiecewiseC4Trajectory, t):

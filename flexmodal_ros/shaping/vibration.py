@@ -24,11 +24,11 @@ Definitions (used by the tests, the CLI and the README):
   by it).
 
 Controllers for the simulations (:func:`simulate_move`), all on the suite's plant
-(:class:`~flexmodal_ros.simulation.plant.FlexibleJointPlant` via :func:`~flexmodal_ros.simulation.plant.run_closed_loop`):
+(:class:`~flexmodal_ros.simulation.plant.FlexibleJointPlant` via :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`):
 ``"pd"`` — PD with static compensation at the moving reference, the thesis law (2.2)-(2.3)
 evaluated at q^d(t) (:class:`SetpointPD`: industrial PD + gravity compensation, no dynamic
 feedforward; its linearization is the AMA's closed loop); ``"feedforward"`` — the suite's
-feedforward + PD controller (:class:`~flexmodal_ros.control.law.FailSafeController`), optionally with a
+feedforward + PD controller (:class:`~flexmodal_ros.control.FailSafeController`), optionally with a
 controller model whose joint stiffness is scaled; ``"pd_only"`` — the suite's PD-only mode (no
 feedforward and no gravity compensation while tracking).
 """
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ..control.law import Command, FailSafeController, Mode, SafetyLimits, saturate
+from ..control import Command, FailSafeController, Mode, SafetyLimits, saturate
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference
 from ..robot.model import create_data, with_overrides
-from ..simulation.plant import DEFAULT_DT, run_closed_loop
+from ..simulation import DEFAULT_DT, run_closed_loop
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .reference import ShapedTrajectory, path_derivatives
 
@@ -164,10 +164,10 @@ def cumulative_simpson_uniform(y, h):
 
 
 class SetpointPD:
-    """Controller for :func:`~flexmodal_ros.simulation.plant.run_closed_loop`: the set-point law
+    """Controller for :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`: the set-point law
     (2.2)-(2.3) with its set-point moving along the reference, τ_m = W⁻¹ comp(q^d(t)) +
     K_P (q_m^d(q^d(t)) − q_m) − K_D q̇_m, clipped at the effort limits (law ``"pd"``); ``shaper``
-    as in :class:`~flexmodal_ros.control.law.FailSafeController`."""
+    as in :class:`~flexmodal_ros.control.FailSafeController`."""
 
     def __init__(self, model, shaper=None):
         self.model, self.shaper = model, shaper
@@ -193,7 +193,7 @@ class SetpointPD:
 
 @dataclass
 class MoveResult:
-    """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.plant.ClosedLoopResult`),
+    """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.closed_loop.ClosedLoopResult`),
     tool positions ``p_ee`` (N, 3), the tracked ``reference`` (path or shaped), ``added_delay`` [s],
     the rest position ``p_rest`` (3,) and the shaper's ``path_modes`` (None unshaped)."""
     run: object
