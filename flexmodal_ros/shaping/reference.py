@@ -69,14 +69,12 @@ def compose(outer, inner):
     f0, f1, f2, f3, f4 = (outer[:, j] for j in range(5))
     extra = (1,) * (outer.ndim - inner.ndim)
     g1, g2, g3, g4 = (inner[:, j].reshape(inner[:, j].shape + extra) for j in range(1, 5))
-    g11 = g1 * g1
-    out = np.empty(np.broadcast_shapes(outer.shape, inner.shape + extra))
-    out[:, 0] = f0
-    np.multiply(f1, g1, out=out[:, 1])
-    out[:, 2] = f2 * g11 + f1 * g2
-    out[:, 3] = f3 * (g11 * g1) + f2 * (3.0 * g1 * g2) + f1 * g3
-    out[:, 4] = f4 * (g11 * g11) + f3 * (6.0 * g11 * g2) + f2 * (3.0 * g2 * g2 + 4.0 * g1 * g3) + f1 * g4
-    return out
+    return np.stack([f0,
+                     f1 * g1,
+                     f2 * g1 ** 2 + f1 * g2,
+                     f3 * g1 ** 3 + 3.0 * f2 * g1 * g2 + f1 * g3,
+                     f4 * g1 ** 4 + 6.0 * f3 * g1 ** 2 * g2 + f2 * (3.0 * g2 ** 2 + 4.0 * g1 * g3) + f1 * g4],
+                    axis=1)
 
 
 def path_samples(path: PiecewiseC4Trajectory, rate_hz: float, minimum: int = 8):
@@ -271,11 +269,8 @@ class ShapedTrajectory:
             for j in range(m + 1):
                 weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
         seg = seg.reshape(t.size, N)
-        out = np.zeros((t.size, 5, self.n))
-        for k in np.unique(seg):            # per segment: Σ_i w_i Δq_k + Σ_i A_i q_k over its copies
-            on = (seg == k)[:, None, :]
-            out += np.where(on, weight, 0.0).sum(axis=2)[:, :, None] * (pos[k + 1] - pos[k])
-            out += np.where(on, A, 0.0).sum(axis=2)[:, :, None] * pos[k]
+        out = weight @ np.diff(pos, axis=0)[seg]                        # (m, 5, N) @ (m, N, n)
+        out += A @ pos[seg]
         return out
 
     def sample(self, t):
