@@ -30,6 +30,7 @@ from .options import add_json_option, print_json
 # rclpy's major version per ROS 2 distribution (the ros-rclpy wheels: Jazzy 7.1.6, Kilted 9.1.2)
 RCLPY_MAJOR_TO_DISTRO = {7: "jazzy", 9: "kilted"}
 NATIVE_PACKAGE = "flexmodal_native"
+NATIVE_INSTEAD = "the controller cannot run its steady cycles in C from this library (they run in Python)"
 NOT_INSTALLED = "not installed"
 
 # (label, distributions to ask importlib.metadata, module whose __version__ is asked otherwise)
@@ -133,12 +134,12 @@ def native_cycle_path() -> dict:
     """The native control cycle library of the ament package flexmodal_native."""
     prefix, why = _ament_prefix(NATIVE_PACKAGE)
     if prefix is None:
-        return {"active": False, "detail": why, "instead": "the controller's cycles run in Python"}
+        return {"active": False, "detail": why, "instead": NATIVE_INSTEAD}
     libraries = sorted(str(p) for p in (Path(prefix) / "lib").glob(f"*{NATIVE_PACKAGE}*.so*"))
     if not libraries:
         return {"active": False, "detail": f"{NATIVE_PACKAGE} is in the ament index ({prefix}) but "
                                            f"{prefix}/lib has no lib{NATIVE_PACKAGE} library",
-                "instead": "the controller's cycles run in Python"}
+                "instead": NATIVE_INSTEAD}
     return {"active": True, "detail": libraries[0]}
 
 
