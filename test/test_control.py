@@ -292,7 +292,7 @@ def test_huge_finite_state_is_rejected_like_nan(lwr, ctrl_factory):
     with pytest.raises(InputError, match=r"joint_states\.velocity: joint_1 = 10 is implausible"):
         ctrl.update_state(moving, 0.0)
     outside = sample._replace(q=np.full(lwr.n, 3.2))           # URDF limit 2.97 + margin 0.1
-    with pytest.raises(InputError, match=r"joint_states\.position: joint_1 = 3\.2 is implausible"):
+    with pytest.raises(InputError, match=r"joint_states\.position: joint_1 = 3\.2 is outside the limits"):
         ctrl.update_state(outside, 0.0)
     reader = JointStateReader(lwr, bounds=ctrl.state_bounds)
     msg = plant_joint_state(lwr, 0.0, *(np.zeros(lwr.n),) * 2, np.full(lwr.n, 1e308), *(np.zeros(lwr.n),) * 3)
@@ -316,11 +316,13 @@ def test_nonfinite_law_result_fails_safe_and_saturation_is_truthful(lwr, law, ct
     np.testing.assert_allclose(cmd.tau, static_compensation(lwr, create_data(lwr), q) / lwr.W, atol=1e-8)
     assert any("non-finite torque from the tracking law" in e for e in ctrl.events)
     huge = at_rest(lwr, q, t=1.001)._replace(q_m=np.full(lwr.n, 1e308), qd_m=np.full(lwr.n, -1e308))
-    ctrl.update_state(huge, 0.001, validated=True)          # a caller that skipped the checks
+    with pytest.raises(InputError, match="outside the limits"):
+        ctrl.update_state(huge, 0.001, validated=True)      # outside the limits: not a state until it persists
+    ctrl.update_state(huge._replace(t=1.1), 0.1, validated=True)   # a caller that skipped the checks
     zero = ctrl.compute()
     np.testing.assert_array_equal(zero.tau, 0.0)
     assert not zero.saturated.any() and ctrl.events[-1].startswith("fault: non-finite torque")
-    ctrl.update_state(at_rest(lwr, q, t=1.002)._replace(q_m=q + 1.0), 0.002)   # 4000 N m off: clipped
+    ctrl.update_state(at_rest(lwr, q, t=1.102)._replace(q_m=q + 1.0), 0.102)   # 4000 N m off: clipped
     sat = ctrl.compute()
     assert sat.saturated.all() and np.array_equal(np.abs(sat.tau), lwr.effort_limit)
 
