@@ -43,7 +43,7 @@ setup(
             "feedforward_pd_controller = flexmodal_ros.nodes.entry_points:feedforward_pd_controller",
             "flexible_joint_simulator = flexmodal_ros.nodes.entry_points:flexible_joint_simulator",
             "mujoco_simulator = flexmodal_ros.nodes.entry_points:mujoco_simulator",
-            "flexmodal_bringup = flexmodal_ros.nodes.bringup:main",
+            "flexmodal_bringup = flexmodal_ros.nodes.entry_points:flexmodal_bringup",
             "modal_test = flexmodal_ros.nodes.entry_points:modal_test",
         ],
     },

@@ -530,6 +530,7 @@ def run_node(node_factory, executable, args=None, make_executor=SingleThreadedEx
     rcl_wait for good and the node never exited.
     """
     rclpy.init(args=args)
+    context = rclpy.get_default_context()
     node = executor = None
     try:
         node = node_factory()
@@ -564,6 +565,7 @@ def run_node(node_factory, executable, args=None, make_executor=SingleThreadedEx
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        context.destroy()            # the participant leaves the graph now, not at interpreter exit
         _ignore_stop_signals()       # rclpy's shutdown restores the handlers it replaced
     return 0
 

@@ -15,7 +15,9 @@ for the 7-joint LWR4; larger maps are refused with a pointer to the out-of-core 
 ``flexmodal sweep ... --store``); bounds on the work of one request, checked before it starts:
 ``max_expansion_terms`` (500: an expansion of order t in p joints has C(p + t, t) terms, ~10 ms
 each on this project's machine, so ≤ ~5 s; kuka_lwr4 up to order 4, scompi 5, planar_2r 20) and
-``max_link_modes`` (40: ≈ 1.3 s for three_link_arm; 60 modes take ~9 s, 200 several minutes);
+``max_link_modes`` (40: ≈ 1.3 s for three_link_arm; 60 modes take ~9 s, 200 several minutes) and
+``link_time_limit_s`` (30: a link-mode request runs in a worker process killed at this limit,
+nodes/modal_services/link_service.py);
 ``output_dir`` (the directory ``~/expand_modal_parameters`` writes ``output_path`` files into:
 a relative ``output_path`` is taken inside it, anything resolving outside it is refused; empty =
 ``<ROS log dir>/flexmodal/modal_analysis``, nodes/base.py :func:`declare_output_root`) and
@@ -55,7 +57,7 @@ from .base import (REQUEST_ERRORS, GuardedNode, Throttle, declare_output_root, d
                    run_node, seconds, timing_clock)
 from .modal_services.expansion_service import MAX_EXPANSION_TERMS, ExpansionService, check_expansion_options
 from .modal_services.flexible_joint_service import MAX_MAP_CONFIGURATIONS, FlexibleJointService
-from .modal_services.link_service import MAX_LINK_MODES, LinkService, check_max_link_modes
+from .modal_services.link_service import LINK_TIME_LIMIT_S, MAX_LINK_MODES, LinkService, check_max_link_modes
 from .polled import PolledSubscription, ServiceThread, locked
 
 
@@ -83,6 +85,7 @@ class ModalAnalysisServer(GuardedNode):
             ("max_expansion_terms", MAX_EXPANSION_TERMS))}
         check_expansion_options(*expansion.values())
         max_link_modes = check_max_link_modes(declare_typed(self, "max_link_modes", MAX_LINK_MODES))
+        link_time_limit = declare_typed(self, "link_time_limit_s", LINK_TIME_LIMIT_S)
         output_root, overwrite = declare_output_root(self)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
@@ -97,7 +100,7 @@ class ModalAnalysisServer(GuardedNode):
                                               expansion["trust_radius"] or None, expansion["max_expansion_terms"],
                                               output_root, overwrite)
             self.modes = FlexibleJointService(self.model, max_map, link_state, self.expansion.tracker)
-        self.links = LinkService(self.model, max_link_modes)
+        self.links = LinkService(self.model, max_link_modes, link_time_limit)
         # ~/compute_modal_parameters on a thread of its own (nodes/polled.py ServiceThread: no
         # executor dispatch per request); every executor callback holds the same lock.
         self.lock = threading.Lock()
@@ -157,6 +160,8 @@ class ModalAnalysisServer(GuardedNode):
     def destroy_node(self):
         if hasattr(self, "parameters_service"):
             self.parameters_service.stop()
+        if hasattr(self, "links"):
+            self.links.close()
         if hasattr(self, "joint_states"):
             self.joint_states.destroy()
         return super().destroy_node()
