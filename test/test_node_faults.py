@@ -110,7 +110,7 @@ def test_guard_answers_logs_once_and_keeps_serving(ros):
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
-    from flexmodal_ros.nodes.base import GuardedNode
+    from flexmodal_ros.nodes.guard import GuardedNode
 
     class Faulty(GuardedNode):
         def __init__(self):

@@ -87,8 +87,8 @@ from ..control.limits import ACCELERATION_PER_VELOCITY, DEFAULT_VELOCITY_LIMIT
 from ..core.errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
 from ..shaping import ReferenceShaper, check_modal, check_shaping
-from .base import (GuardedNode, MessageThrottle, SettableParameters, declare_robot_model, declare_typed, run_node,
-                   seconds, timing_clock)
+from .base import MessageThrottle, SettableParameters, declare_robot_model, declare_typed, run_node, seconds, timing_clock
+from .guard import GuardedNode
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
 from .native_cycle import NativeCycleThread
 from .polled import SubscriptionThread, locked

@@ -71,7 +71,8 @@ from flexmodal_interfaces.srv import ApplyWrench
 
 from ..core.errors import FlexmodalError
 from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, SimulationFault, Simulator, rest_state
-from .base import GuardedNode, Throttle, declare_robot_model, declare_typed, run_node
+from .base import Throttle, declare_robot_model, declare_typed, run_node
+from .guard import GuardedNode
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime

@@ -45,7 +45,8 @@ from ..core.errors import FlexmodalError
 from ..identification.inverse_eigen import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DEFAULT_STARTS, K_MAX_DEFAULT, MAX_BOUND,
                               MAX_STARTS, OBJECTIVES, check_options, identify)
 from ..core.workers import Interrupted, WorkerPool
-from .base import GuardedNode, declare_robot_model, declare_typed, guarded_action_server, run_node
+from .base import declare_robot_model, declare_typed, run_node
+from .guard import GuardedNode, guarded_action_server
 from .conversions import identification_request_to_core, identification_result_to_response
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)

@@ -53,8 +53,9 @@ from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, Compute
 
 from ..core.errors import FlexmodalError
 from ..export.convention import check_link_state
-from .base import (REQUEST_ERRORS, GuardedNode, Throttle, declare_output_root, declare_robot_model, declare_typed,
-                   run_node, seconds, timing_clock)
+from .base import (REQUEST_ERRORS, Throttle, declare_output_root, declare_robot_model, declare_typed, run_node,
+                   seconds, timing_clock)
+from .guard import GuardedNode
 from .modal_services.expansion_service import MAX_EXPANSION_TERMS, ExpansionService, check_expansion_options
 from .modal_services.flexible_joint_service import MAX_MAP_CONFIGURATIONS, FlexibleJointService
 from .modal_services.link_service import LINK_TIME_LIMIT_S, MAX_LINK_MODES, LinkService, check_max_link_modes

@@ -48,7 +48,8 @@ from ..core.errors import FlexmodalError
 from ..core.validation import shown, shown_names
 from ..oma.bags import read_joint_states, write_serialized
 from ..oma.pipeline import run_oma, write_outputs
-from .base import GuardedNode, confined_path, declare_output_root, declare_typed, declare_robot_model, run_node
+from .base import confined_path, declare_output_root, declare_typed, declare_robot_model, run_node
+from .guard import GuardedNode
 from .conversions import modal_test_request_to_core, modal_test_result_to_response, serialized_stamp_ns
 from .polled import PolledSubscription
 
