@@ -235,7 +235,9 @@ def test_a_start_68_years_ahead_is_refused(ros):
     msg = JointState(name=names + [f"{j}_motor" for j in names], position=[0.0] * 4, velocity=[0.0] * 4)
     msg.header.stamp.sec = 1
     ros.spin_until(lambda: states.get_subscription_count() > 0, 10.0, "subscribed")
+    deadline = time.monotonic() + 20.0
     while not any(s.startswith("hold") for s in statuses):
+        assert time.monotonic() < deadline, f"no hold within 20 s: {statuses}"
         states.publish(msg)
         ros.executor.spin_once(timeout_sec=0.02)
     point = JointTrajectoryPoint(positions=[0.0, 0.0])
