@@ -60,13 +60,13 @@ setup(
     entry_points={
         "console_scripts": [
             "flexmodal = flexmodal_ros.cli:main",
-            "modal_analysis_server = flexmodal_ros.nodes.modal_analysis_server:main",
-            "identification_server = flexmodal_ros.nodes.identification_server:main",
-            "feedforward_pd_controller = flexmodal_ros.nodes.feedforward_pd_controller:main",
-            "flexible_joint_simulator = flexmodal_ros.nodes.flexible_joint_simulator:main",
-            "mujoco_simulator = flexmodal_ros.nodes.mujoco_simulator:main",
-            "flexmodal_bringup = flexmodal_ros.nodes.bringup:main",
-            "modal_test = flexmodal_ros.nodes.modal_test:main",
+            "modal_analysis_server = flexmodal_ros.nodes.entry_points:modal_analysis_server",
+            "identification_server = flexmodal_ros.nodes.entry_points:identification_server",
+            "feedforward_pd_controller = flexmodal_ros.nodes.entry_points:feedforward_pd_controller",
+            "flexible_joint_simulator = flexmodal_ros.nodes.entry_points:flexible_joint_simulator",
+            "mujoco_simulator = flexmodal_ros.nodes.entry_points:mujoco_simulator",
+            "flexmodal_bringup = flexmodal_ros.nodes.entry_points:flexmodal_bringup",
+            "modal_test = flexmodal_ros.nodes.entry_points:modal_test",
         ],
     },
 )

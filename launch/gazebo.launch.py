@@ -14,14 +14,17 @@ Arguments: ``robot``; ``rotor`` (gear = rotor I_r = B/N² on a mimic joint, need
 mimic constraints, selected in the world: bullet-featherstone; body = rotor link of inertia B, any
 engine, dartsim); ``link_damping`` (elastic | motor); ``gear_ratio`` (N where the params give B
 only; empty = the params' N); ``output_dir`` (where the description files are written; empty = a
-temporary directory).
+temporary directory ``$TMPDIR/flexmodal_gazebo_<robot>_*``, removed when the launch ends or fails).
 """
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import (DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler,
+                            SetEnvironmentVariable)
+from launch.event_handlers import OnShutdown
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
@@ -39,26 +42,25 @@ ARGUMENTS = {
 
 
 def export_and_start(context):
-    """Export the robot for Gazebo, then the actions that use the files."""
-    from flexmodal_ros.core.errors import ConfigError
-    from flexmodal_ros.export import export_files
-    from flexmodal_ros.robot.registry import load_robot
-
+    """Export the robot for Gazebo, then the actions that use the files. A temporary directory
+    (no ``output_dir``) is removed when the export fails and when the launch shuts down."""
     value = lambda name: LaunchConfiguration(name).perform(context)
     robot = value("robot")
-    out = Path(value("output_dir") or tempfile.mkdtemp(prefix=f"flexmodal_gazebo_{robot}_"))
-    out.mkdir(parents=True, exist_ok=True)
     ratio = value("gear_ratio")
     try:
         ratio = float(ratio) if ratio else None
     except ValueError:
         raise RuntimeError(f"gear_ratio: expected a number, got '{ratio}'") from None
+    given = value("output_dir")
+    out = Path(given) if given else Path(tempfile.mkdtemp(prefix=f"flexmodal_gazebo_{robot}_"))
     try:
-        result = export_files(load_robot(robot), "urdf", out / f"{robot}.urdf", rotor=value("rotor"),
-                              link_damping=value("link_damping"), gear_ratio=ratio)
-    except ConfigError as exc:      # name the launch arguments, not the CLI flags
-        raise RuntimeError(f"{exc} [launch arguments: gear_ratio:=N (the gear ratio of the drives) or "
-                           f"rotor:=body]") from None
+        result = _export(robot, out, value("rotor"), value("link_damping"), ratio)
+    except BaseException:
+        if not given:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    cleanup = [] if given else [RegisterEventHandler(OnShutdown(
+        on_shutdown=lambda event, context: shutil.rmtree(out, ignore_errors=True)))]
     description = result.description.read_text()
     sim_time = {"use_sim_time": True}
     gz_sim = IncludeLaunchDescription(
@@ -81,7 +83,24 @@ def export_and_start(context):
         spawner("joint_state_broadcaster"),
         spawner("effort_controller", "--param-file", str(result.controllers)),
         *suite,
+        *cleanup,
     ]
+
+
+def _export(robot, out, rotor, link_damping, ratio):
+    """The exported files of ``robot`` in ``out`` (ExportResult); RuntimeError naming the launch
+    arguments for a bad combination."""
+    from flexmodal_ros.core.errors import ConfigError
+    from flexmodal_ros.export import export_files
+    from flexmodal_ros.robot.registry import load_robot
+
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return export_files(load_robot(robot), "urdf", out / f"{robot}.urdf", rotor=rotor,
+                            link_damping=link_damping, gear_ratio=ratio)
+    except ConfigError as exc:      # name the launch arguments, not the CLI flags
+        raise RuntimeError(f"{exc} [launch arguments: gear_ratio:=N (the gear ratio of the drives) or "
+                           f"rotor:=body]") from None
 
 
 def generate_launch_description():

@@ -9,7 +9,8 @@ Arguments: ``robot`` / ``urdf_path`` / ``params_path`` (empty default = not give
 ``flexmodal_ros.nodes.bringup.launch_robot_parameters``), ``publish_rate_hz``,
 ``joint_state_timeout_s``, ``modal_method`` (exact | polynomial), ``expansion_order``,
 ``expansion_tolerance``, ``trust_radius``, ``method`` (mcs | rcs | ucs, closed-chain robots such as
-parallelogram_arm).
+parallelogram_arm), ``namespace`` (empty = none: the node and its relative ``joint_states`` go
+into ``/<namespace>``).
 """
 import os
 
@@ -18,8 +19,8 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch_ros.actions import Node
 
 from flexmodal_ros.core.errors import ConfigError
-from flexmodal_ros.nodes.bringup import (DISCOVERY_PROFILE_VARIABLE, ROBOT_ARGUMENTS, discovery_profile,
-                                         launch_robot_parameters)
+from flexmodal_ros.nodes.bringup import (DISCOVERY_PROFILE_VARIABLE, ROBOT_ARGUMENTS, check_namespace,
+                                         discovery_profile, launch_robot_parameters)
 
 DEFAULT_ROBOT = "scompi"
 ARGUMENTS = {
@@ -39,8 +40,9 @@ def _node(context):
     model = launch_robot_parameters(**{name: values[name] for name in ROBOT_ARGUMENTS},
                                     default_robot=DEFAULT_ROBOT)
     settings = {name: _typed(name, values[name], kind) for name, (_, _, kind) in ARGUMENTS.items()}
+    namespace = check_namespace(values["namespace"])
     return [Node(package="flexmodal_ros", executable="modal_analysis_server", name="modal_analysis",
-                 output="screen", parameters=[{**model, **settings}])]
+                 namespace=namespace or None, output="screen", parameters=[{**model, **settings}])]
 
 
 def _typed(name, text, kind):
@@ -57,5 +59,7 @@ def generate_launch_description():
                 for name, text in ROBOT_ARGUMENTS.items()]
     declared += [DeclareLaunchArgument(name, default_value=default, description=text)
                  for name, (default, text, _) in ARGUMENTS.items()]
+    declared.append(DeclareLaunchArgument("namespace", default_value="", description="namespace of the node "
+                                          "and its relative topics (empty: none)"))
     return LaunchDescription([*declared, SetEnvironmentVariable(DISCOVERY_PROFILE_VARIABLE, profile),
                               OpaqueFunction(function=_node)])

@@ -5,19 +5,20 @@ convention on simulation time (/clock of the simulator), and the identification 
     ros2 launch flexmodal_ros mujoco.launch.py robot:=kuka_lwr4 [model_path:=robot.xml] [lockstep:=true]
 
 ``model_path``: an MJCF from ``flexmodal export --format mjcf`` (empty: exported at start-up);
-``integration_rate_hz``: MuJoCo steps per second. Without ROS 2's launch tools:
+``integration_rate_hz``: MuJoCo steps per second; ``namespace`` (empty = none: the nodes, their
+relative topics and the robot's clock ``/<namespace>/clock`` go into ``/<namespace>``). Without ROS 2's launch tools:
 ``flexmodal_bringup`` does not cover this; ``python -m flexmodal_ros.nodes.demo --engine mujoco`` runs it.
 """
 import os
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
 from flexmodal_ros.nodes.bringup import (DEFAULT_ROBOT, DISCOVERY_PROFILE_VARIABLE, MUJOCO_NODES, EXPORTED_ROBOT_PARAMS,
-                                         discovery_profile)
+                                         check_namespace, discovery_profile)
 
 SIMULATOR_ARGUMENTS = {
     "model_path": ("", "exported MJCF (empty: export the robot at start-up)", str),
@@ -27,8 +28,10 @@ SIMULATOR_ARGUMENTS = {
 }
 
 
-def generate_launch_description():
+def _nodes(context):
     robot = LaunchConfiguration("robot")
+    namespace = check_namespace(context.launch_configurations["namespace"])
+    remappings = [("/clock", f"{namespace}/clock")] if namespace else []
     simulator_params = {name: ParameterValue(LaunchConfiguration(name), value_type=kind)
                         for name, (_, _, kind) in SIMULATOR_ARGUMENTS.items()}
     nodes = []
@@ -38,13 +41,20 @@ def generate_launch_description():
             params.update(simulator_params)
         # No name=: launch would remap __node for every node of the process, helper nodes included
         # (nodes/polled.py); the executables name their nodes themselves.
-        nodes.append(Node(package="flexmodal_ros", executable=executable, output="screen", parameters=[params]))
+        nodes.append(Node(package="flexmodal_ros", executable=executable, output="screen", parameters=[params],
+                          namespace=namespace or None, remappings=remappings))
+    return nodes
+
+
+def generate_launch_description():
     profile = os.environ.get(DISCOVERY_PROFILE_VARIABLE) or str(discovery_profile())
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value=DEFAULT_ROBOT,
                               description="bundled robot: scompi, planar_2r, kuka_lwr4"),
+        DeclareLaunchArgument("namespace", default_value="",
+                              description="namespace of the nodes, their topics and the robot's clock (empty: none)"),
         *[DeclareLaunchArgument(name, default_value=default, description=text)
           for name, (default, text, _) in SIMULATOR_ARGUMENTS.items()],
         SetEnvironmentVariable(DISCOVERY_PROFILE_VARIABLE, profile),
-        *nodes,
+        OpaqueFunction(function=_nodes),
     ])

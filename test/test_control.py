@@ -300,7 +300,7 @@ def test_huge_finite_state_is_rejected_like_nan(lwr, ctrl_factory):
     with pytest.raises(InputError, match=r"joint_states\.velocity: joint_1 = 10 is implausible"):
         ctrl.update_state(moving, 0.0)
     outside = sample._replace(q=np.full(lwr.n, 3.2))           # URDF limit 2.97 + margin 0.1
-    with pytest.raises(InputError, match=r"joint_states\.position: joint_1 = 3\.2 is implausible"):
+    with pytest.raises(InputError, match=r"joint_states\.position: joint_1 = 3\.2 is outside the limits"):
         ctrl.update_state(outside, 0.0)
     reader = JointStateReader(lwr, bounds=ctrl.state_bounds)
     msg = plant_joint_state(lwr, 0.0, *(np.zeros(lwr.n),) * 2, np.full(lwr.n, 1e308), *(np.zeros(lwr.n),) * 3)
@@ -324,11 +324,13 @@ def test_nonfinite_law_result_fails_safe_and_saturation_is_truthful(lwr, law, ct
     np.testing.assert_allclose(cmd.tau, static_compensation(lwr, create_data(lwr), q) / lwr.W, atol=1e-8)
     assert any("non-finite torque from the tracking law" in e for e in ctrl.events)
     huge = at_rest(lwr, q, t=1.001)._replace(q_m=np.full(lwr.n, 1e308), qd_m=np.full(lwr.n, -1e308))
-    ctrl.update_state(huge, 0.001, validated=True)          # a caller that skipped the checks
+    with pytest.raises(InputError, match="outside the limits"):
+        ctrl.update_state(huge, 0.001, validated=True)      # outside the limits: not a state until it persists
+    ctrl.update_state(huge._replace(t=1.1), 0.1, validated=True)   # a caller that skipped the checks
     zero = ctrl.compute()
     np.testing.assert_array_equal(zero.tau, 0.0)
     assert not zero.saturated.any() and ctrl.events[-1].startswith("fault: non-finite torque")
-    ctrl.update_state(at_rest(lwr, q, t=1.002)._replace(q_m=q + 1.0), 0.002)   # 4000 N m off: clipped
+    ctrl.update_state(at_rest(lwr, q, t=1.102)._replace(q_m=q + 1.0), 0.102)   # 4000 N m off: clipped
     sat = ctrl.compute()
     assert sat.saturated.all() and np.array_equal(np.abs(sat.tau), lwr.effort_limit)
 
@@ -423,3 +425,69 @@ def test_steady_cycle_predicts_the_cycles_that_change_only_the_sample(lwr, ctrl_
     sample = at_rest(lwr, q0, t=3.0)
     ctrl.adopt_steady_cycles(*sample, received=7.5, count=3)
     assert ctrl.last_sample == sample and ctrl.advanced == 7.5 and ctrl.counters.cycles == after[3] + 3
+
+
+# ----------------------------------------------------------------------------- issue 29 items 10-11
+
+def test_a_robot_outside_its_limits_is_held_and_recovered(lwr, ctrl_factory):
+    """Item 10: samples outside the limits + margin are rejected until they have come for
+    state_timeout (a glitch is not a state); then OUT_OF_LIMITS: hold law at the measured
+    position, trajectories refused; recover() tracks one bounded segment back inside; samples
+    inside again → HOLD. Before: every such sample was rejected and the controller stayed STALE."""
+    ctrl = ctrl_factory()
+    q = np.zeros(lwr.n)
+    q[1] = lwr.position_upper[1] + 0.3                      # 0.2 beyond the margin
+    with pytest.raises(InputError, match="joint_2 = .* is outside the limits"):
+        ctrl.update_state(at_rest(lwr, q, t=0.0), 0.0)
+    assert ctrl.mode == Mode.WAITING and ctrl.compute() is None
+    for k in range(1, 60):                                  # 59 ms of consistent samples
+        try:
+            ctrl.update_state(at_rest(lwr, q, t=1e-3 * k), 1e-3 * k)
+        except InputError:
+            assert 1e-3 * k < ctrl.state_timeout
+    assert ctrl.mode == Mode.OUT_OF_LIMITS
+    assert any("holding at the measured position" in e for e in ctrl.events)
+    hold = ctrl.compute()
+    assert hold is not None and hold.mode == Mode.OUT_OF_LIMITS and np.isfinite(hold.tau).all()
+    np.testing.assert_allclose(hold.q_ref, q)                # held where it is: the hold law (2.2)-(2.3)
+    np.testing.assert_allclose(hold.tau, setpoint_motor_torque(lwr, create_data(lwr), q, at_rest(lwr, q).q_m,
+                                                               np.zeros(lwr.n)), atol=1e-6)
+    with pytest.raises(InputError, match="outside the limits"):
+        ctrl.set_trajectory([0.0, 2.0], [q, np.zeros(lwr.n)])
+    description = ctrl.recover()
+    assert description.startswith("recovery accepted")
+    t, samples = 0.06, 0
+    while ctrl.mode != Mode.HOLD or samples == 0:
+        command = ctrl.compute()
+        assert command is not None and np.isfinite(command.tau).all()
+        t += 1e-3
+        samples += 1
+        ctrl.update_state(at_rest(lwr, command.q_ref, t=t), t)     # a plant that follows its reference
+        assert samples < 5000
+    target = ctrl.last_sample.q
+    assert target[1] <= lwr.position_upper[1] and abs(target[1] - (lwr.position_upper[1] - 0.01)) < 1e-9
+    with pytest.raises(InputError, match="nothing to recover"):
+        ctrl.recover()
+
+
+def test_a_single_sample_outside_the_limits_is_a_glitch(lwr, ctrl_factory):
+    ctrl = ctrl_factory()
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=0.0), 0.0)
+    assert ctrl.mode == Mode.HOLD
+    glitch = q.copy()
+    glitch[0] = 5.0
+    with pytest.raises(InputError, match="outside the limits"):
+        ctrl.update_state(at_rest(lwr, glitch, t=0.001), 0.001)
+    ctrl.update_state(at_rest(lwr, q, t=0.002), 0.002)
+    assert ctrl.mode == Mode.HOLD and ctrl.counters.rejected_samples == 1
+
+
+def test_a_start_far_ahead_is_refused(lwr, ctrl_factory):
+    """Item 11: a start stamp 68 years in the future was accepted."""
+    ctrl = ctrl_factory(limits=SafetyLimits(max_start_delay=60.0))
+    q = np.zeros(lwr.n)
+    ctrl.update_state(at_rest(lwr, q, t=10.0), 0.0)
+    with pytest.raises(InputError, match=r"header.stamp: start time .* more than max_start_delay \(60 s\)"):
+        ctrl.set_trajectory([0.0, 1.0], [q, q + 0.01], start_time=10.0 + 68 * 365.25 * 86400)
+    assert ctrl.set_trajectory([0.0, 1.0], [q, q + 0.01], start_time=69.0).startswith("trajectory accepted")

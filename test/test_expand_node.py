@@ -40,7 +40,7 @@ def test_live_polynomial_path_along_thesis_trajectory(ros):
     client = ros.node("live_client")
     received = []
     client.create_subscription(ModalParameters, f"{NS}/modal_analysis/modal_parameters", received.append, 50)
-    pub = client.create_publisher(JointState, "/joint_states", 10)
+    pub = client.create_publisher(JointState, f"{NS}/joint_states", 10)     # relative topic: in the node's namespace
     times = np.linspace(0.0, THESIS_LWR4_T, 31)
     qs = point_to_point(THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, times)[0]
     f_err, z_err = [], []
@@ -77,11 +77,12 @@ def _request(positions, order=0, modes=(), use_for_live=False, output_path="", n
 
 def test_expand_service_console_script(ros, ros_process, tmp_path):
     ros_process(["modal_analysis_server", "--ros-args", "-r", f"__ns:={NS}", "-p", "robot:=planar_2r",
-                 "-p", "modal_method:=polynomial"], wait_for_service=(SRV, ExpandModalParameters))
+                 "-p", "modal_method:=polynomial", "-p", f"output_dir:={tmp_path}"],
+                wait_for_service=(SRV, ExpandModalParameters))
     client = ros.node("expand_client").create_client(ExpandModalParameters, SRV)
     model = load_robot("planar_2r")
     q0 = np.array([0.3, 0.5])
-    resp = ros.call(client, _request(q0, order=3, use_for_live=True, output_path=str(tmp_path / "c.npz")))
+    resp = ros.call(client, _request(q0, order=3, use_for_live=True, output_path="c.npz"))   # in output_dir
     assert resp.success, resp.message
     exact = modal_analysis(model, q0)
     assert (resp.order, resp.num_parameters, resp.num_terms) == (3, 2, 10)

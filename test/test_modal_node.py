@@ -217,7 +217,7 @@ def test_launch_file_references_exist():
     tree = ast.parse(text)
     assert any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body)
     assert 'executable="modal_analysis_server"' in text and 'package="flexmodal_ros"' in text
-    assert "modal_analysis_server = flexmodal_ros.nodes.modal_analysis_server:main" in (REPO / "setup.py").read_text()
+    assert "modal_analysis_server = flexmodal_ros.nodes.entry_points:modal_analysis_server" in (REPO / "setup.py").read_text()
     for robot in ("scompi", "planar_2r", "kuka_lwr4"):
         assert all(p.is_file() for p in robot_paths(robot))
     declared = {"publish_rate_hz", "joint_state_timeout_s"}       # robot/urdf_path/params_path:

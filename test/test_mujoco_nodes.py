@@ -118,7 +118,8 @@ def test_sim_time_watchdog_stops_with_the_simulation(ros, ros_process, lwr, engi
             context=ros.context, namespace=key, parameter_overrides=[
                 Parameter("robot", value="kuka_lwr4"), Parameter("state_timeout_s", value=0.05),
                 Parameter("use_sim_time", value=use_sim_time), Parameter("link_state", value=link_state)],
-            cli_args=["--ros-args", "-r", f"/effort_controller/commands:=/{key}/ignored_commands"])
+            cli_args=["--ros-args", "-r", f"/effort_controller/commands:=/{key}/ignored_commands",
+                      "-r", "joint_states:=/joint_states"])          # the simulator's, outside the namespace
         ros.add_node(node)
         ros.node(f"flexmodal_test_{key}_status").create_subscription(
             String, f"/{key}/feedforward_pd_controller/status", lambda m, k=key: statuses[k].append(m.data),
@@ -178,7 +179,7 @@ def test_launch_files_reference_what_exists():
     import re
     from flexmodal_ros.nodes import bringup
 
-    scripts = set(re.findall(r'"(\w+) = flexmodal_ros\.nodes\.\w+:main"',
+    scripts = set(re.findall(r'"(\w+) = flexmodal_ros\.nodes\.\w+:\w+"',
                              (LAUNCH.parent / "setup.py").read_text()))
     for name in ("gazebo.launch.py", "mujoco.launch.py"):
         tree = ast.parse((LAUNCH / name).read_text())

@@ -96,15 +96,20 @@ def _parameters(node):
 
 
 def test_launch_descriptions_with_the_real_launch_package():
-    bringup = _launch_nodes(ROOT / "launch" / "bringup.launch.py")
+    from flexmodal_ros.nodes.bringup import SIMULATED_PLANT_PARAMS
+
+    bringup = _launch_nodes(ROOT / "launch" / "bringup.launch.py")     # the simulator as plant: sim time
     assert [(n.node_executable, _parameters(n)) for n in bringup] == [
-        (executable, {"robot": "kuka_lwr4"}) for executable, _ in NODES]
+        (executable, {"robot": "kuka_lwr4", **SIMULATED_PLANT_PARAMS.get(name, {})}) for executable, name in NODES]
     params = str(ROOT / "config" / "planar_2r.yaml")
     mine = _launch_nodes(ROOT / "launch" / "bringup.launch.py", params_path=params, robot="''")
-    assert all(_parameters(n) == {"params_path": params} for n in mine)
+    assert all(_parameters(n) in ({"params_path": params}, {"params_path": params, "use_sim_time": True})
+               for n in mine)
     (modal,) = _launch_nodes(ROOT / "launch" / "modal_analysis.launch.py", publish_rate_hz="10")
     assert modal.node_executable == "modal_analysis_server"
-    assert _parameters(modal) == {"robot": "scompi", "publish_rate_hz": 10.0, "joint_state_timeout_s": 0.5}
+    assert _parameters(modal) == {"robot": "scompi", "publish_rate_hz": 10.0, "joint_state_timeout_s": 0.5,
+                                  "modal_method": "exact", "expansion_order": 3, "expansion_tolerance": 0.002,
+                                  "trust_radius": 0.0, "method": ""}
     with pytest.raises(ConfigError, match="publish_rate_hz: expected a number"):
         _launch_nodes(ROOT / "launch" / "modal_analysis.launch.py", publish_rate_hz="fast")
 

@@ -12,8 +12,10 @@ from .failsafe import Counters, FailSafeController, SteadyCycle
 from .gains import checked_gains
 from .law import (LAW_INPUTS, LAW_OUTPUTS, Command, ControlLaw, JointSample, Mode, control_law_function, law_layout,
                   saturate)
-from .limits import STATE_BOUND, SafetyLimits, implausible_state
+from .limits import (DEFAULT_MAX_START_DELAY, RECOVERY_INSET, STATE_BOUND, SafetyLimits, implausible_state,
+                     plausible_bounds)
 
 __all__ = ["AdmittedTrajectory", "TrajectoryAdmission", "Counters", "FailSafeController", "SteadyCycle",
            "checked_gains", "LAW_INPUTS", "LAW_OUTPUTS", "Command", "ControlLaw", "JointSample", "Mode",
-           "control_law_function", "law_layout", "saturate", "STATE_BOUND", "SafetyLimits", "implausible_state"]
+           "control_law_function", "law_layout", "saturate", "STATE_BOUND", "SafetyLimits", "implausible_state",
+           "DEFAULT_MAX_START_DELAY", "RECOVERY_INSET", "plausible_bounds"]

@@ -1,7 +1,8 @@
 """Admission of a waypoint reference before the controller may track it (ROS-free).
 
 :class:`TrajectoryAdmission` checks a reference against the measured state and the limits
-(:class:`~.limits.SafetyLimits`: sizes, duration, URDF position limits, start tolerance, the peak
+(:class:`~.limits.SafetyLimits`: sizes, duration, URDF position limits, start tolerance, start
+delay, the peak
 speed and acceleration of every C⁴ segment (4.29): |q̇| = η'_max |q_b − q_a| / T,
 |q̈| = η''_max |q_b − q_a| / T², η'_max = 630/256, η''_max ≈ 9.372) and returns an
 :class:`AdmittedTrajectory`, which loads its segments into the control law cycle by cycle.
@@ -81,9 +82,33 @@ class TrajectoryAdmission:
         if t0 < s.t:
             raise InputError(f"header.stamp: start time {t0:.4f} s is in the past (joint-state time "
                              f"{s.t:.4f} s)")
+        if t0 - s.t > self.limits.max_start_delay:
+            raise InputError(f"header.stamp: start time {t0:.4f} s is {t0 - s.t:.4g} s after the joint-state time "
+                             f"{s.t:.4f} s, more than max_start_delay ({self.limits.max_start_delay:g} s)")
         path = PiecewiseC4Trajectory(times, positions)
         self.check_rates(path)
         return AdmittedTrajectory(path, t0, start_time is None)
+
+    def recovery(self, sample, inset):
+        """The bounded recovery move (:meth:`~.failsafe.FailSafeController.recover`): from the
+        measured position ``sample.q`` to the nearest position ``inset`` inside the URDF limits,
+        one C⁴ segment timed so that its peak speed and acceleration stay within the limits.
+        AdmittedTrajectory starting now; InputError when it would last longer than
+        max_trajectory_duration."""
+        m = self.model
+        lo = np.minimum(m.position_lower + inset, 0.5 * (m.position_lower + m.position_upper))
+        hi = np.maximum(m.position_upper - inset, 0.5 * (m.position_lower + m.position_upper))
+        target = np.clip(sample.q, lo, hi)
+        unit = PiecewiseC4Trajectory(np.array([0.0, 1.0]), np.vstack([sample.q, target]))
+        velocity, acceleration = unit.peak_rates()                # peaks of the move done in 1 s
+        duration = 1.02 * max(float(np.max(velocity[0] / self.velocity_limit)),
+                              float(np.sqrt(np.max(acceleration[0] / self.acceleration_limit))), 0.05)
+        if duration > self.limits.max_trajectory_duration:
+            raise InputError(f"recover: the move back inside the limits would take {duration:.4g} s, longer than "
+                             f"max_trajectory_duration ({self.limits.max_trajectory_duration:g} s)")
+        path = PiecewiseC4Trajectory(np.array([0.0, duration]), np.vstack([sample.q, target]))
+        self.check_rates(path)
+        return AdmittedTrajectory(path, sample.t, start_now=True)
 
     def check_rates(self, path):
         """InputError naming the segment and joint whose peak speed or acceleration exceeds the limits."""

@@ -17,10 +17,18 @@ trajectory accepted, start time not reached            HOLD (unchanged; while TR
 trajectory active                                      TRACKING law (feedforward + PD)
 trajectory finished                                    HOLD at its last waypoint
 joint state with NaN/inf, wrong size, or implausible   sample rejected (InputError), no command for it;
-(position beyond the URDF limits ± position_margin,    the last valid sample stays in use
-motor position beyond them ± the spring deflection at
-the effort limit, |velocity| > state_velocity_factor
-× velocity limit)
+(|velocity| > state_velocity_factor × velocity        the last valid sample stays in use
+limit, |position| > STATE_BOUND)
+position outside the limits (link beyond the URDF      rejected like an implausible one until such
+limits ± position_margin, motor beyond them ± the      samples have come for ``state_timeout`` (a glitch
+spring deflection at the effort limit)                 is not a state); then OUT_OF_LIMITS: trajectory
+                                                       aborted, hold law (2.2)-(2.3) at the measured
+                                                       position, trajectories refused; back inside the
+                                                       limits → HOLD there. :meth:`recover`: a bounded
+                                                       move (one C⁴ segment within the speed and
+                                                       acceleration limits) to the nearest position
+                                                       RECOVERY_INSET inside the limits, tracked like a
+                                                       trajectory (samples outside accepted meanwhile)
 no valid joint state for more than ``state_timeout``   STALE: trajectory aborted, constant static torque
 (steady clock), or joint-state stamps not advancing    W⁻¹(g(q) − Jᵀ(q) τ_ext) at the last valid position
 for that long (frozen stamp)                           (the feed-through term of (2.2); no feedback on
@@ -32,7 +40,8 @@ not strictly increasing, outside the position limits,  the current mode continue
 segment speed or acceleration above the limits, more
 than max_trajectory_points, longer than
 max_trajectory_duration, first waypoint far from the
-measured position, start in the past, no joint state)
+measured position, start in the past or more than
+max_start_delay ahead, no joint state, out of limits)
 non-finite result of the law (torque or reference)     TRACKING: trajectory aborted, HOLD at the measured
                                                        position (law evaluated again); non-finite in
                                                        HOLD: zero torque (no torque rather than an
@@ -60,7 +69,7 @@ from ..robot.model import create_data
 from .admission import AdmittedTrajectory, TrajectoryAdmission
 from .gains import checked_gains
 from .law import Command, ControlLaw, JointSample, Mode, saturate
-from .limits import SafetyLimits, implausible_state
+from .limits import RECOVERY_INSET, SafetyLimits, implausible_state, plausible_bounds
 
 
 @dataclass
@@ -112,6 +121,8 @@ class FailSafeController:
         self._advanced = None          # steady time of the last sample whose stamp advanced
         self._hold_q = None
         self._trajectory = None
+        self._recovery = None          # the recovery move while it is the reference (recover())
+        self._outside_since = None     # receipt time of the first of consecutive samples outside the limits
         self.state_timeout = self.start_tolerance = None
         self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self._unsaturated = np.zeros(model.n, dtype=bool)
@@ -147,6 +158,9 @@ class FailSafeController:
         self.limits, self.velocity_limit, self.acceleration_limit = limits, velocity, acceleration
         self.admission = TrajectoryAdmission(model, limits, velocity, acceleration, float(tolerance))
         self.state_bounds = bounds
+        self.plausible_bounds = plausible_bounds(bounds)
+        n = self.model.n
+        self._position_bounds = tuple(np.concatenate([b[:n], b[2 * n:3 * n]]) for b in bounds)
         self.state_timeout, self.start_tolerance = float(timeout), float(tolerance)
         if model is not self.model:
             self.model = model
@@ -196,35 +210,70 @@ class FailSafeController:
         self.counters.cycles += count
 
     def update_state(self, sample, received, validated=False):
-        """Accept a measured sample (InputError naming the field if it is not finite / wrong size).
+        """Accept a measured sample (InputError naming the field if it is not finite / wrong size,
+        implausible, or outside the limits for less than state_timeout: see the policy table).
 
         ``validated=True``: the sample's time is a finite float and its vectors are finite float
-        arrays of length n that the caller will not modify (e.g. from
-        :class:`~flexmodal_ros.nodes.conversions.JointStateReader`, which checks exactly that):
-        taken as is, without the copy and the second check (1 kHz path)."""
+        arrays of length n within :attr:`plausible_bounds` that the caller will not modify (e.g.
+        from :class:`~flexmodal_ros.nodes.conversions.JointStateReader`, which checks exactly
+        that): taken as is, without the copy and the second check (1 kHz path)."""
         try:
             checked = sample if validated else self._checked(sample)
+            outside = self._limit_violation(checked)
         except InputError:
             self.counters.rejected_samples += 1
             raise
+        received = float(received)
+        recovering = self._recovering()
+        if outside:
+            if self._outside_since is None:
+                self._outside_since = received
+            if (self.mode != Mode.OUT_OF_LIMITS and not recovering
+                    and received - self._outside_since < self.state_timeout):
+                self.counters.rejected_samples += 1
+                raise InputError(f"{outside} (taken as the measured state once such samples have come for "
+                                 f"state_timeout = {self.state_timeout:g} s)")
+        else:
+            self._outside_since = None
         previous = self._sample
-        self._sample, self._received = checked, float(received)
-        if previous is None or checked.t != previous.t:
-            self._advanced = self._received
+        self._sample, self._received = checked, received
+        advanced = previous is None or checked.t != previous.t
+        if advanced:
+            self._advanced = received
         if self.mode in (Mode.WAITING, Mode.STALE):
-            if self._advanced == self._received:          # out of STALE only with a new stamp
-                self._enter_hold(checked.q, f"valid joint state at t={checked.t:.4f} s")
+            if advanced:                                   # out of STALE only with a new stamp
+                self._enter_hold(checked.q, f"valid joint state at t={checked.t:.4f} s", outside=outside)
+        elif outside and self.mode != Mode.OUT_OF_LIMITS and not recovering:
+            self._enter_hold(checked.q, f"joint state at t={checked.t:.4f} s", abort=True, outside=outside)
+        elif not outside and self.mode == Mode.OUT_OF_LIMITS:
+            self._enter_hold(checked.q, f"back inside the limits at t={checked.t:.4f} s")
         elif checked.t < previous.t:
             self._enter_hold(checked.q, f"joint-state time went backwards ({previous.t:.4f} -> "
-                                        f"{checked.t:.4f} s): trajectory aborted", abort=True)
+                                        f"{checked.t:.4f} s): trajectory aborted", abort=True, outside=outside)
+
+    def _limit_violation(self, sample):
+        """"" when the sample's link and motor positions are within the limits (:attr:`state_bounds`),
+        else the message naming the first position outside them."""
+        lo, hi = self._position_bounds
+        n = self.model.n
+        q, q_m = sample.q, sample.q_m
+        if (q >= lo[:n]).all() and (q <= hi[:n]).all() and (q_m >= lo[n:]).all() and (q_m <= hi[n:]).all():
+            return ""
+        return implausible_state(self.model, np.concatenate(sample[1:]), self.state_bounds).replace(
+            "is implausible", "is outside the limits")
+
+    def _recovering(self):
+        """True while the recovery move is the reference (accepted or being tracked)."""
+        return self._recovery is not None and self._trajectory is self._recovery
 
     def _checked(self, sample):
-        """Float copy of a sample; InputError naming the field if not finite or of the wrong size."""
+        """Float copy of a sample; InputError naming the field if not finite, of the wrong size, or
+        implausible (:attr:`plausible_bounds`)."""
         try:   # fast path (1 kHz): the four vectors in one array, one finiteness check
             block = np.array(sample[1:], dtype=float)
         except (ValueError, TypeError):
             block = None
-        lo, hi = self.state_bounds
+        lo, hi = self.plausible_bounds
         if (block is not None and block.shape == (4, self.model.n) and math.isfinite(sample.t)
                 and ((block.ravel() >= lo) & (block.ravel() <= hi)).all()):
             return JointSample(float(sample.t), *block)
@@ -241,10 +290,24 @@ class FailSafeController:
                 raise InputError(f"{f}: contains NaN or inf")
         if not np.isfinite(sample.t):
             raise InputError("t: contains NaN or inf")
-        problem = implausible_state(self.model, np.concatenate(list(arrays.values())), self.state_bounds)
+        problem = implausible_state(self.model, np.concatenate(list(arrays.values())), self.plausible_bounds)
         if problem:
             raise InputError(problem)
         return JointSample(float(sample.t), **arrays)
+
+    def recover(self):
+        """Out of the limits (OUT_OF_LIMITS): make the bounded recovery move the reference — one
+        C⁴ segment from the measured position to the nearest position RECOVERY_INSET inside the
+        URDF limits, within the speed and acceleration limits, starting at the next cycle
+        (:meth:`~.admission.TrajectoryAdmission.recovery`). Returns a one-line description;
+        InputError in any other mode."""
+        if self.mode != Mode.OUT_OF_LIMITS or self._sample is None:
+            raise InputError(f"recover: the measured state is not outside the limits (controller is "
+                             f"{self.mode.value}): nothing to recover")
+        traj = self.admission.recovery(self._sample, RECOVERY_INSET)
+        self._trajectory = self._recovery = traj
+        target = ", ".join(f"{v:.4g}" for v in traj.path.positions[-1])
+        return f"recovery accepted: back inside the limits to [{target}] in {traj.duration:.3f} s"
 
     def set_trajectory(self, times, positions, start_time=None, now=None):
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
@@ -280,6 +343,7 @@ class FailSafeController:
         with self._counted_rejection():
             if self._sample is None or self.mode in (Mode.WAITING, Mode.STALE):
                 raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
+            self._refuse_out_of_limits()
         if self.mode == Mode.TRACKING:
             self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
         self._trajectory = traj
@@ -375,7 +439,14 @@ class FailSafeController:
         s = self._sample
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
+        self._refuse_out_of_limits()
         return self.admission.check(s, self._received, times, positions, start_time, now)
+
+    def _refuse_out_of_limits(self):
+        if self.mode == Mode.OUT_OF_LIMITS or self._recovering():
+            raise InputError("trajectory: the measured state is outside the limits (controller is "
+                             f"{Mode.OUT_OF_LIMITS.value}{', recovering' if self._recovering() else ''}): "
+                             "trajectories are refused until it is back inside (recover moves it back)")
 
     @contextmanager
     def _counted_rejection(self):
@@ -386,13 +457,19 @@ class FailSafeController:
             self.counters.rejected_trajectories += 1
             raise
 
-    def _enter_hold(self, q, reason, abort=False):
+    def _enter_hold(self, q, reason, abort=False, outside=""):
+        """HOLD at ``q``; with ``outside`` (the limit violation of the measured state) OUT_OF_LIMITS
+        instead, the trajectory aborted (hold law at ``q`` in both)."""
         self._hold_q = np.array(q, dtype=float)
         self._hold_q.flags.writeable = False          # shared by the commands of the hold
         self.law.r_hold[:] = setpoint_reference(self.model, self.data, self._hold_q)
-        if abort:
+        if abort or outside:
             self._trajectory = None
-        self._set_mode(Mode.HOLD, reason)
+        if outside:
+            self._set_mode(Mode.OUT_OF_LIMITS, f"{reason}: {outside}: holding at the measured position, trajectories "
+                                               "refused until it is back inside the limits (recover moves it back)")
+        else:
+            self._set_mode(Mode.HOLD, reason)
 
     def _set_mode(self, mode, reason):
         self.mode = mode

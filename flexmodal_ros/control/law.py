@@ -37,6 +37,7 @@ class Mode(str, Enum):
     HOLD = "hold"
     TRACKING = "tracking"
     STALE = "stale"
+    OUT_OF_LIMITS = "out_of_limits"
 
 
 class JointSample(NamedTuple):

@@ -18,7 +18,7 @@ import numpy as np
 from ..core.errors import ConfigError, InputError
 from ..flexible_joint.linear_model import motor_equilibrium, setpoint_reference, static_compensation
 from ..robot.model import create_data
-from ..simulation import ImpulseLimits, check_impulse, run_closed_loop
+from ..simulation import ImpulseLimits, SimulationFault, check_impulse, run_closed_loop, speed_fault, valid_speed
 from ..core.validation import finite_array, finite_vector
 from .convention import StateConvention
 from .mjcf import load_mujoco_model, write_mjcf
@@ -145,6 +145,8 @@ class MujocoSimulator:
         self._stiffness = robot.mj.jnt_stiffness[[robot.mj.dof_jntid[d] for d in robot.elastic_dof]].copy()
         self._base_wrench = np.array(model.wrench, dtype=float)
         self._qfrc = np.zeros(robot.mj.nv)
+        self._valid = np.zeros(1 + robot.mj.nq + robot.mj.nv + robot.mj.na)   # state before the last step
+        self.max_speed = valid_speed(robot.mj.opt.timestep)
         self.reset()
 
     @property
@@ -152,7 +154,8 @@ class MujocoSimulator:
         return float(self.data.time)
 
     def reset(self):
-        """Back to the initial rest state at t = 0 with the holding effort and no impulses."""
+        """Back to the initial rest state at t = 0 with the holding effort and no impulses (clears a fault)."""
+        self.fault = None
         self.mujoco.mj_resetData(self.robot.mj, self.data)
         self.data.qpos[:], self.data.qvel[:] = self.qpos0, self.qvel0
         self.data.ctrl[self.robot.actuators] = self.hold
@@ -186,16 +189,36 @@ class MujocoSimulator:
         self.data.qfrc_applied[:] = self._qfrc
 
     def advance(self, duration):
-        """round(duration / timestep) MuJoCo steps (at least one); InputError if the state diverges."""
-        mj, d = self.robot.mj, self.data
+        """round(duration / timestep) MuJoCo steps (at least one); :class:`SimulationFault` at the
+        first step that leaves the valid range (non-finite state, MuJoCo's bad-acceleration
+        warning, a speed above :func:`~flexmodal_ros.simulation.valid_speed` of the step): the
+        state is put back to the last valid one and stays there until :meth:`reset`."""
+        if self.fault is not None:
+            raise SimulationFault(self.fault)
+        mj, d, bad_qacc = self.robot.mj, self.data, self.mujoco.mjtWarning.mjWARN_BADQACC
         for _ in range(max(1, int(round(duration / mj.opt.timestep)))):
             if self.impulses or self._base_wrench.any():
                 self._external_force()
+            self._valid[:] = d.time, *d.qpos, *d.qvel, *d.act
             self.mujoco.mj_step(mj, d)
-        if not (np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()) or \
-                d.warning[self.mujoco.mjtWarning.mjWARN_BADQACC].number:
-            d.warning[self.mujoco.mjtWarning.mjWARN_BADQACC].number = 0
-            raise InputError(f"state: MuJoCo simulation diverged at t={self.t:.4f} s")
+            if not (np.abs(d.qvel).max() <= self.max_speed and np.isfinite(d.qpos).all()) or d.warning[bad_qacc].number:
+                what = (speed_fault(self.robot.model, np.concatenate(self.sample()[1::2]), self.max_speed, d.time,
+                                    mj.opt.timestep) if not d.warning[bad_qacc].number else
+                        f"state: MuJoCo reported a bad acceleration at t={d.time:.4f} s (the simulation left its "
+                        "valid range)")
+                d.warning[bad_qacc].number = 0
+                self._restore_valid()
+                self.fault = what
+                raise SimulationFault(what)
+
+    def _restore_valid(self):
+        """Put the state saved before the last step back (time, positions, velocities, activations)."""
+        mj, d = self.robot.mj, self.data
+        d.time = self._valid[0]
+        d.qpos[:] = self._valid[1:1 + mj.nq]
+        d.qvel[:] = self._valid[1 + mj.nq:1 + mj.nq + mj.nv]
+        d.act[:] = self._valid[1 + mj.nq + mj.nv:]
+        self.mujoco.mj_forward(mj, d)
 
     def sample(self):
         """(s_e, ṡ_e, s_m, ṡ_m): elastic then motor joint positions/velocities, copies."""

@@ -5,10 +5,19 @@ Starts, as separate processes from their console scripts, the same set of nodes 
 modal_analysis_server, identification_server, each with ``robot:=<name>`` (the bundled
 ``config/<name>.yaml`` + ``urdf/<name>.urdf``). Usage::
 
-    flexmodal_bringup [--robot kuka_lwr4] [--param node.name:=value ...]
+    flexmodal_bringup [--robot kuka_lwr4] [--namespace arm1] [--real-time-clock] [--param node.name:=value ...]
 
-Ctrl-C stops every node. The environment must keep ROS traffic on loopback
-(``. scripts/env.sh`` sets ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; it is forced here too).
+Simulation time: the simulator is the plant here, so the controller and the modal analysis server
+run on its /clock (``use_sim_time``): a simulation that falls behind on a busy machine slows their
+time down with it instead of tripping the controller's 0.05 s stale-state limit.
+``--real-time-clock`` (and ``make demo``, which measures real-time behaviour) keeps their steady
+clock, as on a real robot. ``--namespace NS`` pushes every node into ``/NS`` (topics are relative:
+``/NS/joint_states``, ``/NS/effort_controller/commands``) and the robot's clock to ``/NS/clock``,
+so that two robots run side by side on one domain.
+
+Ctrl-C stops every node (each ends within ~1 s, exit code 0). The environment must keep ROS
+traffic on loopback (``. scripts/env.sh`` sets ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; it is
+forced here too).
 """
 import argparse
 import os
@@ -74,6 +83,30 @@ MUJOCO_NODES = (("mujoco_simulator", "mujoco_simulator"),) + NODES[1:]
 EXPORTED_ROBOT_PARAMS = {"feedforward_pd_controller": {"link_state": "deflection", "use_sim_time": True},
                  "modal_analysis": {"link_state": "deflection", "use_sim_time": True}}
 ENGINES = {"builtin": NODES, "mujoco": MUJOCO_NODES}
+# The built-in simulator as the plant: the nodes that time their work run on its /clock.
+SIMULATED_PLANT_PARAMS = {"feedforward_pd_controller": {"use_sim_time": True}, "modal_analysis": {"use_sim_time": True}}
+
+
+def namespace_arguments(namespace):
+    """``--ros-args`` remappings that put a node into ``namespace`` ("" or None: none): ``__ns``
+    and the clock topic ``/clock`` → ``/<namespace>/clock`` (one clock per simulated robot)."""
+    ns = check_namespace(namespace)
+    return ["-r", f"__ns:={ns}", "-r", f"/clock:={ns}/clock"] if ns else []
+
+
+def check_namespace(namespace):
+    """``namespace`` as an absolute ROS namespace ("" for none); FlexmodalError if invalid."""
+    text = _given(namespace or "").strip("/")
+    if not text:
+        return ""
+    from rclpy.validate_namespace import validate_namespace   # deferred: rclpy, only for a namespace
+
+    try:
+        validate_namespace("/" + text)
+    except Exception as exc:            # noqa: BLE001 - rclpy raises several types for a bad name
+        reason = str(exc).strip().splitlines()[0].split(", at /")[0]
+        raise FlexmodalError(f"namespace: {text!r} is not a valid ROS namespace ({reason})") from None
+    return "/" + text
 
 
 def nodes_for(engine):
@@ -92,8 +125,10 @@ def executable_path(name):
     return found
 
 
-def node_commands(robot, params=None, engine="builtin"):
-    """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}}."""
+def node_commands(robot, params=None, engine="builtin", namespace=None, sim_time=True):
+    """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}},
+    the :func:`namespace_arguments` of ``namespace`` and, with the built-in simulator and
+    ``sim_time``, ``use_sim_time`` for the controller and the modal server (module docstring)."""
     robot_paths(robot)  # ConfigError naming the bundled robots if unknown
     params = params or {}
     table = nodes_for(engine)
@@ -102,8 +137,9 @@ def node_commands(robot, params=None, engine="builtin"):
         raise FlexmodalError(f"params: unknown node(s) {', '.join(sorted(unknown))}")
     commands = []
     for executable, name in table:
-        argv = [executable_path(executable), "--ros-args", "-p", f"robot:={robot}"]
-        engine_params = EXPORTED_ROBOT_PARAMS.get(name, {}) if engine == "mujoco" else {}
+        argv = [executable_path(executable), "--ros-args", *namespace_arguments(namespace), "-p", f"robot:={robot}"]
+        engine_params = (EXPORTED_ROBOT_PARAMS.get(name, {}) if engine == "mujoco" else
+                         SIMULATED_PLANT_PARAMS.get(name, {}) if sim_time else {})
         for key, value in {**engine_params, **params.get(name, {})}.items():
             argv += ["-p", f"{key}:={_ros_value(value)}"]
         commands.append(argv)
@@ -126,10 +162,11 @@ def ros_environment(env=None):
     return env
 
 
-def start(robot, params=None, log_dir=None, env=None, engine="builtin"):
-    """Start the nodes; returns the Popen objects (output to ``log_dir/<node>.log`` if given)."""
+def start(robot, params=None, log_dir=None, env=None, engine="builtin", namespace=None, sim_time=True):
+    """Start the nodes (:func:`node_commands`); returns the Popen objects (output to
+    ``log_dir/<node>.log`` if given)."""
     processes = []
-    for (_, name), argv in zip(nodes_for(engine), node_commands(robot, params, engine)):
+    for (_, name), argv in zip(nodes_for(engine), node_commands(robot, params, engine, namespace, sim_time)):
         out = open(Path(log_dir) / f"{name}.log", "wb") if log_dir else None
         processes.append(subprocess.Popen(argv, env=ros_environment(env), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT if out else None))
@@ -179,19 +216,25 @@ def _parse_params(items):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="flexmodal_bringup", description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default=DEFAULT_ROBOT, help=f"bundled robot (default {DEFAULT_ROBOT})")
+    parser.add_argument("--namespace", default="", help="push every node (and the robot's /clock) into /NAMESPACE")
+    parser.add_argument("--real-time-clock", action="store_true",
+                        help="controller and modal server on the steady clock instead of the simulation's /clock")
     parser.add_argument("--param", action="append", default=[], help="node.name:=value (repeatable)")
     args = parser.parse_args(argv)
+    processes = []
     try:
-        processes = start(args.robot, _parse_params(args.param))
-    except FlexmodalError as exc:
-        print(f"flexmodal_bringup: error: {exc}", file=sys.stderr)
-        return 2
-    try:
+        try:
+            processes = start(args.robot, _parse_params(args.param), namespace=args.namespace,
+                              sim_time=not args.real_time_clock)
+        except FlexmodalError as exc:
+            print(f"flexmodal_bringup: error: {exc}", file=sys.stderr)
+            return 2
         while all(p.poll() is None for p in processes):
             time.sleep(0.2)
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)     # one Ctrl-C: the clean-up is not interrupted
         stop(processes)
     failed = [p.args[0] for p in processes if p.returncode not in (0, -signal.SIGINT)]
     return 1 if failed else 0

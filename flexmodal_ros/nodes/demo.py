@@ -99,7 +99,7 @@ class SuiteClient:
         self._latest_raw = None
         # 1 kHz joint states: polled every POLL s (no executor callback per message, nodes/polled.py)
         # and kept serialized; deserialized after the run.
-        self.joint_states = PolledSubscription(self.node, JointState, "/joint_states", 1000, raw=True)
+        self.joint_states = PolledSubscription(self.node, JointState, "joint_states", 1000, raw=True)
         self.node.create_subscription(String, f"{CONTROLLER}/status", lambda m: self.statuses.append(m.data),
                                       QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.trajectory_pub = self.node.create_publisher(JointTrajectory, f"{CONTROLLER}/reference_trajectory", 10)
@@ -319,8 +319,9 @@ def run_ros(model, times, positions, out, lockstep=False, realtime=True, engine=
     from . import bringup
     if realtime:
         print(f"real-time set-up: {share_simulator_cpu()}", flush=True)
+    # sim_time=False: the demo measures real-time behaviour (steady clocks, as on a real robot)
     processes = bringup.start(model.name, node_parameters(positions, lockstep, realtime, engine), log_dir=out,
-                              engine=engine)
+                              engine=engine, sim_time=False)
     client = None
     try:
         client = SuiteClient(model, alive=lambda: bringup.check_running(processes, engine),

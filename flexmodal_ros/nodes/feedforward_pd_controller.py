@@ -1,10 +1,11 @@
 """ROS 2 node ``feedforward_pd_controller``: flexible-joint feedforward + motor PD torque controller.
 
 Runs :class:`flexmodal_ros.control.FailSafeController` (tracking law, hold law (2.2)-(2.3) and the
-fail-safe policy documented there). One control cycle per ``/joint_states`` sample (the simulator,
+fail-safe policy documented there). One control cycle per ``joint_states`` sample (the simulator,
 or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sample's stamp is the
-cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Float64MultiArray,
-motor torques [N m] in URDF joint order). On the steady clock the cycles run on a thread of their
+cycle time, the command goes out on ``effort_controller/commands`` (std_msgs/Float64MultiArray,
+motor torques [N m] in URDF joint order). Topic names are relative (``-r __ns:=/arm1`` or launch
+``namespace:=arm1``: ``/arm1/joint_states``, ``/arm1/effort_controller/commands``). On the steady clock the cycles run on a thread of their
 own that waits for joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the
 executor keeps the trajectories, parameters and services, which never run during a cycle), and the
 same thread checks a watchdog ``watchdog_rate_hz`` times per second. With ``native_cycle`` (true,
@@ -22,7 +23,8 @@ Parameters, read-only: ``robot`` or ``urdf_path`` + ``params_path`` (gains kp/kd
 from there); ``link_state`` ("absolute": /joint_states of the built-in simulator; "deflection":
 exported robots in Gazebo or ``mujoco_simulator``, whose commands are then the motor-joint efforts
 W τ_m: flexmodal_ros/export/convention.py); ``use_sim_time`` (watchdog and stale-state checks on
-the ROS clock, i.e. simulation time; otherwise the steady clock); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
+the ROS clock, i.e. simulation time: a slow simulation slows the controller's time instead of
+tripping ``state_timeout_s``; otherwise the steady clock, for real robots); ``rate_hz`` (1000, the expected joint-state rate: cycles are reported late in the
 statistics when they are more than one period apart); ``watchdog_rate_hz`` (100);
 ``shaping`` (none | zv | zvd | ei: each accepted reference is input-shaped with the modes of the
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
@@ -31,22 +33,35 @@ lock, so the cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the
 modes' exact eigenvalues at every path sample, or their polynomial eigenvalues); ``realtime_priority`` /
 ``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
-cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (empty = the params YAML;
-one value = every joint, or one per joint; refused if the closed loop at the measured position
-would not be stable); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad or m: the first
-waypoint must be this close to the measured position); ``position_margin`` (0.1), ``velocity_scale``
-(1.0 × the URDF velocity limits), ``velocity_limits`` / ``acceleration_limits`` (empty = URDF / 10 ×
-the velocity limit per s), ``state_velocity_factor`` (3.0), ``max_trajectory_points`` (1000),
-``max_trajectory_duration_s`` (3600): see :class:`flexmodal_ros.control.SafetyLimits`. Integers
+cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (declared with the params
+YAML's gains, so ``ros2 param get/dump`` show the gains in use; a single number sets every joint,
+``ros2 param set /feedforward_pd_controller kp 3000.0``; an empty list the YAML's again; refused if
+the closed loop at the measured position would not be stable); ``state_timeout_s`` (0.05);
+``start_tolerance`` (0.05 rad or m: the first waypoint must be this close to the measured
+position); ``position_margin`` (0.1), ``velocity_scale`` (1.0), ``velocity_limits`` (declared
+with the URDF's, per joint, before ``velocity_scale``: the speed limit is velocity_limits ×
+velocity_scale), ``acceleration_limits`` (declared as 10 per s × the speed limit, and following
+velocity_limits and velocity_scale until set itself), ``state_velocity_factor`` (3.0),
+``max_trajectory_points`` (1000), ``max_trajectory_duration_s`` (3600), ``max_start_delay_s`` (60:
+a reference stamped to start later than this after the last joint state is refused): see
+:class:`flexmodal_ros.control.SafetyLimits`. Per-joint lists take one number for every joint. Integers
 are accepted for double parameters; other type mismatches are refused with a one-line reason.
+Read-only: everything else, ``use_sim_time`` included.
 
-Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
+Out of the limits (:mod:`flexmodal_ros.control.failsafe`): joint states beyond the URDF position
+limits + ``position_margin`` that keep coming for ``state_timeout_s`` are the measured state: the
+controller holds there (mode ``out_of_limits`` on ``~/status``), refuses trajectories, and goes
+back to HOLD once the robot is inside again; service ``~/recover`` (std_srvs/Trigger) moves it back
+inside with one bounded C⁴ segment within the speed and acceleration limits.
+
+Topics in: ``joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
 (trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
 time_from_start; header.stamp = start time on the joint-state clock, zero = now (the first cycle that runs it, reported as "tracking started at t=..."); a message too
 large for max_trajectory_points is refused before it is deserialized, so that a huge trajectory
 cannot hold up the control cycles). Out:
-``/effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
-saturation; a message repeated within 1 s is sent once, the next one counts the suppressed ones).
+``effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
+saturation, faults of the node's callbacks; a message repeated within 1 s is sent once, the next
+one counts the suppressed ones).
 Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
 per cycle [µs] = from the start of the joint-state callback (serialized sample in hand: reading
 it is part of the cycle) to the command handed to the publisher: compute_us_p50/p90/p99/p999/max over the last 20 s, compute_us_samples and
@@ -60,7 +75,6 @@ import threading
 import time
 
 from rclpy.clock import ClockType
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
@@ -69,11 +83,12 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from ..control import FailSafeController, SafetyLimits
+from ..control.limits import ACCELERATION_PER_VELOCITY, DEFAULT_VELOCITY_LIMIT
 from ..core.errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
 from ..shaping import ReferenceShaper, check_modal, check_shaping
-from .base import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
-                     run_node, seconds, timing_clock)
+from .base import MessageThrottle, SettableParameters, declare_robot_model, declare_typed, run_node, seconds, timing_clock
+from .guard import GuardedNode
 from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
 from .native_cycle import NativeCycleThread
 from .polled import SubscriptionThread, locked
@@ -83,7 +98,7 @@ STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 
 COMPUTE_BUDGET_US = 200.0   # issue 6 acceptance: p99 compute per cycle <= 200 µs
 
 
-class FeedforwardPdController(Node):
+class FeedforwardPdController(GuardedNode):
     """Thin shell: joint states / trajectories → conversions → FailSafeController → commands."""
 
     def __init__(self, **kwargs):
@@ -95,33 +110,26 @@ class FeedforwardPdController(Node):
         self.shaping = check_shaping(p["shaping"], FlexmodalError)
         self.shaping_modal = check_modal(p["shaping_modal"], FlexmodalError)
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
-        self._clock = timing_clock(self)      # sim time with use_sim_time, else steady
+        self.timing_clock = timing_clock(self)      # sim time with use_sim_time, else steady
         for name in ("rate_hz", "watchdog_rate_hz"):
             if not p[name] > 0:
                 raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
         realtime = declare_realtime(self)
-        defaults = SafetyLimits()
-        self.settable = SettableParameters(self)
-        for name, default in (("use_feedforward", True), ("kp", DOUBLE_ARRAY), ("kd", DOUBLE_ARRAY),
-                              ("state_timeout_s", 0.05), ("start_tolerance", 0.05),
-                              ("position_margin", defaults.position_margin),
-                              ("velocity_scale", defaults.velocity_scale),
-                              ("velocity_limits", DOUBLE_ARRAY), ("acceleration_limits", DOUBLE_ARRAY),
-                              ("state_velocity_factor", defaults.state_velocity_factor),
-                              ("max_trajectory_points", defaults.max_trajectory_points),
-                              ("max_trajectory_duration_s", defaults.max_trajectory_duration)):
-            self.settable.declare(name, default)
+        self.settable = self._declare_settable()
         self.ctrl = FailSafeController(self.model)
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = MessageThrottle(1.0)
         self._event_mode = None             # mode of the last reported controller event
-        self.command_pub = self.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        self.command_pub = self.create_publisher(Float64MultiArray, "effort_controller/commands", 10)
         self._serialize_command = TorqueCommandWriter(
             self.model.n, self.model.W if link_state == "deflection" else None)
         self.status_pub = self.create_publisher(
             String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.fault_listeners.append(lambda text: self.status_pub.publish(String(data=text)))
+        on_joint_state, on_watchdog = (self.guarded(f, name) for f, name in (
+            (self.on_joint_state, "joint_states"), (self.on_watchdog, "watchdog")))
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
         # it until the reliable protocol repairs the loss (matches reliable publishers too). Raw:
         # the callback gets the serialized bytes (no message object built per sample).
@@ -129,23 +137,25 @@ class FeedforwardPdController(Node):
         self.period = 1.0 / p["rate_hz"]
         watchdog_period = 1.0 / p["watchdog_rate_hz"]
         self.native_cycle = None
-        if self._clock.clock_type is not ClockType.STEADY_TIME:
+        if self.timing_clock.clock_type is not ClockType.STEADY_TIME:
             # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
             self.control_thread, self.lock, self.timing = None, threading.Lock(), CycleTiming(self.period)
-            self.create_subscription(JointState, "/joint_states", locked(self.lock, self.on_joint_state), states_qos,
+            self.create_subscription(JointState, "joint_states", locked(self.lock, on_joint_state), states_qos,
                                      raw=True)
-            self.create_timer(watchdog_period, locked(self.lock, self.on_watchdog), clock=self._clock)
-        elif p["native_cycle"] and (native := self._native_cycle(states_qos, watchdog_period)) is not None:
+            self.create_timer(watchdog_period, locked(self.lock, on_watchdog), clock=self.timing_clock)
+        elif p["native_cycle"] and (native := self._native_cycle(states_qos, watchdog_period, on_joint_state,
+                                                                 on_watchdog)) is not None:
             self.control_thread = self.native_cycle = native
             self.lock, self.timing = native.lock, native.timing
         else:
             self.lock, self.timing = threading.Lock(), CycleTiming(self.period)
-            self.control_thread = SubscriptionThread(self, JointState, "/joint_states", states_qos, self.on_joint_state,
-                                                     self.on_watchdog, watchdog_period, self.lock, raw=True)
+            self.control_thread = SubscriptionThread(self, JointState, "joint_states", states_qos, on_joint_state,
+                                                     on_watchdog, watchdog_period, self.lock, raw=True)
         self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
         self.create_service(Trigger, "~/reset_statistics", locked(self.lock, self.on_reset_statistics))
+        self.create_service(Trigger, "~/recover", locked(self.lock, self.on_recover))
         scheduling = apply_realtime(self.get_logger(), *realtime)
         if self.control_thread is not None:
             self.control_thread.start()     # inherits the scheduling just applied
@@ -155,19 +165,40 @@ class FeedforwardPdController(Node):
                                f"({self.shaping_modal} modes), steady cycles in "
                                f"{'C' if self.native_cycle else 'Python'}, {scheduling}")
 
-    def _native_cycle(self, states_qos, watchdog_period):
+    def _native_cycle(self, states_qos, watchdog_period, on_joint_state, on_watchdog):
         """The C cycles (native_cycle.py), or None with a warning saying why they cannot run."""
         try:
-            return NativeCycleThread(self, "/joint_states", states_qos, self.ctrl, self._read_state,
-                                     self._serialize_command, self.command_pub, self.compute_us, self.on_joint_state,
-                                     self.on_watchdog, watchdog_period, self.period)
+            return NativeCycleThread(self, "joint_states", states_qos, self.ctrl, self._read_state,
+                                     self._serialize_command, self.command_pub, self.compute_us, on_joint_state,
+                                     on_watchdog, watchdog_period, self.period)
         except BuildError as exc:
             self.get_logger().warning(f"native_cycle: the C cycles are unavailable ({exc}); every cycle runs "
                                       "in Python")
             return None
 
+    def _declare_settable(self):
+        """The run-time parameters, declared with their effective values (module docstring)."""
+        defaults, m = SafetyLimits(), self.model
+        settable = SettableParameters(self)
+        for name, default in (("use_feedforward", True), ("state_timeout_s", 0.05), ("start_tolerance", 0.05),
+                              ("position_margin", defaults.position_margin), ("velocity_scale", defaults.velocity_scale),
+                              ("state_velocity_factor", defaults.state_velocity_factor),
+                              ("max_trajectory_points", defaults.max_trajectory_points),
+                              ("max_trajectory_duration_s", defaults.max_trajectory_duration),
+                              ("max_start_delay_s", defaults.max_start_delay)):
+            settable.declare(name, default)
+        urdf_velocity = [float(v) if v < float("inf") else DEFAULT_VELOCITY_LIMIT for v in m.velocity_limit]
+        for name, default in (("kp", m.kp), ("kd", m.kd), ("velocity_limits", urdf_velocity)):
+            settable.declare(name, [float(v) for v in default], per_joint=True)
+
+        def acceleration(v):
+            return [ACCELERATION_PER_VELOCITY * a * v["velocity_scale"] for a in v["velocity_limits"]]
+        settable.declare("acceleration_limits", acceleration(settable.values), per_joint=True)
+        settable.follow("acceleration_limits", ("velocity_limits", "velocity_scale"), acceleration)
+        return settable
+
     def destroy_node(self):
-        if self.control_thread is not None:
+        if getattr(self, "control_thread", None) is not None:     # None also when construction failed
             self.control_thread.stop()
         return super().destroy_node()
 
@@ -175,20 +206,19 @@ class FeedforwardPdController(Node):
         """The settable parameters → controller (checked first, then taken over together)."""
         v = values
         limits = SafetyLimits(position_margin=v["position_margin"], velocity_scale=v["velocity_scale"],
-                              velocity_limits=v["velocity_limits"] or None,
-                              acceleration_limits=v["acceleration_limits"] or None,
+                              velocity_limits=v["velocity_limits"], acceleration_limits=v["acceleration_limits"],
                               state_velocity_factor=v["state_velocity_factor"],
                               max_trajectory_points=v["max_trajectory_points"],
-                              max_trajectory_duration=v["max_trajectory_duration_s"])
+                              max_trajectory_duration=v["max_trajectory_duration_s"],
+                              max_start_delay=v["max_start_delay_s"])
         if not 0 < v["velocity_scale"] < float("inf"):
             raise FlexmodalError(f"velocity_scale: must be a positive number, got {v['velocity_scale']}")
-        gains = {key: v[key] or getattr(self.model, key) for key in ("kp", "kd")}   # empty = params YAML
-        self.ctrl.configure(kp=gains["kp"], kd=gains["kd"], limits=limits, state_timeout=v["state_timeout_s"],
+        self.ctrl.configure(kp=v["kp"], kd=v["kd"], limits=limits, state_timeout=v["state_timeout_s"],
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
         if self.shaping != "none":          # the modes along a path depend on the gains
             self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping, modal=self.shaping_modal)
-        self._read_state.bounds = self.ctrl.state_bounds
+        self._read_state.bounds, self._read_state.outer_bounds = self.ctrl.state_bounds, self.ctrl.plausible_bounds
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
         if changed and hasattr(self, "status_pub"):
             self._report("parameters set: " + ", ".join(f"{k} = {values[k]}" for k in changed))
@@ -202,7 +232,7 @@ class FeedforwardPdController(Node):
             self._report_throttled(f"joint state rejected: {exc}")
             return
         try:
-            self.ctrl.update_state(sample, seconds(self._clock), validated=True)
+            self.ctrl.update_state(sample, seconds(self.timing_clock), validated=True)
         except FlexmodalError as exc:
             self._report_throttled(f"joint state rejected: {exc}")
             return
@@ -217,7 +247,7 @@ class FeedforwardPdController(Node):
         self._flush_events()
 
     def on_watchdog(self):
-        command = self.ctrl.watchdog(seconds(self._clock))
+        command = self.ctrl.watchdog(seconds(self.timing_clock))
         if command is not None:
             self._send(command)
         self._flush_events()
@@ -240,7 +270,7 @@ class FeedforwardPdController(Node):
             return
         try:
             with self.lock:
-                checked = self.ctrl.check_trajectory(*reference, now=seconds(self._clock))
+                checked = self.ctrl.check_trajectory(*reference, now=seconds(self.timing_clock))
             shaped = self.ctrl.shape_trajectory(checked)        # tens of ms: the cycles go on
             with self.lock:
                 description = self.ctrl.accept_trajectory(shaped)
@@ -250,6 +280,16 @@ class FeedforwardPdController(Node):
             return
         with self.lock:
             self._report(description, warn="WARNING" in description)
+
+    def on_recover(self, request, response):
+        try:
+            text = self.ctrl.recover()
+        except FlexmodalError as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        self._report(text)
+        response.success, response.message = True, text
+        return response
 
     def on_statistics(self, request, response):
         response.success = True

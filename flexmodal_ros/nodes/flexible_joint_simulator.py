@@ -1,10 +1,13 @@
 """ROS 2 node ``flexible_joint_simulator``: the flexible-joint plant (2.1) in place of Gazebo.
 
-Same topics as gz_ros2_control's effort interface: subscribes ``/effort_controller/commands``
+Same topics as gz_ros2_control's effort interface: subscribes ``effort_controller/commands``
 (std_msgs/Float64MultiArray, n motor torques [N m] in URDF joint order, zero-order held), publishes
-``/joint_states`` (sensor_msgs/JointState stamped with simulation time: link joints then
+``joint_states`` (sensor_msgs/JointState stamped with simulation time: link joints then
 ``<joint>_motor``; positions, velocities, efforts = spring torque on the link / applied motor
-torque) and ``/clock`` (rosgraph_msgs/Clock) every 1/rate_hz of simulation time.
+torque) and ``/clock`` (rosgraph_msgs/Clock) every 1/rate_hz of simulation time. Topic names are
+relative: ``-r __ns:=/arm1`` (launch ``namespace:=arm1``) gives ``/arm1/joint_states`` and
+``/arm1/effort_controller/commands``; ``/clock`` is the ROS clock topic (bringup remaps it to
+``/<namespace>/clock`` for a namespaced robot, so that two simulators do not share one clock).
 
 Parameters: ``robot`` (bundled name) or ``urdf_path`` + ``params_path``; ``rate_hz`` (1000,
 publication and command sampling rate); ``integration_rate_hz`` (2000, RK4 step, an integer
@@ -20,6 +23,15 @@ fast internal loop would; :class:`flexmodal_ros.simulation.plant.SetpointLaw`) â
 ``max_wrench_moment_nm`` (1e3), ``max_wrench_duration_s`` (60): bounds of ``~/apply_wrench``
 (force and moment magnitudes, duration; at most 32 impulses active at once).
 
+Valid range and faults (no silent reset): every integration step is checked
+(:mod:`flexmodal_ros.simulation.simulator`: finite, no joint faster than 0.05 rad or m per step,
+i.e. 100 rad/s at 2 kHz; MuJoCo also its bad-acceleration warning). A step that leaves the range
+stops the simulation at the last valid state: ``~/status`` (std_msgs/String, transient local)
+says why ("fault: ..."), nothing more is published on ``joint_states`` and ``/clock`` (simulation
+time stops; a controller on the steady clock goes STALE), commands are counted as rejected and
+``~/apply_wrench`` is refused, until ``~/reset`` acknowledges the fault: back to the initial state
+at t = 0, reported on ``~/status`` too. ``~/statistics`` carries the fault (null when running).
+
 Command timing. Real time (default): every period the loop publishes the state, samples the latest
 received command (zero-order hold) and integrates one period with it, then sleeps until the next
 period; a controller that answers each state within one period therefore acts with exactly one
@@ -34,7 +46,8 @@ Gazebo's lockstep with ros2_control); keep the timeout below the controller's ``
 so that a lost message costs one late step instead of a STALE abort.
 
 Services: ``~/apply_wrench`` (flexmodal_interfaces/ApplyWrench, impulse at the tool point),
-``~/reset`` (std_srvs/Trigger: back to the initial state, simulation time 0), ``~/statistics``
+``~/reset`` (std_srvs/Trigger: back to the initial state, simulation time 0; clears a fault),
+``~/statistics``
 (std_srvs/Trigger, JSON in ``message``: steps, simulation time, commands received/rejected,
 late_steps = steps integrated without a command received since the previous sampling instant
 (counted once the controller has sent its first command), overrun_steps = steps that started more
@@ -48,18 +61,18 @@ import json
 import threading
 import time
 import rclpy
-from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from flexmodal_interfaces.srv import ApplyWrench
 
 from ..core.errors import FlexmodalError
-from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
-from .base import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
+from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, SimulationFault, Simulator, rest_state
+from .base import Throttle, declare_robot_model, declare_typed, run_node
+from .guard import GuardedNode
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime
@@ -68,9 +81,10 @@ STATS_WINDOW = 20_000      # publication delays kept for the statistics: the las
 # History of /joint_states: lets a subscriber that falls a little behind (a recorder) still get
 # every sample.
 STATE_HISTORY = 100
+FAULT_POLL_S = 0.05         # [s] commands drained this often while the simulation is stopped
 
 
-class FlexibleJointSimulator(Node):
+class FlexibleJointSimulator(GuardedNode):
     """Thin shell around :class:`flexmodal_ros.simulation.simulator.Simulator`; the loop runs in a thread.
 
     Subclasses swap the plant (``mujoco_simulator``): :meth:`_make_simulator` returns any object with
@@ -87,11 +101,11 @@ class FlexibleJointSimulator(Node):
         p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0),
             ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
-            ("initial_positions", DOUBLE_ARRAY), ("lockstep", False), ("lockstep_timeout_s", 0.02),
+            ("initial_positions", [0.0] * self.model.n), ("lockstep", False), ("lockstep_timeout_s", 0.02),
             ("setpoint_law", False))}
         self._check(p)
         realtime = declare_realtime(self)
-        q0 = [0.0] * self.model.n if p["initial_positions"] is None else list(p["initial_positions"])
+        q0 = list(p["initial_positions"]) or [0.0] * self.model.n
         defaults = ImpulseLimits()
         limits = ImpulseLimits(*(declare_typed(self, name, float(default)) for name, default in (
             ("max_wrench_force_n", defaults.force), ("max_wrench_moment_nm", defaults.moment),
@@ -115,14 +129,18 @@ class FlexibleJointSimulator(Node):
         self._command = None        # latest received command, not yet sampled
         self._commanded = False     # a command arrived since start / reset
         self._reset_requested = False
+        self.fault = None           # why the simulation stopped (None: running), until ~/reset
         self._serialize_state = JointStateWriter(self.model)     # states go out as serialized bytes
-        self.state_pub = self.create_publisher(JointState, "/joint_states", STATE_HISTORY)
+        self.state_pub = self.create_publisher(JointState, "joint_states", STATE_HISTORY)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.status_pub = self.create_publisher(
+            String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.fault_listeners.append(lambda text: self.status_pub.publish(String(data=text)))
         # Read by the simulation thread at each sampling instant, as a drive reads its command
         # register (no executor callback per command: nodes/polled.py). Best effort (matches
         # reliable publishers too): a lost command costs one late step, where a reliable reader
         # would hold back every later command until the lost one is repaired.
-        self.commands = PolledSubscription(self, Float64MultiArray, "/effort_controller/commands",
+        self.commands = PolledSubscription(self, Float64MultiArray, "effort_controller/commands",
                                            QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(ApplyWrench, "~/apply_wrench", self.on_apply_wrench)
         self.create_service(Trigger, "~/reset", self.on_reset)
@@ -159,6 +177,9 @@ class FlexibleJointSimulator(Node):
         """Take the received commands (call with the lock held): the last valid one becomes the
         pending command; bad ones are counted and logged (throttled)."""
         for msg in self.commands.take_all():
+            if self.fault is not None:
+                self.stats["commands_rejected"] += 1
+                continue
             if self.law is not None:
                 self.stats["commands_rejected"] += 1
                 if self._throttle():
@@ -177,6 +198,8 @@ class FlexibleJointSimulator(Node):
     def on_apply_wrench(self, request, response):
         try:
             with self.lock:
+                if self.fault is not None:
+                    raise FlexmodalError(f"the simulation is stopped ({self.fault}); call ~/reset first")
                 self.sim.apply_impulse(list(request.wrench), request.duration)
                 t = self.sim.t
         except FlexmodalError as exc:
@@ -193,12 +216,16 @@ class FlexibleJointSimulator(Node):
                 self.sim.set_law(self.law)
             self._reset_requested = True
             self._commanded, self._command = False, None
-        response.success, response.message = True, "simulation reset to the initial state, t = 0"
+            fault, self.fault = self.fault, None
+        text = "simulation reset to the initial state, t = 0" + (f" (fault acknowledged: {fault})" if fault else "")
+        self.status_pub.publish(String(data=text))
+        response.success, response.message = True, text
         return response
 
     def on_statistics(self, request, response):
         with self.lock:
-            stats = dict(self.stats, sim_time=self.sim.t, mode="lockstep" if self.lockstep else "real time")
+            stats = dict(self.stats, sim_time=self.sim.t, mode="lockstep" if self.lockstep else "real time",
+                         fault=self.fault)
             delays = self.publish_delay_us.values()
         stats.update(self.publish_delay_us.distribution("publish_delay_us", 1e6 * self.period, delays))
         response.success, response.message = True, json.dumps(stats)
@@ -219,16 +246,33 @@ class FlexibleJointSimulator(Node):
         return self._serialize_state(self.sim.t, *self.sim.sample(), *self.sim.efforts())
 
     def _loop(self):
-        try:
-            self._run()
-        except Exception:   # publishing fails once rclpy shut the context down (Ctrl-C)
-            if self._running and rclpy.ok(context=self.context):
-                raise
+        """Run the simulation; after a fault (or an unexpected error in the loop: the same policy)
+        wait for ~/reset, draining the commands meanwhile."""
+        while self._running and rclpy.ok(context=self.context):
+            try:
+                if self.fault is None:
+                    self._run()
+                else:
+                    with self.lock:
+                        self._read_commands()
+                    time.sleep(FAULT_POLL_S)
+            except Exception as exc:   # noqa: BLE001 - publishing fails once rclpy shut the context down (Ctrl-C)
+                if not (self._running and rclpy.ok(context=self.context)):
+                    return
+                with self.lock:
+                    self._stop(f"fault: the simulation loop failed: {type(exc).__name__}: {exc}")
+
+    def _stop(self, text):
+        """Stop the simulation at the last valid state (call with the lock held) and report why."""
+        self.fault = text
+        self.get_logger().error(f"{text}; the simulation is stopped until ~/reset")
+        self.status_pub.publish(String(data=f"{text}; the simulation is stopped (nothing is published) until "
+                                            "~/reset"))
 
     def _run(self):
         pace = self.period / self.rtf if self.rtf > 0 else 0.0
         wall0 = time.monotonic()
-        while self._running and rclpy.ok(context=self.context):
+        while self._running and rclpy.ok(context=self.context) and self.fault is None:
             with self.lock:
                 if self._reset_requested:
                     self._reset_requested = False
@@ -252,11 +296,9 @@ class FlexibleJointSimulator(Node):
                 self._sample_command()
                 try:
                     self.sim.advance(self.period)
-                except FlexmodalError as exc:
-                    self.get_logger().error(f"{exc}; resetting to the initial state")
-                    self.sim.reset()
-                    if self.law is not None:
-                        self.sim.set_law(self.law)
+                except SimulationFault as exc:
+                    self._stop(f"fault: {exc}")
+                    return
                 self.stats["steps"] += 1
                 target = wall0 + self.sim.t / self.rtf if self.rtf > 0 else None
             if target is not None:

@@ -20,7 +20,9 @@ allocation of that size): starts <= 10000, num_configurations <= 1000, measured 
 precomputed problem <= 512 MiB (flexmodal_ros.identification.inverse_eigen.MAX_*). A request that runs out of
 memory, or whose worker process dies, fails with a message; the node keeps serving.
 
-Callbacks never block an executor thread: requests are converted and checked in the callback,
+No request can end the node (nodes/base.py :class:`GuardedNode`: an unexpected failure answers
+``success=false`` "internal error (...)" or aborts the goal, is logged once, and the node keeps
+serving). Callbacks never block an executor thread: requests are converted and checked in the callback,
 computed in a request thread (``max_concurrent_requests`` of them) on a persistent
 :class:`~flexmodal_ros.core.workers.WorkerPool` owned by the node, and the service / action callbacks
 await the outcome as coroutines. Parameter services and new requests are therefore answered
@@ -31,10 +33,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
-from rclpy.node import Node
 from rclpy.task import Future
 
 from flexmodal_interfaces.action import Identify
@@ -45,12 +46,13 @@ from ..identification.inverse_eigen import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DE
                               MAX_STARTS, OBJECTIVES, check_options, identify)
 from ..core.workers import Interrupted, WorkerPool
 from .base import declare_robot_model, declare_typed, run_node
+from .guard import GuardedNode, guarded_action_server
 from .conversions import identification_request_to_core, identification_result_to_response
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
 
 
-class IdentificationServer(Node):
+class IdentificationServer(GuardedNode):
     """Thin shell: request → conversions → :func:`flexmodal_ros.identification.inverse_eigen.identify`."""
 
     def __init__(self, **kwargs):
@@ -73,9 +75,9 @@ class IdentificationServer(Node):
         group = ReentrantCallbackGroup()
         self.create_service(IdentifyJointParameters, "~/identify_joint_parameters", self.on_identify,
                             callback_group=group)
-        self.action_server = ActionServer(self, Identify, "~/identify", execute_callback=self.on_execute,
-                                          goal_callback=lambda goal: GoalResponse.ACCEPT,
-                                          cancel_callback=self.on_cancel, callback_group=group)
+        self.action_server = guarded_action_server(self, Identify, "~/identify", self.on_execute,
+                                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
+                                                   cancel_callback=self.on_cancel, callback_group=group)
         for _ in range(workers):                   # start the worker processes now, not at the first request
             self.pool.submit(int)
         self.get_logger().info(f"joint identification for '{self.model.name}' ({self.model.n} joints) ready "

@@ -12,18 +12,30 @@ re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-nor
 default mcs; set for a serial robot it selects the constrained path too);
 ``max_map_configurations`` (largest ``~/compute_modal_map`` answered inline, default 2000 ≈ 0.5 s
 for the 7-joint LWR4; larger maps are refused with a pointer to the out-of-core CLI path,
-``flexmodal sweep ... --store``). Integers are accepted for the double parameters; a wrong type
-ends the node with a one-line error.
+``flexmodal sweep ... --store``); bounds on the work of one request, checked before it starts:
+``max_expansion_terms`` (500: an expansion of order t in p joints has C(p + t, t) terms, ~10 ms
+each on this project's machine, so ≤ ~5 s; kuka_lwr4 up to order 4, scompi 5, planar_2r 20) and
+``max_link_modes`` (40: ≈ 1.3 s for three_link_arm; 60 modes take ~9 s, 200 several minutes) and
+``link_time_limit_s`` (30: a link-mode request runs in a worker process killed at this limit,
+nodes/modal_services/link_service.py);
+``output_dir`` (the directory ``~/expand_modal_parameters`` writes ``output_path`` files into:
+a relative ``output_path`` is taken inside it, anything resolving outside it is refused; empty =
+``<ROS log dir>/flexmodal/modal_analysis``, nodes/base.py :func:`declare_output_root`) and
+``overwrite_outputs`` (false: an existing file is never replaced). Every parameter is read-only
+(``use_sim_time`` too: the timing clock is chosen at start). Integers are accepted for the double
+parameters; a wrong type or value ends the node with a one-line error.
 
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
 ``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.flexible_joint.sampled`),
 ``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
 (ExpandModalParameters: polynomial eigenpairs about a configuration) and ``~/compute_link_modes``
 (ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section); subscription
-``/joint_states`` (sensor_msgs/JointState,
+``joint_states`` (sensor_msgs/JointState, relative: ``__ns`` / launch ``namespace`` apply;
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
-Bad requests are answered with ``success=false`` and a message naming the field. Results for
+Bad requests are answered with ``success=false`` and a message naming the field; no request can
+end the node (nodes/base.py :class:`GuardedNode`: an unexpected failure is answered
+"internal error (...)", logged once, and the node keeps serving). Results for
 configurations outside the URDF position limits carry a warning (ModalParameters.warnings).
 ``~/compute_modal_parameters`` is answered by a thread of its own (nodes/polled.py ServiceThread:
 take, handler, send, without the executor's dispatch per request); the executor runs the rest,
@@ -32,8 +44,6 @@ each capability's requests are answered by its service class in :mod:`.modal_ser
 """
 import threading
 
-import numpy as np
-from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 
@@ -43,16 +53,16 @@ from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, Compute
 
 from ..core.errors import FlexmodalError
 from ..export.convention import check_link_state
-from .base import Throttle, declare_robot_model, declare_typed, run_node, seconds, timing_clock
-from .modal_services.expansion_service import ExpansionService, check_expansion_options
+from .base import (REQUEST_ERRORS, Throttle, declare_output_root, declare_robot_model, declare_typed, run_node,
+                   seconds, timing_clock)
+from .guard import GuardedNode
+from .modal_services.expansion_service import MAX_EXPANSION_TERMS, ExpansionService, check_expansion_options
 from .modal_services.flexible_joint_service import MAX_MAP_CONFIGURATIONS, FlexibleJointService
-from .modal_services.link_service import LinkService
+from .modal_services.link_service import LINK_TIME_LIMIT_S, MAX_LINK_MODES, LinkService, check_max_link_modes
 from .polled import PolledSubscription, ServiceThread, locked
 
-REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError, MemoryError)
 
-
-class ModalAnalysisServer(Node):
+class ModalAnalysisServer(GuardedNode):
     """Thin shell: parameters, services, the live topic; requests answered by the capability
     services of :mod:`.modal_services`."""
 
@@ -65,15 +75,19 @@ class ModalAnalysisServer(Node):
         rate = declare_typed(self, "publish_rate_hz", 10.0)
         self.timeout = declare_typed(self, "joint_state_timeout_s", 0.5)
         link_state = check_link_state(declare_typed(self, "link_state", "absolute"), error=FlexmodalError)
-        self._clock = timing_clock(self)    # stale-state checks in sim time with use_sim_time
+        self.timing_clock = timing_clock(self)    # stale-state checks in sim time with use_sim_time
         self.max_map_configurations = max_map = declare_typed(self, "max_map_configurations", MAX_MAP_CONFIGURATIONS)
         if not rate > 0 or not self.timeout > 0:
             raise FlexmodalError("parameters: publish_rate_hz and joint_state_timeout_s must be > 0")
         if max_map < 1:
             raise FlexmodalError(f"parameter max_map_configurations: must be >= 1, got {max_map}")
-        expansion = {name: self.declare_parameter(name, default).value for name, default in (
-            ("modal_method", "exact"), ("expansion_order", 3), ("expansion_tolerance", 0.0), ("trust_radius", 0.0))}
+        expansion = {name: declare_typed(self, name, default) for name, default in (
+            ("modal_method", "exact"), ("expansion_order", 3), ("expansion_tolerance", 0.0), ("trust_radius", 0.0),
+            ("max_expansion_terms", MAX_EXPANSION_TERMS))}
         check_expansion_options(*expansion.values())
+        max_link_modes = check_max_link_modes(declare_typed(self, "max_link_modes", MAX_LINK_MODES))
+        link_time_limit = declare_typed(self, "link_time_limit_s", LINK_TIME_LIMIT_S)
+        output_root, overwrite = declare_output_root(self)
         self._throttle = Throttle(5.0)
         self.latest = None  # (serialized JointState, monotonic time it was taken)
         if getattr(self.model, "closed_chain", False):
@@ -82,23 +96,25 @@ class ModalAnalysisServer(Node):
             self.modes = ClosedChainService(self.model, method, max_map)
             self.expansion = None
         else:
-            self.expansion = ExpansionService(self.model, expansion["modal_method"], int(expansion["expansion_order"]),
-                                              float(expansion["expansion_tolerance"]) or None,
-                                              float(expansion["trust_radius"]) or None)
+            self.expansion = ExpansionService(self.model, expansion["modal_method"], expansion["expansion_order"],
+                                              expansion["expansion_tolerance"] or None,
+                                              expansion["trust_radius"] or None, expansion["max_expansion_terms"],
+                                              output_root, overwrite)
             self.modes = FlexibleJointService(self.model, max_map, link_state, self.expansion.tracker)
-        self.links = LinkService(self.model)
+        self.links = LinkService(self.model, max_link_modes, link_time_limit)
         # ~/compute_modal_parameters on a thread of its own (nodes/polled.py ServiceThread: no
         # executor dispatch per request); every executor callback holds the same lock.
         self.lock = threading.Lock()
         self.parameters_service = ServiceThread(self, ComputeModalParameters, "~/compute_modal_parameters",
-                                                self._answer(self.modes.parameters), self.lock)
-        self.create_service(ComputeModalMap, "~/compute_modal_map", locked(self.lock, self._answer(self.modes.modal_map)))
-        self.create_service(ExpandModalParameters, "~/expand_modal_parameters",
-                            locked(self.lock, self._answer(self._expand)))
-        self.create_service(ComputeLinkModes, "~/compute_link_modes", locked(self.lock, self._answer(self.links.link_modes)))
+                                                self._answer(self.modes.parameters, "~/compute_modal_parameters"),
+                                                self.lock)
+        for srv_type, name, handler in ((ComputeModalMap, "~/compute_modal_map", self.modes.modal_map),
+                                        (ExpandModalParameters, "~/expand_modal_parameters", self._expand),
+                                        (ComputeLinkModes, "~/compute_link_modes", self.links.link_modes)):
+            self.create_service(srv_type, name, locked(self.lock, self._answer(handler, name)))
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
-        self.joint_states = PolledSubscription(self, JointState, "/joint_states", 1, raw=True)
+        self.joint_states = PolledSubscription(self, JointState, "joint_states", 1, raw=True)
         self.publisher = self.create_publisher(ModalParameters, "~/modal_parameters", 10)
         self.create_timer(1.0 / rate, locked(self.lock, self.on_timer))
         self.parameters_service.start()
@@ -114,19 +130,14 @@ class ModalAnalysisServer(Node):
         """max_map_configurations: the largest ~/compute_modal_map answered inline."""
         return self.max_map_configurations
 
-    def _answer(self, handler):
-        """A service callback around ``handler(request, response, stamp)``: success, or
-        success=false with the reason for a request it cannot answer."""
+    def _answer(self, handler, name):
+        """A service callback around ``handler(request, response, stamp)``: success, or (through
+        the node's guard) success=false with the reason for a request it cannot answer."""
         def answer(request, response):
-            try:
-                handler(request, response, self.get_clock().now().to_msg())
-            except REQUEST_ERRORS as exc:
-                text = "out of memory: the request is too large" if isinstance(exc, MemoryError) else str(exc)
-                response.success, response.message = False, text
-                return response
+            handler(request, response, self.get_clock().now().to_msg())
             response.success, response.message = True, ""
             return response
-        return answer
+        return self.guarded(answer, name, service=True)
 
     def _expand(self, request, response, stamp):
         if self.expansion is None:
@@ -137,8 +148,8 @@ class ModalAnalysisServer(Node):
     def on_timer(self):
         raw = self.joint_states.take_latest()
         if raw is not None:
-            self.latest = (raw, seconds(self._clock))
-        if self.latest is None or seconds(self._clock) - self.latest[1] > self.timeout:
+            self.latest = (raw, seconds(self.timing_clock))
+        if self.latest is None or seconds(self.timing_clock) - self.latest[1] > self.timeout:
             return
         msg = deserialize_message(self.latest[0], JointState)
         try:
@@ -150,6 +161,8 @@ class ModalAnalysisServer(Node):
     def destroy_node(self):
         if hasattr(self, "parameters_service"):
             self.parameters_service.stop()
+        if hasattr(self, "links"):
+            self.links.close()
         if hasattr(self, "joint_states"):
             self.joint_states.destroy()
         return super().destroy_node()

@@ -8,7 +8,7 @@ elastic joints, link-friction tendons) stepped by MuJoCo at ``integration_rate_h
 /joint_states are in the exported convention (``link_state: deflection``,
 flexmodal_ros/export/convention.py): ``<joint>`` = elastic joint s_e = q − r q_m, ``<joint>_motor``
 = motor joint s_m = r q_m; efforts: spring effort of the elastic joint, applied motor-joint
-effort. ``/effort_controller/commands`` are the motor-joint efforts W τ_m [N m or N] (run the
+effort. ``effort_controller/commands`` are the motor-joint efforts W τ_m [N m or N] (run the
 controller with ``link_state: deflection``). ``~/apply_wrench`` applies the impulse at the tool
 point E as in the built-in simulator.
 

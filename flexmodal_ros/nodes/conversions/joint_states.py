@@ -45,19 +45,21 @@ class JointStateReader:
     names are ignored. InputError naming the field: size mismatch, missing joints, NaN/inf, and
     with ``bounds`` = (lo, hi) over [q; q̇; q_m; q̇_m] (4n,) (the controller's
     :attr:`~flexmodal_ros.control.FailSafeController.state_bounds`; replace the attribute to
-    change them) values outside them — one comparison covers NaN, inf and implausible values.
+    change them) values outside them — one comparison covers NaN, inf and implausible values —
+    unless they are within ``outer_bounds`` (the controller's ``plausible_bounds``: a robot
+    outside its limits is still measured; the controller decides what to do with it).
     Runs once per 1 kHz controller cycle: the name → row mapping of the last name list is kept
     (a publisher sends the same names every time), and the four vectors are gathered in one step.
     :meth:`from_bytes` reads a serialized message (raw subscription: the executor builds no
     message object, ~20 µs less per sample).
     """
 
-    def __init__(self, model, link_state="absolute", bounds=None):
+    def __init__(self, model, link_state="absolute", bounds=None, outer_bounds=None):
         from ...control import JointSample
         from ...export.convention import StateConvention
 
         self.model = model
-        self.bounds = bounds
+        self.bounds, self.outer_bounds = bounds, outer_bounds
         self._sample = JointSample
         self._names = None
         self._take = None
@@ -148,10 +150,13 @@ class JointStateReader:
                 return
         elif ((values >= bounds[0]) & (values <= bounds[1])).all():
             return
+        outer = self.outer_bounds
+        if outer is not None and ((values >= outer[0]) & (values <= outer[1])).all():
+            return
         if not np.isfinite(values).all():
             raise InputError(self._nonfinite(values))
         from ...control import implausible_state
-        raise InputError(implausible_state(self.model, values, bounds))
+        raise InputError(implausible_state(self.model, values, outer if outer is not None else bounds))
 
     def _nonfinite(self, values):
         """Error text naming the field and joints of every NaN/inf in gathered ``values``."""
