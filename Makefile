@@ -25,11 +25,18 @@ VENV := .venv$(DISTRO_SUFFIX)
 BUILD := build$(DISTRO_SUFFIX)
 VENV_PY := $(VENV)/bin/python
 
+# NumPy/SciPy: `pinned` (requirements.txt, the newest) or `ubuntu2404` (Ubuntu 24.04's 1.26.4 /
+# 1.11.4: requirements-numerics-ubuntu2404.txt replaces those pins, scripts/numerics_requirements.py).
+# Orthogonal to ROS_DISTRO: switched in place inside the distribution's virtualenv.
+NUMERICS ?= pinned
+NUMERICS_FILE := $(if $(filter-out pinned,$(NUMERICS)),requirements-numerics-$(NUMERICS).txt,)
+
 IF_DIR := $(BUILD)/interfaces
 IF_PREFIX := $(abspath $(IF_DIR)/install)
 STAMPS := $(BUILD)/stamps
-# Lives inside the virtualenv so that a new virtualenv reinstalls the requirements.
-REQ_STAMP := $(VENV)/.flexmodal-requirements-$(ROS_DISTRO).stamp
+# Lives inside the virtualenv so that a new virtualenv reinstalls the requirements; one per
+# (distribution, NUMERICS) choice.
+REQ_STAMP := $(VENV)/.flexmodal-requirements-$(ROS_DISTRO)-$(NUMERICS).stamp
 # The distribution whose wheels the virtualenv holds (read by scripts/env.sh). A virtualenv of
 # another distribution (possible only with VENV=... given) is recreated, never installed over.
 DISTRO_MARKER := $(VENV)/.flexmodal-ros-distro
@@ -39,7 +46,8 @@ PKG_STAMP := $(STAMPS)/flexmodal_ros.stamp
 IF_SOURCES := flexmodal_interfaces/CMakeLists.txt flexmodal_interfaces/package.xml \
 	flexmodal_interfaces/msg flexmodal_interfaces/srv flexmodal_interfaces/action \
 	$(wildcard flexmodal_interfaces/msg/*.msg flexmodal_interfaces/srv/*.srv flexmodal_interfaces/action/*.action)
-PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile
+PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile \
+	flexmodal_ros/linalg/lapack_kernel.pyx flexmodal_ros/linalg/lapack_batch.c flexmodal_ros/linalg/lapack_batch.h
 PKG_SHARE := $(VENV)/share/flexmodal_ros
 PKG_LIB := $(VENV)/lib/flexmodal_ros
 LAYOUT_STAMP := $(STAMPS)/ros_layout.stamp
@@ -59,12 +67,20 @@ venv: $(REQ_STAMP)
 $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(REQ_STAMP): requirements.txt $(ROS_REQUIREMENTS) | $(VENV_PY)
+$(REQ_STAMP): requirements.txt $(ROS_REQUIREMENTS) $(NUMERICS_FILE) | $(VENV_PY)
 	if [ -e $(DISTRO_MARKER) ] && [ "$$(cat $(DISTRO_MARKER))" != $(ROS_DISTRO) ]; then \
 		echo "$(VENV) holds ROS $$(cat $(DISTRO_MARKER))'s wheels: recreating it for $(ROS_DISTRO)"; \
 		rm -rf $(VENV); $(PYTHON) -m venv $(VENV); fi
 	echo $(ROS_DISTRO) > $(DISTRO_MARKER)
+ifeq ($(NUMERICS_FILE),)
 	$(VENV_PY) -m pip install -r requirements.txt -r $(ROS_REQUIREMENTS)
+else
+	mkdir -p $(BUILD)
+	$(VENV_PY) scripts/numerics_requirements.py requirements.txt $(NUMERICS_FILE) $(BUILD)/requirements-$(NUMERICS)
+	$(VENV_PY) -m pip install -r $(BUILD)/requirements-$(NUMERICS).txt -r $(ROS_REQUIREMENTS)
+	$(VENV_PY) -m pip install --no-deps -r $(BUILD)/requirements-$(NUMERICS)-no-deps.txt
+endif
+	rm -f $(VENV)/.flexmodal-requirements-*.stamp
 	touch $@
 
 # Plain CMake build of the ament_cmake interface package against the virtualenv prefix.

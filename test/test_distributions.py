@@ -99,6 +99,18 @@ def test_make_setup_selects_the_distributions_wheel_set_and_directories(distro, 
     assert f"-DCMAKE_PREFIX_PATH={ROOT / venv}" in run.stdout
     assert f"-DCMAKE_INSTALL_PREFIX={ROOT / build / 'interfaces' / 'install'}" in run.stdout
     assert f"echo {expected} > {venv}/.flexmodal-ros-distro" in run.stdout
+    assert f"touch {venv}/.flexmodal-requirements-{expected}-pinned.stamp" in run.stdout
+
+
+def test_numerics_choice_composes_with_the_distribution():
+    """NUMERICS=ubuntu2404 replaces pins of requirements.txt; the distribution's ROS file is added as is."""
+    run = make_dry_run("setup", "ROS_DISTRO=jazzy", "NUMERICS=ubuntu2404")
+    assert run.returncode == 0, run.stderr
+    assert ("scripts/numerics_requirements.py requirements.txt requirements-numerics-ubuntu2404.txt "
+            "build-jazzy/requirements-ubuntu2404") in run.stdout
+    assert (".venv-jazzy/bin/python -m pip install -r build-jazzy/requirements-ubuntu2404.txt "
+            "-r requirements-ros-jazzy.txt") in run.stdout
+    assert "touch .venv-jazzy/.flexmodal-requirements-jazzy-ubuntu2404.stamp" in run.stdout
 
 
 def test_make_refuses_an_unknown_distribution_in_one_line():

@@ -13,7 +13,7 @@ n_p = 50 / 100); QZ on the pencil only if M is not positive definite:
   (``solver="auto"`` chooses). No spurious eigenvalues.
 * RCS: the scaled descriptor pair (A, E) by QZ with homogeneous eigenvalues (α, β),
   s = ω_ref α/β. Its 2r position- and velocity-level infinite eigenvalues are deflated exactly by
-  an orthogonal equivalence (:func:`_index_one_pencil`, β = 0), and QZ (LAPACK dggev3,
+  an orthogonal equivalence (:func:`_index_one_pencil`, β = 0), and QZ (LAPACK dggev,
   :func:`flexmodal_ros.linalg.lapack.generalized_eig`) solves the remaining index-1 descriptor pencil
   in (null-space positions, velocities, multipliers) of order 2(n − r) + r — or, undamped, the
   same pencil in μ = s² of order n. A spurious eigenvalue is *infinite*: |β| ≤
@@ -34,7 +34,7 @@ Every path runs on one BLAS thread (:func:`flexmodal_ros.core.blas.single_blas_t
 models the thread hand-off costs more than the arithmetic, and for the large dense ones QZ gains
 little from threads while a shared machine makes them collapse (measured, pendulum n_p = 100 on
 the 2-core machine at load ≈ 2.4, ``flexmodal constrained``: MCS/RCS/UCS 0.13/0.45–0.66/1.5 s on
-one thread, 0.5–1.7/4.7–6.9/6.0–6.6 s on two; the bare dggev3/dgeev calls are compared in
+one thread, 0.5–1.7/4.7–6.9/6.0–6.6 s on two; the bare dggev/dgeev calls are compared in
 ``benchmarks/bench_constrained.py``).
 
 Sparse path (``num_modes=k``): shift-invert Arnoldi (ARPACK via ``scipy.sparse.linalg.eigs``) on
@@ -222,7 +222,7 @@ def _qz(A, E, infinite_tol, keep=None):
     |β|/‖(α, β)‖)."""
     alphar, alphai, beta, vr, info = generalized_eig(A, E)
     if info != 0:
-        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev3/dggev) failed, info = {info}")
+        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev) failed, info = {info}")
     alpha = alphar + 1j * alphai
     size = np.hypot(np.abs(alpha), np.abs(beta))
     beta_rel = np.abs(beta) / np.where(size > 0, size, 1.0)
@@ -487,7 +487,7 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
     A, E, to_q, squared = _index_one_pencil(lin)
     alphar, alphai, beta, vr, info = generalized_eig(A, E)
     if info != 0:
-        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev3/dggev) failed, info = {info}")
+        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev) failed, info = {info}")
     size = np.hypot(np.hypot(alphar, alphai), beta)
     beta_rel = np.abs(beta) / np.where(size > 0, size, 1.0)
     infinite = beta_rel <= infinite_tol
@@ -504,7 +504,7 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
                + [f"infinite (|β|/‖(α,β)‖ = {b:.1e} ≤ {infinite_tol:g})"
                   for b in beta_rel[infinite].tolist()])
     finite_beta = beta_rel[finite]
-    diag.update({"solver": "QZ (LAPACK dggev3) on the exactly deflated index-1 pencil"
+    diag.update({"solver": "QZ (LAPACK dggev) on the exactly deflated index-1 pencil"
                  + (" in μ = s² (undamped)" if squared else ""),
                  "pencil_order": 2 * n + m, "qz_order": A.shape[0], "infinite_tol": infinite_tol,
                  "num_infinite": deflated + int(infinite.sum()), "deflated_infinite": deflated,

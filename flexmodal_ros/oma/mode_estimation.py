@@ -40,6 +40,14 @@ SETTLE_SAMPLES = 4
 MAX_ROUNDS = 6
 REFINE_EVALUATIONS = 50     # Levenberg–Marquardt steps of the output-error fit (refine_poles)
 NOISE_RATIO = 1e-4         # residual / signal (RMS) above which the record counts as noisy
+# A mode needs an amplitude ‖a‖ above ROUNDOFF_FLOOR · ε · ‖max_k |y_c(k)|‖ of the record's values
+# (before the rest position is subtracted): below that it is the rounding of the stored numbers and
+# of whatever computed them, whatever its SNR. On an exact (simulated) record the residual is
+# deterministic round-off, not white noise, and a pole can fit part of it: with NumPy 1.26's LAPACK
+# a 9e-16 "mode" at 218 Hz (2 units in the last place of positions of 1.94 rad) got SNR 8. 100 ε
+# leaves room for rounding accumulated over the record; measured records (encoder resolution
+# ≥ 1e-9 rad) are 1e5 above it.
+ROUNDOFF_FLOOR = 100.0
 IQR_TO_STD = 1.0 / 1.349     # interquartile range of a normal distribution = 1.349 σ
 UNCERTAINTY_F = 0.005     # reported modes: std(f) ≤ 0.5 % of f ...
 UNCERTAINTY_Z = 0.005     # ... and std(ζ) ≤ 0.5 pp (one standard deviation)
@@ -275,7 +283,10 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
             signal = [y[:_signal_length(y, sigma)] for y in ys]
             candidates, diagram, real, scale = _candidates(signal, fs, method, orders, NOISY_CRITERIA, options,
                                                            noise=sigma)
-    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine)
+    peak = np.max([np.abs(np.asarray(r.values)).max(axis=0) for r in records], axis=0)
+    floor = ROUNDOFF_FLOOR * np.finfo(float).eps * float(np.linalg.norm(peak))
+    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine,
+                                                                             floor)
     below, combos = [], []
     for j, mode in enumerate(candidates):
         f_j, z_j = frequencies_and_damping(lam[j])
@@ -342,7 +353,7 @@ def _candidates(ys, fs, method, orders, criteria, options, noise=None):
     return (*select_modes(diagram, criteria), stable_real_poles(op, criteria, fs), scale)
 
 
-def _significant(ys, fs, candidates, real, snr_min, refine):
+def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     """Which selected clusters are modes (module docstring). Poles plainly in the noise (SNR < 2
     in a first fit) and combination terms are set aside (combination terms stay in the fitted
     basis as the signal components they are); the rest are refined jointly (:func:`refine_poles`),
@@ -357,7 +368,8 @@ def _significant(ys, fs, candidates, real, snr_min, refine):
     left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
     (one standard deviation) stay in the basis but are not modes.
 
-    Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
+    An amplitude at or below ``floor`` (the rounding of the record's values, ROUNDOFF_FLOOR) has
+    SNR 0. Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
     combination parents or None per pole, indices of the modes, amplitude vectors a_j (m, c) of the
     output-error fit (mode shapes at the channels, in channel units; of the reference where the
     mode is strongest) for noisy records, else None: then the realization's shapes are the better
@@ -368,7 +380,8 @@ def _significant(ys, fs, candidates, real, snr_min, refine):
     lam = lam0.copy()
     amps, stderr, sigma = fit_amplitudes(ys, fs, lam, real=real)
     norm = amplitude_norms(amps)
-    snr = norm / np.maximum(stderr, 1e-300)
+    significant = lambda j: np.where(norm[j] > floor, norm[j] / np.maximum(stderr, 1e-300), 0.0)  # noqa: E731
+    snr = significant(slice(None))
     std_f, std_z = spread_f.copy(), spread_z.copy()
     combo = _combination_terms(lam, norm)
     nuisance = [j for j in range(lam.size) if combo[j] is not None]
@@ -383,7 +396,7 @@ def _significant(ys, fs, candidates, real, snr_min, refine):
         basis = active + nuisance
         amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
         norm[basis] = amplitude_norms(amps)
-        snr[basis] = norm[basis] / np.maximum(stderr, 1e-300)
+        snr[basis] = significant(basis)
         weak = [j for j in active if snr[j] < snr_min]
         twins = _duplicates(lam, snr, active)
         if not weak and not twins:

@@ -4,6 +4,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...core.errors import InputError
+from ...core.fallbacks import warn_fallback
 from .cdr import SerializedMessage
 from .stamps import seconds_to_stamp
 
@@ -179,6 +180,14 @@ class ByteLayout(NamedTuple):
     motor_scale: np.ndarray | None
 
 
+def _no_layout(why):
+    """None (no in-place layout for this sender's JointState), after one warning saying why."""
+    warn_fallback("flexmodal_ros.nodes.conversions", "reading JointState stamps and values in place", why,
+                  "every message from this sender is deserialized by rclpy", "one deserialization per message",
+                  stacklevel=3)
+    return None
+
+
 class _JointStateLayout:
     """Where stamp, positions and velocities sit in one sender's serialized JointState, and the
     bytes that must not change for that to hold (everything else but the effort values)."""
@@ -199,11 +208,11 @@ class _JointStateLayout:
         try:
             probe = SerializedMessage(msg, arrays=("position", "velocity"), stamps=("header.stamp",))
         except RuntimeError:          # a marker also occurs in the names or frame_id
-            return None
+            return _no_layout("a marker value of the layout probe occurs in the names or frame_id")
         at = probe.offsets
         s0, p0, v0 = at["header.stamp"], at["position"], at["velocity"]
         if len(probe.serialized()) != len(buf) or (v0 - p0) % 8 or not s0 + 8 <= p0 < v0:
-            return None
+            return _no_layout("the probe's serialization does not line up with the message")
         edges = ((0, s0), (s0 + 8, p0), (p0 + 8 * m, v0))
         regions = tuple((a, b, bytes(buf[a:b])) for a, b in edges)
         shift = (v0 - p0) // 8                        # velocity k sits at float index shift + k
