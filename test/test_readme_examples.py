@@ -5,7 +5,8 @@ Every command of README.md's ``bash`` blocks is one test case (id = the command)
 
 * ``flexmodal ...`` runs in a scratch directory that links the repository's ``config/``, ``urdf/``,
   ``docs/`` and ``launch/`` (so relative paths resolve as from the checkout) with ``/tmp/`` paths
-  moved into it; it must exit 0 without a traceback.
+  moved into it; it must exit 0 without a traceback. The selected CLI examples run concurrently,
+  one per core (fixture ``cli_runs``), and each test checks its own.
 * a node's console script (``modal_analysis_server --ros-args ...``, ``flexmodal_bringup``) is
   started; it must serve its main service, then end with exit code 0 on SIGINT (Ctrl-C).
 * ``make demo`` / ``make demo-mujoco``: their recipe (what make runs once the set-up is done) runs
@@ -18,10 +19,12 @@ Every command of README.md's ``bash`` blocks is one test case (id = the command)
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,9 @@ LONG = {
     r"--grid joint_2=-1\.5:1\.5:100 .*--store": "10^6 configurations: test_distributed.py (Zarr store, resume)",
     r"--grid joint_2=-1:1:200 .*--store": "50,000 tracked configurations: test_distributed.py (tracked store)",
     r"--starts 200 --scheduler": "200 identification starts on Dask: test_distributed.py (identification)",
+    r"^flexmodal expand --paper": "the paper's task and plots: test_expand_cli.py::test_paper_task_cli",
+    r"^flexmodal oma --robot kuka_lwr4 .*--impulse-axis x0,y0,z0": "three impacts on the LWR4: "
+                                                                   "test_oma.py::test_kuka_lwr4_impact_tests_nonlinear",
 }
 TIMEOUT_S = 600
 
@@ -136,27 +142,46 @@ def _scratch(tmp_path):
     return tmp_path
 
 
-def _run(argv, cwd, env):
-    run = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=TIMEOUT_S)
+def _check(run):
     output = run.stdout[-3000:] + run.stderr[-3000:]
     assert run.returncode == 0, f"exit code {run.returncode}:\n{output}"
     assert "Traceback" not in run.stderr, output
-    return run
+
+
+def _run(argv, cwd, env):
+    return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def cli_runs(request, tmp_path_factory, ros_env):
+    """{command: CompletedProcess} of the selected CLI examples, run concurrently (one per core),
+    each in its own scratch directory."""
+    selected = {item.callspec.params["command"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_readme_example" and hasattr(item, "callspec")}
+    jobs = [(c, classify(c)[1]) for c in COMMANDS if c in selected and classify(c)[0] == "cli"]
+    flexmodal = str(Path(sys.executable).parent / "flexmodal")
+
+    def run(job):
+        command, argv = job
+        scratch = _scratch(tmp_path_factory.mktemp("readme"))
+        argv = [flexmodal, *(a.replace("/tmp/", f"{scratch}/") for a in argv[1:])]
+        return command, _run(argv, scratch, ros_env)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(pool.map(run, jobs))
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_example(command, tmp_path, ros_env, ros_process):
+def test_readme_example(command, request, ros_env, ros_process):
     kind, argv = classify(command)
     if kind == "skip":
         pytest.skip(argv)
     if kind == "cli":
-        scratch = _scratch(tmp_path)
-        argv = [a.replace("/tmp/", f"{scratch}/") for a in argv]
-        _run([str(Path(sys.executable).parent / "flexmodal"), *argv[1:]], scratch, ros_env)
+        _check(request.getfixturevalue("cli_runs")[command])
     elif kind == "make":
         for target in argv[1:]:
-            _run(["bash", "-c", make_recipe(target)], ROOT, ros_env)
+            _check(_run(["bash", "-c", make_recipe(target)], ROOT, ros_env))
     else:
         service, module, type_name = NODE_SERVICES[argv[0]]
         srv_type = getattr(__import__(module, fromlist=[type_name]), type_name)
