@@ -1,25 +1,45 @@
 # flexmodal_ros developer entry points. `make setup` is idempotent: each step is keyed on a stamp
-# file and reruns only when its inputs change (requirements.txt, interface sources, setup files).
+# file and reruns only when its inputs change (requirements files, interface sources, setup files).
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := setup
 
 PYTHON ?= python3.11
-VENV := .venv
-VENV_PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
 PYTEST_ARGS ?=
 
+# ROS 2 distribution of the wheel set: kilted (default) or jazzy, i.e. requirements.txt (common to
+# both) + requirements-ros-$(ROS_DISTRO).txt. Taken from the command line or the environment (a
+# shell set up by `. scripts/env.sh jazzy` exports ROS_DISTRO=jazzy). Each distribution has its own
+# virtualenv and build tree, so switching never mixes two wheel sets and switching back costs
+# nothing: kilted -> .venv and build/, another one -> .venv-<distro> and build-<distro>/.
+ROS_DISTRO ?= kilted
+ROS_DISTROS := $(patsubst requirements-ros-%.txt,%,$(wildcard requirements-ros-*.txt))
+ifeq ($(filter $(ROS_DISTRO),$(ROS_DISTROS)),)
+$(error ROS_DISTRO=$(ROS_DISTRO) is not supported: one of $(ROS_DISTROS) (requirements-ros-<distro>.txt))
+endif
+export ROS_DISTRO
+ROS_REQUIREMENTS := requirements-ros-$(ROS_DISTRO).txt
+DISTRO_SUFFIX := $(if $(filter kilted,$(ROS_DISTRO)),,-$(ROS_DISTRO))
+VENV := .venv$(DISTRO_SUFFIX)
+BUILD := build$(DISTRO_SUFFIX)
+VENV_PY := $(VENV)/bin/python
+
 # NumPy/SciPy: `pinned` (requirements.txt, the newest) or `ubuntu2404` (Ubuntu 24.04's 1.26.4 /
 # 1.11.4: requirements-numerics-ubuntu2404.txt replaces those pins, scripts/numerics_requirements.py).
+# Orthogonal to ROS_DISTRO: switched in place inside the distribution's virtualenv.
 NUMERICS ?= pinned
 NUMERICS_FILE := $(if $(filter-out pinned,$(NUMERICS)),requirements-numerics-$(NUMERICS).txt,)
 
-IF_DIR := build/interfaces
+IF_DIR := $(BUILD)/interfaces
 IF_PREFIX := $(abspath $(IF_DIR)/install)
-STAMPS := build/stamps
-# Lives inside .venv so that a new virtualenv reinstalls the requirements; one per NUMERICS choice.
-REQ_STAMP := $(VENV)/.flexmodal-requirements-$(NUMERICS).stamp
+STAMPS := $(BUILD)/stamps
+# Lives inside the virtualenv so that a new virtualenv reinstalls the requirements; one per
+# (distribution, NUMERICS) choice.
+REQ_STAMP := $(VENV)/.flexmodal-requirements-$(ROS_DISTRO)-$(NUMERICS).stamp
+# The distribution whose wheels the virtualenv holds (read by scripts/env.sh). A virtualenv of
+# another distribution (possible only with VENV=... given) is recreated, never installed over.
+DISTRO_MARKER := $(VENV)/.flexmodal-ros-distro
 IF_STAMP := $(STAMPS)/interfaces.stamp
 PKG_STAMP := $(STAMPS)/flexmodal_ros.stamp
 
@@ -37,21 +57,28 @@ AMENT_MARKER := $(VENV)/share/ament_index/resource_index/packages/flexmodal_ros
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test test-quick demo demo-mujoco clean distclean
+.PHONY: setup venv test test-quick test-jazzy test-numerics demo demo-mujoco clean distclean
 
 setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP) $(LAYOUT_STAMP)
+
+# Only the virtualenv with its pinned wheels (.ci/run fills both distributions' in parallel).
+venv: $(REQ_STAMP)
 
 $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(REQ_STAMP): requirements.txt $(NUMERICS_FILE) | $(VENV_PY)
+$(REQ_STAMP): requirements.txt $(ROS_REQUIREMENTS) $(NUMERICS_FILE) | $(VENV_PY)
+	if [ -e $(DISTRO_MARKER) ] && [ "$$(cat $(DISTRO_MARKER))" != $(ROS_DISTRO) ]; then \
+		echo "$(VENV) holds ROS $$(cat $(DISTRO_MARKER))'s wheels: recreating it for $(ROS_DISTRO)"; \
+		rm -rf $(VENV); $(PYTHON) -m venv $(VENV); fi
+	echo $(ROS_DISTRO) > $(DISTRO_MARKER)
 ifeq ($(NUMERICS_FILE),)
-	$(VENV_PY) -m pip install -r requirements.txt
+	$(VENV_PY) -m pip install -r requirements.txt -r $(ROS_REQUIREMENTS)
 else
-	mkdir -p build
-	$(VENV_PY) scripts/numerics_requirements.py requirements.txt $(NUMERICS_FILE) build/requirements-$(NUMERICS)
-	$(VENV_PY) -m pip install -r build/requirements-$(NUMERICS).txt
-	$(VENV_PY) -m pip install --no-deps -r build/requirements-$(NUMERICS)-no-deps.txt
+	mkdir -p $(BUILD)
+	$(VENV_PY) scripts/numerics_requirements.py requirements.txt $(NUMERICS_FILE) $(BUILD)/requirements-$(NUMERICS)
+	$(VENV_PY) -m pip install -r $(BUILD)/requirements-$(NUMERICS).txt -r $(ROS_REQUIREMENTS)
+	$(VENV_PY) -m pip install --no-deps -r $(BUILD)/requirements-$(NUMERICS)-no-deps.txt
 endif
 	rm -f $(VENV)/.flexmodal-requirements-*.stamp
 	touch $@
@@ -90,15 +117,35 @@ $(LAYOUT_STAMP): $(PKG_STAMP) $(SHARE_DIRS) $(foreach d,$(SHARE_DIRS),$(wildcard
 		test -x $(VENV)/bin/$$exe; ln -s ../../bin/$$exe $(PKG_LIB)/$$exe; done
 	touch $@
 
+# What `make test` runs: TESTS (default: the whole suite) with PYTEST_ARGS.
+TESTS ?= test
+# The second CI configuration (README, "Supported platforms"): every test that starts ROS nodes or
+# uses ROS 2's Python API (marker `ros`, set by test/conftest.py) and the README examples (`readme`).
+ROS_TEST_SELECTION := ros or readme
+# The tests whose results depend on the NumPy/SciPy/LAPACK build (NumPy 2 / SciPy 1.12 API, LAPACK
+# rounding, the LAPACK extension), run with Ubuntu 24.04's NumPy/SciPy by `make test-numerics`.
+NUMERICS_TESTS := test/test_modes.py test/test_shaping.py test/test_links.py test/test_control.py \
+	test/test_oma.py test/test_parametric.py test/test_erls.py test/test_modal.py
+
 # pytest exit code 5 means "no tests collected": reported and kept as a failure.
 test: setup
-	. scripts/env.sh; rc=0; python -m pytest test $(PYTEST_ARGS) || rc=$$?; \
+	. scripts/env.sh; python -c 'import numpy, scipy; print(f"make test: ROS 2 $(ROS_DISTRO), NumPy {numpy.__version__}, SciPy {scipy.__version__}")'; \
+	rc=0; python -m pytest $(TESTS) $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit code 5)" >&2; fi; \
 	exit $$rc
 
 # The whole suite but the reproductions marked slow (every published table also has a quick test).
 test-quick: setup
 	$(MAKE) test PYTEST_ARGS='-m "not slow" $(PYTEST_ARGS)'
+
+# Jazzy: every ROS test and the README examples (.venv-jazzy; add NUMERICS=ubuntu2404 as CI does).
+test-jazzy:
+	$(MAKE) test ROS_DISTRO=jazzy PYTEST_ARGS='-m "$(ROS_TEST_SELECTION)" $(PYTEST_ARGS)'
+
+# Ubuntu 24.04's NumPy 1.26.4 / SciPy 1.11.4 (NUMERICS=ubuntu2404) on NUMERICS_TESTS; the ROS
+# distribution as given (CI: ROS_DISTRO=jazzy, whose Ubuntu 24.04 users have these numerics).
+test-numerics:
+	$(MAKE) test NUMERICS=ubuntu2404 TESTS='$(NUMERICS_TESTS)'
 
 demo: setup
 	. scripts/env.sh; python -m flexmodal_ros.nodes.demo
@@ -109,8 +156,9 @@ demo-mujoco: setup
 	. scripts/env.sh; python -m flexmodal_ros.nodes.demo --engine mujoco --lockstep --output-dir flexmodal_output/demo_mujoco
 
 clean:
-	rm -rf build *.egg-info .pytest_cache
-	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -rf build build-* *.egg-info .pytest_cache
+	find . -path './.venv*' -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
+# Every distribution's virtualenv.
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf .venv .venv-*

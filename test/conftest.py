@@ -8,6 +8,13 @@ therefore before any ``rclpy.init``:
   lock file in the temp directory so that concurrent pytest sessions on the machine (other
   developers, xdist workers) never share a domain. A value exported by ``scripts/env.sh`` is
   overridden on purpose.
+* the Fast DDS profile config/fastdds_discovery.xml (loopback-only receive sockets), unless one is
+  set, through the variable the installed Fast DDS reads (flexmodal_ros/core/fastdds.py: Jazzy's
+  2.x ``FASTRTPS_DEFAULT_PROFILES_FILE``, Kilted's 3.x ``FASTDDS_DEFAULT_PROFILES_FILE``).
+
+Marker ``ros`` (set here at collection): every test that uses a ROS fixture below, directly or
+through another fixture, or lives in a module that imports rclpy or a ROS interface package.
+``make test-jazzy`` runs these (plus the README examples) on the second distribution.
 
 Fixtures (ROS ones import rclpy lazily, so core-only test files do not pay for it):
 
@@ -39,10 +46,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import types
 import time
 from pathlib import Path
 
 import pytest
+
+from flexmodal_ros.core.fastdds import profile_variable
 
 DOMAIN_ID_RANGE = range(1, 102)
 
@@ -67,8 +77,33 @@ _DOMAIN_ID, _DOMAIN_LOCK = _reserve_domain_id()
 atexit.register(_DOMAIN_LOCK.close)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE",
+os.environ.setdefault(profile_variable(),
                       str(Path(__file__).resolve().parent.parent / "config" / "fastdds_discovery.xml"))
+
+ROS_FIXTURES = {"ros", "ros_process", "ros_env"}
+# Top-level packages of the ROS 2 Python API (anything ending in _msgs/_srvs/_interfaces counts too).
+ROS_PYTHON_ROOTS = {"rclpy", "ament_index_python", "rosidl_runtime_py"}
+ROS_PYTHON_SUFFIXES = ("_msgs", "_srvs", "_interfaces")
+
+
+def _imports_ros(module) -> bool:
+    """Whether a test module has imported rclpy or a ROS interface package at its top level."""
+    for value in vars(module).values():
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        root = name.split(".")[0] if isinstance(name, str) else ""
+        if root in ROS_PYTHON_ROOTS or root.endswith(ROS_PYTHON_SUFFIXES):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    modules = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module not in modules:
+            modules[module] = _imports_ros(module)
+        if ROS_FIXTURES & set(getattr(item, "fixturenames", ())) or modules.get(module, False):
+            item.add_marker(pytest.mark.ros)
 
 
 @pytest.fixture(scope="session")

@@ -147,8 +147,11 @@ def test_env_script_keeps_ros_on_loopback_and_exposes_the_interfaces(tmp_path):
     env = source_env_script(tmp_path)
     assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
     assert env["ROS_DOMAIN_ID"].isdigit()
-    assert env["VIRTUAL_ENV"] == str(REPO / ".venv")
-    interfaces = str(REPO / "build" / "interfaces" / "install")
+    distro = os.environ.get("ROS_DISTRO", "kilted")      # the one this session runs (scripts/env.sh exports it)
+    suffix = "" if distro == "kilted" else f"-{distro}"
+    assert env["ROS_DISTRO"] == distro
+    assert env["VIRTUAL_ENV"] == str(REPO / f".venv{suffix}")
+    interfaces = str(REPO / f"build{suffix}" / "interfaces" / "install")
     assert env["AMENT_PREFIX_PATH"].split(":").count(interfaces) == 1
     assert env["LD_LIBRARY_PATH"].split(":").count(interfaces + "/lib") == 1
     assert source_env_script(tmp_path, ROS_DOMAIN_ID="17")["ROS_DOMAIN_ID"] == "17"

@@ -29,10 +29,13 @@ import time
 from pathlib import Path
 
 from ..core.errors import ConfigError, FlexmodalError
+from ..core.fastdds import profile_variable
 from ..robot.registry import robot_paths, share_dir
 
 DEFAULT_ROBOT = "kuka_lwr4"
-DISCOVERY_PROFILE_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
+# The variable the installed Fast DDS reads its profile from: FASTRTPS_DEFAULT_PROFILES_FILE on 2.x
+# (Jazzy), FASTDDS_DEFAULT_PROFILES_FILE on 3.x (Kilted) (core/fastdds.py); the launch files use it too.
+DISCOVERY_PROFILE_VARIABLE = profile_variable()
 # (executable = console script, node name); the launch file uses the same table.
 NODES = (
     ("flexible_joint_simulator", "flexible_joint_simulator"),
