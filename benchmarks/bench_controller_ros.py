@@ -20,7 +20,6 @@ import ctypes
 import json
 import os
 import subprocess
-import sys
 import sysconfig
 import time
 from pathlib import Path

@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 from flexmodal_ros.export import export_files
 from flexmodal_ros.export.mujoco_plant import MujocoRobot, MujocoSimulator

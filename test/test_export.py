@@ -16,14 +16,12 @@ from flexmodal_ros.core.errors import ConfigError, InputError
 from flexmodal_ros.export import export_files
 from flexmodal_ros.export.convention import StateConvention
 from flexmodal_ros.export.fidelity import (gazebo_breakdown, mujoco_fidelity, random_configurations,
-                                           urdf_fidelity, urdf_state_matrix)
+                                           urdf_state_matrix)
 from flexmodal_ros.export.gazebo import check_sdf_structure, write_urdf
 from flexmodal_ros.export.mjcf import load_mujoco_model, write_mjcf
 from flexmodal_ros.export.mujoco_plant import (MujocoRobot, MujocoSimulator, closed_loop_state_matrix,
                                                run_closed_loop_mujoco)
 from flexmodal_ros.export.tree import build_export
-from flexmodal_ros.flexible_joint.linear_model import motor_equilibrium
-from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import list_robots, load_robot
 from flexmodal_ros.simulation import run_closed_loop, thesis_trajectory
 

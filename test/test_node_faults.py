@@ -8,7 +8,6 @@ to each service one after the other and fails on the first node death or answer 
 ``time_limit_s``, ``max_duration_s``) so that the valid requests among them stay quick.
 """
 import math
-import os
 import signal
 import time
 from pathlib import Path
@@ -106,7 +105,6 @@ def test_guard_answers_logs_once_and_keeps_serving(ros):
     """Every kind of callback of a GuardedNode (service, subscription, timer, parameter callback)
     fails; the node answers success=false with the reason, logs each kind of fault once per
     period, tells its listeners, and keeps serving."""
-    from rcl_interfaces.msg import SetParametersResult
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 

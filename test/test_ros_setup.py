@@ -8,7 +8,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile

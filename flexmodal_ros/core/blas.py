@@ -13,7 +13,7 @@ import functools
 
 @functools.cache
 def _controller():
-    import scipy.linalg  # deferred: SciPy's BLAS/LAPACK (the modal analysis runs on it), loaded before the controller looks
+    import scipy.linalg  # noqa: F401  deferred: SciPy's BLAS/LAPACK (the modal analysis runs on it), loaded before the controller looks
     from threadpoolctl import ThreadpoolController  # deferred: threadpoolctl
     return ThreadpoolController()        # inspects the loaded libraries once (~ms), then reused
 

@@ -15,7 +15,7 @@ step instead (an O(dt) difference, ~0.3 % here), which is why ``qacc`` is differ
 
 import numpy as np
 
-from ..core.errors import ConfigError, InputError
+from ..core.errors import ConfigError
 from ..flexible_joint.linear_model import motor_equilibrium, setpoint_reference, static_compensation
 from ..robot.model import create_data
 from ..simulation import ImpulseLimits, SimulationFault, check_impulse, run_closed_loop, speed_fault, valid_speed

@@ -30,7 +30,6 @@ impulse service does not answer within the margin. A recording in progress ends 
 """
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
