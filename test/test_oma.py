@@ -251,9 +251,13 @@ def test_kuka_lwr4_linear_quick():
     rec = simulate_impact(model, KUKA_Q, Impulse(), 3.0, dynamics="linear")
     result = run_oma(rec, model, KUKA_Q)
     assert len(result.comparisons[0].within(F_ABS, F_REL, Z_ABS)) == 11
-    # its six overdamped (real) eigenvalues are recognized as such, not as modes
+    # its six overdamped (real) eigenvalues are recognized as such, not as modes. The record fixes
+    # the real pole at -29.30 /s only loosely (the output-error residual with it at -29.59 is 5.9e-27
+    # against 1.5e-29 at the true poles, both far below the data's round-off): estimates of 0.98 %
+    # (NumPy 2 / OpenBLAS 0.3.30) and 1.08 % (NumPy 1.26 / SciPy 1.11) off are both what the record
+    # holds, so 1.5 % is the bound; a pole mistaken for a mode or lost moves by far more.
     np.testing.assert_allclose(result.identified.real_eigenvalues,
-                               modal_analysis(model, KUKA_Q).real_eigenvalues, rtol=1e-2)
+                               modal_analysis(model, KUKA_Q).real_eigenvalues, rtol=1.5e-2)
 
 
 @pytest.mark.parametrize("method", ["ssi-cov", "var"])
