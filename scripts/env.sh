@@ -51,6 +51,10 @@ _flexmodal_prepend() {
 _flexmodal_prefix="$_flexmodal_build/interfaces/install"
 _flexmodal_pyver="$(python -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')"
 for _flexmodal_var in AMENT_PREFIX_PATH PYTHONPATH LD_LIBRARY_PATH; do _flexmodal_strip "$_flexmodal_var"; done
+# The ROS wheels' start-up hook (ros_wheels_bootstrapper.pth) adds the active virtualenv's library
+# directories to LD_LIBRARY_PATH once and marks that in _ROS_WHEELS_BOOTSTRAP_COMPLETE; with its
+# entries stripped above, the mark must go too so that the next python adds them again.
+unset _ROS_WHEELS_BOOTSTRAP_COMPLETE
 _flexmodal_prepend AMENT_PREFIX_PATH "$VIRTUAL_ENV"
 _flexmodal_prepend AMENT_PREFIX_PATH "$_flexmodal_prefix"
 _flexmodal_prepend PYTHONPATH "$_flexmodal_prefix/lib/$_flexmodal_pyver/site-packages"

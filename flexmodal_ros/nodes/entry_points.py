@@ -14,6 +14,7 @@ objects — takes ~0.6 s of CPU, 3-5 s of wall time on a loaded 2-core machine, 
 launch`` escalate one Ctrl-C to SIGTERM (measured: every node of two bringups "failed to terminate
 5 s after SIGINT", all of them in "Garbage-collecting").
 """
+import contextlib
 import importlib
 import os
 import signal
@@ -33,10 +34,8 @@ def _run(module):
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):      # a closed pipe or stream: nothing to flush to
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(code or 0)
 
 

@@ -10,6 +10,7 @@ kind and period (:data:`FAULT_LOG_PERIOD`), told to the node's ``fault_listeners
 re-raises an exception that reaches the executor either. docs/ros_robustness.md has the fuzz
 campaign that checks it.
 """
+import contextlib
 import functools
 import inspect
 import time
@@ -96,10 +97,8 @@ class GuardedNode(Node):
         window[1] += 1
         self.get_logger().error(text)
         for listener in list(self.fault_listeners):
-            try:
-                listener(text)
-            except Exception:                  # noqa: BLE001 - e.g. the context is shutting down
-                pass
+            with contextlib.suppress(Exception):       # a listener's own failure (e.g. the context is
+                listener(text)                          # shutting down) is not a second fault to report
 
     # Every callback registered through the Node API is guarded.
     def create_service(self, srv_type, srv_name, callback, **kwargs):
@@ -151,11 +150,9 @@ def guarded_action_server(node, action_type, name, execute_callback, **kwargs):
             return await _maybe_await(execute_callback(goal_handle))
         except Exception as exc:               # noqa: BLE001
             response = node._fault(name, exc, (None, action_type.Result()))
-            try:
+            with contextlib.suppress(Exception):       # the goal may be gone already
                 if goal_handle.is_active:
                     goal_handle.abort()
-            except Exception:                  # noqa: BLE001 - the goal may be gone already
-                pass
             return response
     for key, refusal in (("goal_callback", GoalResponse.REJECT), ("cancel_callback", CancelResponse.REJECT)):
         if kwargs.get(key) is not None:
