@@ -13,7 +13,7 @@ import sys
 from ..core.errors import FlexmodalError
 
 SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
-                      "constrained", "oma", "shape")
+                      "constrained", "oma", "shape", "calibrate")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")

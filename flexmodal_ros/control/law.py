@@ -54,6 +54,11 @@ non-finite result of the law (torque or reference)     TRACKING: trajectory abor
                                                        undefined one); reported in ``events``
 torque beyond the URDF effort limit                    clipped to ±limit; saturated joints reported
                                                        in :class:`Command` and counted
+motor excitation (:meth:`FailSafeController.excite`:   accepted only in HOLD, one at a time, within
+pulse or chirp, flexmodal_ros/control/excitation.py)   the amplitude and duration bounds; added to the
+                                                       hold law's torque before the saturation (so
+                                                       clipped like any command); cancelled when the
+                                                       mode leaves HOLD or a fault aborts
 =====================================================  ====================================================
 
 Limits (:class:`SafetyLimits`): velocity limits from the URDF (``DEFAULT_VELOCITY_LIMIT`` where it
@@ -72,6 +77,7 @@ import casadi as ca
 import numpy as np
 
 from ..core.errors import InputError
+from .excitation import check_excitation, default_excitation_limit
 from ..robot.inverse_dynamics.build import CompiledFunction, build_library, model_feedforward_function
 from ..flexible_joint.linear_model import setpoint_reference, static_compensation
 from ..robot import trajectory
@@ -84,6 +90,7 @@ LIMIT_TOLERANCE = 1e-9
 DEFAULT_VELOCITY_LIMIT = 10.0        # [rad/s or m/s] where the URDF gives no velocity limit
 ACCELERATION_PER_VELOCITY = 10.0     # [1/s] default acceleration limit = this × velocity limit
 STATE_BOUND = 1e6                    # no measured position or velocity is plausible beyond this
+EXCITATION_MAX_DURATION = 1.0        # [s] default bound of a motor excitation's duration
 
 
 class Mode(str, Enum):
@@ -122,7 +129,7 @@ def saturate(tau, limit):
 
 # Layout of the control-law vectors (:func:`control_law_function`): scalars, else n entries each.
 LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m", "kp", "kd",
-              "explicit", "reference")
+              "explicit", "reference", "excitation")
 LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated", "n_nonfinite")
 _LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "n_nonfinite", "explicit")
 _LAW_DERIVATIVES = ("reference",)        # q^d, q̇^d, q̈^d, q⃛^d, q^d(4): 5n entries
@@ -149,7 +156,8 @@ def control_law_function(model, name="flexmodal_law"):
     (any C⁴ reference, e.g. a shaped one: flexmodal_ros/shaping); feedforward (4.6)-(4.10) of
     that reference; reference term
     r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
-    τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
+    τ_m = r − K_P q_m − K_D q̇_m + u_exc clipped at the URDF effort limits, u_exc the ``excitation``
+    input [N·m] (zero except during a motor excitation: flexmodal_ros/control/excitation.py).
     Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated,
     n_nonfinite = entries of τ (before clipping) and q^d that are NaN or ±inf (the clipping would
     turn NaN into a limit: the caller must check this count first).
@@ -173,7 +181,7 @@ def control_law_function(model, name="flexmodal_law"):
     r_ff = ff[6 * n:7 * n] + kp * ff[3 * n:4 * n] + kd * ff[4 * n:5 * n]
     r_pd = W * (kp * derivs[0] + kd * derivs[1])
     r = ca.if_else(v["tracking"], ca.if_else(v["use_feedforward"], r_ff, r_pd), v["r_hold"])
-    tau = r - kp * v["q_m"] - kd * v["qd_m"]
+    tau = r - kp * v["q_m"] - kd * v["qd_m"] + v["excitation"]
     finite = lambda x: ca.fabs(x) <= np.finfo(float).max        # false for NaN and ±inf
     nonfinite = ca.sum1(ca.vertcat(*[1 - finite(x) for x in ca.vertsplit(ca.vertcat(tau, derivs[0]))]))
     clipped, saturated = [], []
@@ -356,6 +364,10 @@ class FailSafeController:
         self._advanced = None          # steady time of the last sample whose stamp advanced
         self._hold_q = None
         self._trajectory = None
+        self._excitation = None         # scheduled or running motor excitation (MotorExcitation)
+        self._excitation_start_now = False
+        self.excitation_limit = default_excitation_limit(model)     # [N m] per joint
+        self.excitation_max_duration = EXCITATION_MAX_DURATION      # [s]
         self.state_timeout = self.start_tolerance = None
         self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self._unsaturated = np.zeros(model.n, dtype=bool)
@@ -429,7 +441,7 @@ class FailSafeController:
         :meth:`adopt_steady_cycles` with that sample (the native cycle of the controller node:
         flexmodal_ros/nodes/native_cycle.py)."""
         s, traj = self._sample, self._trajectory
-        if s is None:
+        if s is None or self._excitation is not None:     # an excitation: every cycle in Python
             return None
         if self.mode == Mode.HOLD:
             return SteadyCycle(s.t, False, hold_until=traj.t0 if traj is not None else math.inf)
@@ -539,6 +551,67 @@ class FailSafeController:
         return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
                 f"starting at t={traj.t0:.4f} s" + (f"; {shaping}" if shaping else ""))
 
+    def set_excitation_limits(self, torque=None, duration=None):
+        """Bounds of :meth:`excite`: amplitude [N m] (scalar or n values; None keeps the current,
+        initially :func:`~flexmodal_ros.control.excitation.default_excitation_limit`) and duration
+        [s]; InputError naming the field for values that are not finite and > 0."""
+        limit = self.excitation_limit if torque is None else np.broadcast_to(
+            finite_array(torque, "max_excitation_torque"), (self.model.n,)).copy()
+        if np.any(limit <= 0):
+            raise InputError(f"max_excitation_torque: must be > 0, got {limit.tolist()}")
+        longest = self.excitation_max_duration if duration is None else float(
+            finite_array(duration, "max_excitation_duration_s", ()))
+        if not longest > 0:
+            raise InputError(f"max_excitation_duration_s: must be > 0 s, got {longest:g}")
+        self.excitation_limit, self.excitation_max_duration = limit, longest
+
+    def excite(self, excitation, start_now=True):
+        """Schedule a motor excitation (:class:`~flexmodal_ros.control.excitation.MotorExcitation`)
+        added to the hold law's torque before the saturation: from the first cycle that runs it
+        (``start_now``; the excitation's ``start`` is then ignored) or from ``excitation.start`` on
+        the joint-state clock. Only in HOLD, one at a time, within :attr:`excitation_limit` and
+        :attr:`excitation_max_duration`; cancelled (event) when the controller leaves HOLD or a
+        fault aborts. Returns a one-line description; InputError naming the field otherwise."""
+        s = self._sample
+        if s is None or self.mode != Mode.HOLD:
+            raise InputError(f"excitation: only while holding (controller is {self.mode.value})")
+        if self._excitation is not None:
+            raise InputError(f"excitation: another one runs until t={self._excitation.end:.4f} s")
+        check_excitation(self.model, excitation, self.excitation_limit, self.excitation_max_duration)
+        if not start_now and excitation.start < s.t:
+            raise InputError(f"start_time: {excitation.start:.4f} s is in the past (joint-state time {s.t:.4f} s)")
+        self._excitation, self._excitation_start_now = excitation, bool(start_now)
+        when = "at the next cycle" if start_now else f"at t={excitation.start:.4f} s"
+        return (f"excitation accepted: {excitation.kind}, peak {np.abs(excitation.torque).max():g} N m, "
+                f"{excitation.duration:g} s, starting {when}")
+
+    @property
+    def excitation(self):
+        """The scheduled or running excitation (absolute start once started), or None."""
+        return self._excitation
+
+    def _load_excitation(self, t):
+        """Write the excitation's torque at sample time ``t`` into the law (zero and done after its
+        end); in any mode but HOLD it is cancelled."""
+        if self.mode != Mode.HOLD:
+            self._cancel_excitation(f"excitation cancelled: controller is {self.mode.value}")
+            return
+        if self._excitation_start_now:
+            self._excitation, self._excitation_start_now = self._excitation.shifted(t), False
+            self.events.append(f"hold: excitation started at t={t:.4f} s")
+        exc = self._excitation
+        if t >= exc.end - 1e-12:
+            self.law.excitation[:] = 0.0
+            self._excitation = None
+            self.events.append(f"hold: excitation finished at t={t:.4f} s")
+        else:
+            self.law.excitation[:] = exc.at(t)
+
+    def _cancel_excitation(self, reason):
+        self.law.excitation[:] = 0.0
+        self._excitation = None
+        self.events.append(f"{self.mode.value}: {reason}")
+
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""
         s = self._sample
@@ -555,6 +628,8 @@ class FailSafeController:
                 if self.mode != Mode.TRACKING:
                     self._set_mode(Mode.TRACKING, f"tracking started at t={s.t:.4f} s")
                 traj.load(law, t)
+        if self._excitation is not None:
+            self._load_excitation(s.t)
         tracking = self.mode == Mode.TRACKING
         law.tracking[0] = tracking
         law.q_m[:] = s.q_m
@@ -579,6 +654,12 @@ class FailSafeController:
         """Fail-safe for a non-finite law result (module docstring): HOLD at the measured position
         when tracking, zero torque when the hold law itself is not finite."""
         s, law = self._sample, self.law
+        if self._excitation is not None:
+            self._cancel_excitation(f"excitation cancelled: non-finite torque at t={s.t:.4f} s")
+            if not tracking:
+                law.run()
+                if not law.n_nonfinite[0]:
+                    return self._finish(self._hold_q)
         if tracking:
             self._enter_hold(s.q, f"non-finite torque from the tracking law at t={s.t:.4f} s: trajectory "
                                   "aborted", abort=True)
@@ -691,6 +772,8 @@ class FailSafeController:
                              f"outside its limits [{m.position_lower[j]:.6g}, {m.position_upper[j]:.6g}]")
 
     def _enter_hold(self, q, reason, abort=False):
+        if abort and self._excitation is not None:
+            self._cancel_excitation(f"excitation cancelled: {reason}")
         self._hold_q = np.array(q, dtype=float)
         self._hold_q.flags.writeable = False          # shared by the commands of the hold
         self.law.r_hold[:] = setpoint_reference(self.model, self.data, self._hold_q)
@@ -699,6 +782,8 @@ class FailSafeController:
         self._set_mode(Mode.HOLD, reason)
 
     def _set_mode(self, mode, reason):
+        if mode != Mode.HOLD and self._excitation is not None:
+            self._cancel_excitation(f"excitation cancelled: controller is {mode.value}")
         self.mode = mode
         self.events.append(f"{mode.value}: {reason}")
 
