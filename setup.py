@@ -45,6 +45,7 @@ setup(
             "mujoco_simulator = flexmodal_ros.nodes.mujoco_simulator:main",
             "flexmodal_bringup = flexmodal_ros.nodes.bringup:main",
             "modal_test = flexmodal_ros.nodes.modal_test:main",
+            "calibration_server = flexmodal_ros.nodes.calibration_server:main",
         ],
     },
 )

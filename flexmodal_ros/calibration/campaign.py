@@ -66,6 +66,7 @@ ZERO_NOMINAL_SPAN = 10.0     # range [0, this] of an unknown whose nominal value
 FIRST_GATE, GATE = 0.3, 0.1  # |Δf|/f of a match before / after the first fit
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
 GAIN_POOL = 30               # candidates that decide the experiment gains
+COMPARISON_BUDGET = 4        # designed configurations compared with random ones (at least)
 SETTLE_CHECK_S = 0.05        # settling: speeds checked this often [s] ...
 SETTLE_SPEED = 1e-3          # ... until below this [rad/s] (a 5 Hz vibration of 3e-5 rad) ...
 SETTLE_MAX_S = 3.0           # ... or this long [s]
@@ -360,7 +361,7 @@ class _Campaign:
     def evaluate_pool(self, qs):
         t0 = time.perf_counter()
         out = evaluate_pool(self.current_model(), qs, self.unknowns, CONTINUOUS, self.plan, self.measurement,
-                            self.scale)
+                            self.scale, stability_loop=self.loop)
         self.timed("design", t0)
         return out
 
@@ -451,14 +452,15 @@ class _Campaign:
                              pick("damping_ratio"), pick("std_frequency_hz"), pick("std_damping_ratio"),
                              np.array([m["mode_index"] for _, m in rows], int), tuple(c.references for c in configs))
 
-    def refit(self, starts=1):
+    def refit(self, starts=1, final=False):
         """Fit everything measured so far; re-match with the new estimate and refit while the
         matching changes (at most 3 times)."""
         for round_ in range(4):
             t0 = time.perf_counter()
             meas = self.measurements(self.configs)
             fit = fit_parameters(self.model, self.unknowns, meas, self.loop, self.scale, self.bounds,
-                                 x0=self.estimate, starts=starts, seed=self.s.seed, stop=self.stop)
+                                 x0=self.estimate, starts=starts, seed=self.s.seed, stop=self.stop,
+                                 free=None if final or self.fit is None else self.fit.identifiable)
             self.timed("fit", t0)
             self.fit, self.estimate, self.std, self.identifiable = fit, fit.values, fit.std, fit.identifiable
             if round_ == 3:
@@ -527,12 +529,20 @@ def calibrate(model, plant, settings: CalibrationSettings = CalibrationSettings(
             t0 = time.perf_counter()
             run.report("choosing the experiment gains")
             factor, gain_table = choose_experiment_gains(model, qs[:GAIN_POOL], run.unknowns, run.plan,
-                                                         run.measurement, run.bounds)
+                                                         run.measurement, run.bounds, run.loop)
             run.timed("design", t0)
         run.use_gains(factor)
-        return _run(run, qs, gain_table)
+        result = _run(run, qs, gain_table)
     finally:
-        run.restore_gains()
+        try:
+            run.restore_gains()
+            restore_error = ""
+        except FlexmodalError as exc:           # reported, the result (and its data) is kept
+            restore_error = str(exc)
+    if restore_error:
+        result.success = False
+        result.message += f"; the controller's gains could not be restored ({restore_error})"
+    return result
 
 
 def _run(run, qs, gain_table):
@@ -587,7 +597,7 @@ def _run(run, qs, gain_table):
             message = f"budget of {s.budget} configuration(s) used"
         stop.check()
         run.report("final fit")
-        run.refit(starts=s.starts)
+        run.refit(starts=s.starts, final=True)
         for i in sorted(validation_idx):
             stop.check()
             t0 = time.perf_counter()
@@ -607,13 +617,17 @@ def _run(run, qs, gain_table):
         message = f"fault: {type(exc).__name__}: {exc}"
     run.save_state()
     comparison = None
-    if design_steps and s.random_seeds:
-        try:
-            comparison = compare_with_random(pool, design_steps, run.scale, seeds=s.random_seeds,
+    if success and s.random_seeds:          # designed against random sets of the same pool, from scratch
+        t0 = time.perf_counter()
+        run.report("design against random configurations")
+        with single_blas_thread():
+            steps = greedy_design(pool, max(s.budget, COMPARISON_BUDGET), run.scale, prior, exclude=validation_idx,
+                                  pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
+        if steps:
+            comparison = compare_with_random(pool, steps, run.scale, seeds=s.random_seeds,
                                              pulses_per_configuration=s.pulses_per_configuration,
-                                             identifiable=reachable, seed=s.seed)
-        except FlexmodalError:
-            comparison = None
+                                             identifiable=reachable, seed=s.seed, exclude=validation_idx)
+        run.timed("design", t0)
     result = CalibrationResult(
         success=success and bool(run.configs), message=message, robot=model.name, unknown_names=run.unknowns.names,
         nominal=run.nominal, values=run.estimate, std=run.std, identifiable=run.identifiable,

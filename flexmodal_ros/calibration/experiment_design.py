@@ -41,7 +41,7 @@ from ..oma.impact import AXES, Impulse, free_decay_contributions
 from ..oma.mode_estimation import SETTLE_SAMPLES, SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z
 from ..oma.visibility import MARGIN, single_mode_bounds, visible_modes
 from ..robot.model import create_data
-from .eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, mode_sensitivity
+from .eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
 from .offline_plants import channel_names
 from .pulse_response import pulse_decay_amplitudes
 
@@ -52,7 +52,7 @@ FREQUENCY_FLOOR = 1e-4     # σ_f ≥ this·f: OMA against model (exp. 1e-4 on t
 DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this (absolute, fraction)
 RANK_RTOL = 1e-10
 PRIOR_WIDTH = 4.0          # the prior's σ: the range width / this
-SHORTLIST = 3              # candidates re-evaluated with the full noise-floor rule at each step
+SHORTLIST = 2              # candidates re-evaluated with the full noise-floor rule at each step
 MATCH_RTOL = 0.3           # a loop mode takes the continuous mode's amplitude within this |Δλ|/|λ|
 
 
@@ -214,8 +214,22 @@ def candidate_configurations(model, count, seed=0, margin=0.1, fixed=None) -> np
     return qs
 
 
-def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=None) -> Candidate:
-    """:class:`Candidate` of configuration ``q`` (module docstring, steps 1-3)."""
+def loop_damping(model, q, loop, measurement, data=None) -> float:
+    """Smallest damping ratio of the loop's modes below the Nyquist limit at ``q`` (negative: the
+    loop is unstable there; −inf if some pole is real and unstable)."""
+    modes = loop_modes(model, q, loop, data)
+    if modes.stability == "unstable" and not (modes.damping_ratios < 0).any():
+        return -np.inf
+    damped = modes.frequencies_hz * np.sqrt(np.clip(1 - modes.damping_ratios ** 2, 0, 1))
+    below = damped < measurement.nyquist_fraction * 0.5 * measurement.sample_rate_hz
+    return float(modes.damping_ratios[below].min(initial=np.inf))
+
+
+def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=None,
+                       stability_loop=None) -> Candidate:
+    """:class:`Candidate` of configuration ``q`` (module docstring, steps 1-3). ``stability_loop``:
+    the loop the plant really runs (e.g. sampled with a period of delay), whose stability at ``q``
+    decides whether the candidate may be measured (default ``loop``)."""
     data = create_data(model) if data is None else data
     sens = mode_sensitivity(model, q, unknowns, loop, data)
     modes = sens.modes
@@ -256,9 +270,12 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
         var_f[o, idx_usable] = np.where(ok, sf ** 2, np.inf)
         var_z[o, idx_usable] = np.where(ok, sz ** 2, np.inf)
         snr_all[o, idx_usable] = s
+    stable = modes.stable
+    if stable and stability_loop is not None and stability_loop != loop:
+        stable = loop_damping(model, q, stability_loop, measurement, data) > 0
     return Candidate(np.asarray(q, float).copy(), f, z, sens.d_frequency * scale, sens.d_damping * scale,
                      var_f, var_z, options, measurement.frequency_floor * f, measurement.damping_floor,
-                     modes.stable, snr_all, set(), response, usable, (noise, N, fs, measurement.snr_min))
+                     stable, snr_all, set(), response, usable, (noise, N, fs, measurement.snr_min))
 
 
 def logdet(info, focus=None) -> float:
@@ -343,7 +360,7 @@ def greedy_design(candidates, budget, scale, prior, data_information=None, exclu
                 scores.append((-np.inf, ()))
                 continue
             scores.append(best_excitations(cand, base, pulses_per_configuration, focus)[::-1])
-        for _ in range(3):                 # refined options may change the choice: until it settles
+        for _ in range(2):                 # refined options may change the choice: until it settles
             order = np.argsort([-s for s, _ in scores])[:shortlist]
             stale = [int(i) for i in order if np.isfinite(scores[i][0])
                      and not set(scores[i][1]) <= candidates[i].refined]
@@ -427,7 +444,8 @@ class DesignComparison:
 
 
 def compare_with_random(candidates, designed_steps, scale, seeds=5, random_budget=None,
-                        pulses_per_configuration=2, identifiable=None, seed=0, criterion="worst") -> DesignComparison:
+                        pulses_per_configuration=2, identifiable=None, seed=0, criterion="worst",
+                        exclude=()) -> DesignComparison:
     """How many random configurations (:func:`random_design`, ``seeds`` draws) reach the worst
     predicted std relative to ``scale`` (the nominal values, or the range for a zero nominal) of the
     designed set (``designed_steps`` from :func:`greedy_design`), over the unknowns the designed set
@@ -443,7 +461,7 @@ def compare_with_random(candidates, designed_steps, scale, seeds=5, random_budge
     budget = random_budget or min(len(candidates), 4 * K)
     curves, needed = [], []
     for k in range(seeds):
-        steps = random_design(candidates, budget, scale, np.random.default_rng(seed + 1000 + k),
+        steps = random_design(candidates, budget, scale, np.random.default_rng(seed + 1000 + k), exclude=exclude,
                               pulses_per_configuration=pulses_per_configuration)
         curve = np.array([measure(s.predicted_std, values, identifiable) for s in steps])
         curves.append(np.pad(curve, (0, budget - curve.size), constant_values=np.inf))
@@ -453,33 +471,45 @@ def compare_with_random(candidates, designed_steps, scale, seeds=5, random_budge
     return DesignComparison(K, designed, np.array(curves), needed, K / float(np.median(needed)))
 
 
-def evaluate_pool(model, qs, unknowns, loop, plan, measurement, scale) -> list:
+def evaluate_pool(model, qs, unknowns, loop, plan, measurement, scale, stability_loop=None) -> list:
     """:func:`evaluate_candidate` of every configuration of ``qs`` (one BLAS thread)."""
     data = create_data(model)
     with single_blas_thread():
-        return [evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data) for q in qs]
+        return [evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data, stability_loop)
+                for q in qs]
 
 
 KD_SCALES = (1.0, 0.5, 0.2)      # experiment gains tried by choose_experiment_gains: K_D times these
+MIN_EXPERIMENT_DAMPING = 1e-4    # least damping ratio of the loop with the experiment gains ...
+EXPERIMENT_DAMPING_SHARE = 0.1   # ... and at least this share of what the user's gains give
 
 
-def choose_experiment_gains(model, qs, unknowns, plan, measurement, ranges, scales=KD_SCALES):
+def choose_experiment_gains(model, qs, unknowns, plan, measurement, ranges, loop=CONTINUOUS, scales=KD_SCALES):
     """The motor damping gain K_D of the experiments: d_fm enters the closed loop only as
     d_fm + K_D (2.10), so a K_D that dominates hides it; a lower K_D during the calibration (the
     controller's kd, settable at run time; K_P unchanged) makes it visible. For each factor of
     ``scales`` the information of every candidate of ``qs`` with every excitation is summed
-    (:func:`evaluate_pool`); factors with an unstable closed loop at any candidate are skipped. The
-    factor that identifies the most unknowns (:func:`identifiable_mask`), then the smallest worst
-    relative std, wins; ties keep the larger factor (the user's gains first).
-    Returns (factor, {factor: predicted std (P,)})."""
+    (:func:`evaluate_pool`). A factor is allowed only if the loop the plant runs (``loop``: with
+    a digital controller's sampling and delay, which a lower K_D can destabilize although the
+    continuous loop stays stable — scompi at 1 kHz with one period of delay and K_D × 0.5) keeps,
+    at every candidate, its least damped mode at MIN_EXPERIMENT_DAMPING or more and at
+    EXPERIMENT_DAMPING_SHARE of what the user's gains give there or more. Of the allowed factors, the one that identifies
+    the most unknowns (:func:`identifiable_mask`), then the smallest worst relative std, wins; ties
+    keep the larger factor (the user's gains first). Returns (factor, {factor: predicted std (P,)})."""
     from ..robot.model import with_overrides
     table, best, best_key = {}, None, None
+    data = create_data(model)
+    with single_blas_thread():
+        reference = np.array([loop_damping(model, q, loop, measurement, data) for q in qs])
     for factor in scales:
         trial = with_overrides(model, kd=np.asarray(model.kd, float) * factor)
+        if factor != 1.0:
+            with single_blas_thread():
+                margin = np.array([loop_damping(trial, q, loop, measurement, data) for q in qs])
+            if np.any(margin < np.maximum(MIN_EXPERIMENT_DAMPING, EXPERIMENT_DAMPING_SHARE * reference)):
+                continue
         scale = parameter_scale(trial, unknowns, ranges)
         pool = evaluate_pool(trial, qs, unknowns, CONTINUOUS, plan, measurement, scale)
-        if not all(c.stable for c in pool):
-            continue
         info = sum(c.information(list(range(len(c.options)))) for c in pool)
         std = predicted_std(info, scale)
         table[factor] = std

@@ -160,7 +160,7 @@ def subset(meas: MeasuredModes, keep) -> MeasuredModes:
 
 
 def fit_parameters(model, unknowns: Unknowns, meas: MeasuredModes, loop: LoopModel, scale, bounds, x0=None,
-                   starts=1, seed=0, stop=NO_STOP, fixed_values=None, outliers=True) -> FitResult:
+                   starts=1, seed=0, stop=NO_STOP, fixed_values=None, outliers=True, free=None) -> FitResult:
     """Weighted least squares of the module docstring. ``scale`` (P,); ``bounds`` (lower (P,),
     upper (P,)) physical; ``x0`` physical start (default: the model's values); ``fixed_values``
     (P,) physical values used for unknowns found not identifiable (default: the model's).
@@ -168,10 +168,11 @@ def fit_parameters(model, unknowns: Unknowns, meas: MeasuredModes, loop: LoopMod
     ``outliers``: a measured mode whose larger normalized residual exceeds OUTLIER_SIGMA times the
     robust scale of the residuals (1.4826 × median |r|, at least 1) is left out and the fit repeated
     — e.g. two close, heavily damped modes that the OMA merged into one. ``predicted`` of the
-    result covers every measured mode, the excluded ones too."""
+    result covers every measured mode, the excluded ones too. ``free``: the unknowns fitted in the
+    first round (bool (P,); default all), e.g. those a previous fit identified."""
     keep = np.arange(meas.size)
     for _ in range(OUTLIER_ROUNDS + 1):
-        fit = _fit(model, unknowns, subset(meas, keep), loop, scale, bounds, x0, starts, seed, stop, fixed_values)
+        fit = _fit(model, unknowns, subset(meas, keep), loop, scale, bounds, x0, starts, seed, stop, fixed_values, free)
         full = _Problem(model, unknowns, np.arange(unknowns.size), fit.values.copy(), meas, loop, scale, stop)
         with single_blas_thread():
             r, _, predicted = full.evaluate(fit.values / scale)
@@ -190,7 +191,7 @@ def fit_parameters(model, unknowns: Unknowns, meas: MeasuredModes, loop: LoopMod
                      fit.evaluations, fit.message, excluded, fit.information)
 
 
-def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fixed_values) -> FitResult:
+def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fixed_values, first_free=None) -> FitResult:
     """One weighted fit of ``meas`` (unknowns found not identifiable fixed, the others refitted)."""
     from scipy.optimize import least_squares     # deferred: scipy.optimize
 
@@ -201,7 +202,7 @@ def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fix
     x_start = np.clip(x_start, lo, hi)
     if 2 * meas.size <= 0:
         raise InputError("measurements: no measured mode to fit")
-    free = np.arange(P)
+    free = np.arange(P) if first_free is None or not np.any(first_free) else np.flatnonzero(first_free)
     rng = np.random.default_rng(seed)
     evaluations, message = 0, ""
     with single_blas_thread():

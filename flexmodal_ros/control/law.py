@@ -555,8 +555,7 @@ class FailSafeController:
         """Bounds of :meth:`excite`: amplitude [N m] (scalar or n values; None keeps the current,
         initially :func:`~flexmodal_ros.control.excitation.default_excitation_limit`) and duration
         [s]; InputError naming the field for values that are not finite and > 0."""
-        limit = self.excitation_limit if torque is None else np.broadcast_to(
-            finite_array(torque, "max_excitation_torque"), (self.model.n,)).copy()
+        limit = self.excitation_limit if torque is None else per_joint(torque, self.model.n, "max_excitation_torque")
         if np.any(limit <= 0):
             raise InputError(f"max_excitation_torque: must be > 0, got {limit.tolist()}")
         longest = self.excitation_max_duration if duration is None else float(

@@ -8,8 +8,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..control.excitation import MotorExcitation
 from ..core.errors import InputError
 from ..core.validation import finite_vector
+from ..flexible_joint.modal import configuration_from_names
 
 # --- modal analysis (ComputeModalParameters, ComputeModalMap, ModalParameters) -----------------
 
@@ -838,3 +840,16 @@ def modal_test_result_to_response(result, response, bag_path):
     response.bag_path = str(bag_path)
     response.plot_path = str(result.files.get("png", ""))
     return response
+
+
+
+# --- motor excitation (Excite) -------------------------------------------------------------------
+
+def excite_request_to_core(model, request):
+    """Excite.Request → (MotorExcitation (start = start_time, or 0), start_now: start_time == 0)."""
+    torque = configuration_from_names(model, list(request.joint_names), list(request.torque), "torque")
+    start = float(request.start_time)
+    if not np.isfinite(start) or start < 0:
+        raise InputError(f"start_time: must be >= 0 s (0 = next cycle), got {start}")
+    return (MotorExcitation(torque, start, float(request.duration), request.kind or "pulse",
+                            float(request.f0_hz or 1.0), float(request.f1_hz or 100.0)), start == 0.0)
