@@ -269,3 +269,21 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "c.yaml").exists()
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "joint_9" in err[0] and "excitation limit" in err[1]
+
+
+def test_calibration_node_is_wired_in_setup_and_launch():
+    import ast
+    import re
+    from pathlib import Path
+
+    from flexmodal_ros.nodes.bringup import OPTIONAL_ARGUMENTS, node_commands, optional_nodes
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = dict(re.findall(r'"(\w+) = flexmodal_ros\.nodes\.(\w+):main"', (root / "setup.py").read_text()))
+    assert scripts["calibration_server"] == "calibration_server"
+    assert optional_nodes({"calibration": "true"}) == (("calibration_server", "calibration"),)
+    assert optional_nodes({"calibration": "false"}) == ()
+    assert Path(node_commands("kuka_lwr4", extra=["calibration"])[-1][0]).name == "calibration_server"
+    launch = ast.parse((root / "launch" / "bringup.launch.py").read_text())
+    imported = {a.name for n in ast.walk(launch) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {"OPTIONAL_ARGUMENTS", "optional_nodes"} <= imported and "calibration" in OPTIONAL_ARGUMENTS

@@ -688,7 +688,7 @@ def tracking_validation(truth_model, nominal_model, calibrated_model, plant=None
            "duration_s": float(times[-1])}
     for label, ctrl_model in (("calibrated", calibrated_model), ("true", truth_model), ("nominal", nominal_model)):
         ctrl_model = with_overrides(ctrl_model, d_c=0.0, d_cm=0.0)
-        ctrl = FailSafeController(ctrl_model, True, limits=SafetyLimits(velocity_scale=np.inf))
+        ctrl = FailSafeController(ctrl_model, True, compiled=False, limits=SafetyLimits(velocity_scale=np.inf))
         res = run_closed_loop(plant_model, times, positions, float(times[-1]) + duration_extra, True, rate,
                               command_delay_cycles=delay, controller=ctrl)
         summary = res.summary()

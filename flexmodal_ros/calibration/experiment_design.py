@@ -52,7 +52,7 @@ FREQUENCY_FLOOR = 1e-4     # σ_f ≥ this·f: OMA against model (exp. 1e-4 on t
 DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this (absolute, fraction)
 RANK_RTOL = 1e-10
 PRIOR_WIDTH = 4.0          # the prior's σ: the range width / this
-SHORTLIST = 2              # candidates re-evaluated with the full noise-floor rule at each step
+SHORTLIST = 1              # candidates re-evaluated with the full noise-floor rule at each step
 MATCH_RTOL = 0.3           # a loop mode takes the continuous mode's amplitude within this |Δλ|/|λ|
 
 

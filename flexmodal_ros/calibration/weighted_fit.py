@@ -114,9 +114,11 @@ class _Problem:
         p[self.free] = x * self.scale[self.free]
         return p
 
-    def evaluate(self, x):
+    def evaluate(self, x, jacobian=True):
+        """(r (2N,), J (2N, free) or None, predicted (N, 2)) at scaled ``x``; the Jacobian (the
+        costly part: one Fréchet derivative per unknown for a sampled loop) only when asked."""
         key = np.asarray(x, float).tobytes()
-        if key == self._key:
+        if key == self._key and (self._value[1] is not None or not jacobian):
             return self._value
         self.stop.check()
         self.evaluations += 1
@@ -124,19 +126,21 @@ class _Problem:
         model = self.unknowns.apply(self.model, p)
         meas = self.meas
         r = np.empty(2 * meas.size)
-        J = np.empty((2 * meas.size, len(self.free)))
+        J = np.empty((2 * meas.size, len(self.free))) if jacobian else None
         predicted = np.empty((meas.size, 2))
+        unknowns = self.sub if jacobian else Unknowns((), (), self.unknowns.joint_names)
         for c in np.unique(meas.config):
             rows = np.flatnonzero(meas.config == c)
-            sens = mode_sensitivity(model, meas.q[c], self.sub, self.loop, self.data)
+            sens = mode_sensitivity(model, meas.q[c], unknowns, self.loop, self.data)
             idx = _follow(meas.references[c], sens.modes, meas.mode_index[rows])
             f, z = sens.frequencies_hz[idx], sens.damping_ratios[idx]
             predicted[rows] = np.column_stack([f, z])
             r[2 * rows] = (f - meas.frequency_hz[rows]) / self.sf[rows]
             r[2 * rows + 1] = (z - meas.damping_ratio[rows]) / self.sz[rows]
-            s = self.scale[self.free]
-            J[2 * rows] = sens.d_frequency[idx] * s / self.sf[rows, None]
-            J[2 * rows + 1] = sens.d_damping[idx] * s / self.sz[rows, None]
+            if jacobian:
+                s = self.scale[self.free]
+                J[2 * rows] = sens.d_frequency[idx] * s / self.sf[rows, None]
+                J[2 * rows + 1] = sens.d_damping[idx] * s / self.sz[rows, None]
         self._key, self._value = key, (r, J, predicted)
         return self._value
 
@@ -175,7 +179,7 @@ def fit_parameters(model, unknowns: Unknowns, meas: MeasuredModes, loop: LoopMod
         fit = _fit(model, unknowns, subset(meas, keep), loop, scale, bounds, x0, starts, seed, stop, fixed_values, free)
         full = _Problem(model, unknowns, np.arange(unknowns.size), fit.values.copy(), meas, loop, scale, stop)
         with single_blas_thread():
-            r, _, predicted = full.evaluate(fit.values / scale)
+            r, _, predicted = full.evaluate(fit.values / scale, jacobian=False)
         if not outliers:
             break
         per_mode = np.abs(r).reshape(-1, 2).max(axis=1)
@@ -213,7 +217,8 @@ def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fix
             starts_x = [x_start[free]] + [lo[free] + (hi[free] - lo[free]) * rng.random(free.size)
                                           for _ in range(max(0, starts - 1))]
             for x0s in starts_x:
-                sol = least_squares(lambda x: problem.evaluate(x)[0], x0s, jac=lambda x: problem.evaluate(x)[1],
+                sol = least_squares(lambda x: problem.evaluate(x, False)[0], x0s,
+                                    jac=lambda x: problem.evaluate(x)[1],
                                     bounds=(lo[free], hi[free]), method="trf", x_scale=1.0,
                                     xtol=1e-10, ftol=1e-12, gtol=1e-10, max_nfev=40 * (free.size + 1))
                 if best is None or sol.cost < best.cost:

@@ -5,7 +5,7 @@ Starts, as separate processes from their console scripts, the same set of nodes 
 modal_analysis_server, identification_server, each with ``robot:=<name>`` (the bundled
 ``config/<name>.yaml`` + ``urdf/<name>.urdf``). Usage::
 
-    flexmodal_bringup [--robot kuka_lwr4] [--param node.name:=value ...]
+    flexmodal_bringup [--robot kuka_lwr4] [--param node.name:=value ...] [--with calibration]
 
 Ctrl-C stops every node. The environment must keep ROS traffic on loopback
 (``. scripts/env.sh`` sets ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; it is forced here too).
@@ -31,6 +31,18 @@ NODES = (
     ("modal_analysis_server", "modal_analysis"),
     ("identification_server", "joint_identification"),
 )
+
+# Nodes started on request (launch argument ``<key>:=true``, ``flexmodal_bringup --with <key>``).
+OPTIONAL_NODES = {"calibration": ("calibration_server", "calibration")}
+OPTIONAL_ARGUMENTS = {"calibration": "true: also start the calibration node (action ~/calibrate, "
+                                     "flexmodal_ros/nodes/calibration_server.py)"}
+
+
+def optional_nodes(flags):
+    """(executable, node name) of the optional nodes whose flag (a dict key → launch value) is true."""
+    return tuple(OPTIONAL_NODES[key] for key, value in flags.items()
+                 if key in OPTIONAL_NODES and str(value).strip().lower() in ("true", "1", "yes"))
+
 
 # Launch arguments naming the robot model (launch/*.launch.py); an empty value means "not given".
 ROBOT_ARGUMENTS = {
@@ -92,11 +104,12 @@ def executable_path(name):
     return found
 
 
-def node_commands(robot, params=None, engine="builtin"):
-    """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}}."""
+def node_commands(robot, params=None, engine="builtin", extra=()):
+    """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}};
+    ``extra``: optional nodes (keys of OPTIONAL_NODES) after the engine's."""
     robot_paths(robot)  # ConfigError naming the bundled robots if unknown
     params = params or {}
-    table = nodes_for(engine)
+    table = nodes_for(engine) + optional_nodes({key: True for key in extra})
     unknown = set(params) - {name for _, name in table}
     if unknown:
         raise FlexmodalError(f"params: unknown node(s) {', '.join(sorted(unknown))}")
@@ -126,10 +139,12 @@ def ros_environment(env=None):
     return env
 
 
-def start(robot, params=None, log_dir=None, env=None, engine="builtin"):
-    """Start the nodes; returns the Popen objects (output to ``log_dir/<node>.log`` if given)."""
+def start(robot, params=None, log_dir=None, env=None, engine="builtin", extra=()):
+    """Start the nodes (and the optional ``extra`` ones); returns the Popen objects (output to
+    ``log_dir/<node>.log`` if given)."""
     processes = []
-    for (_, name), argv in zip(nodes_for(engine), node_commands(robot, params, engine)):
+    table = nodes_for(engine) + optional_nodes({key: True for key in extra})
+    for (_, name), argv in zip(table, node_commands(robot, params, engine, extra)):
         out = open(Path(log_dir) / f"{name}.log", "wb") if log_dir else None
         processes.append(subprocess.Popen(argv, env=ros_environment(env), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT if out else None))
@@ -180,9 +195,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="flexmodal_bringup", description=__doc__.splitlines()[0])
     parser.add_argument("--robot", default=DEFAULT_ROBOT, help=f"bundled robot (default {DEFAULT_ROBOT})")
     parser.add_argument("--param", action="append", default=[], help="node.name:=value (repeatable)")
+    parser.add_argument("--with", dest="extra", action="append", default=[], choices=sorted(OPTIONAL_NODES),
+                        help="also start an optional node (calibration)")
     args = parser.parse_args(argv)
     try:
-        processes = start(args.robot, _parse_params(args.param))
+        processes = start(args.robot, _parse_params(args.param), extra=args.extra)
     except FlexmodalError as exc:
         print(f"flexmodal_bringup: error: {exc}", file=sys.stderr)
         return 2
