@@ -76,13 +76,15 @@ def report(label, result, truth, walls, robot_time):
     shares = {k: round(v / max(sum(result.timing.values()), 1e-9), 3) for k, v in result.timing.items() if v > 0}
     line = (f"{label:<22} wall {wall:7.1f} s  robot time {robot_time:6.1f} s  wall/robot {wall / robot_time:5.2f}  "
             f"configs {len(result.configurations)}+{len(result.validation)}  K_D x {result.experiment_kd_scale:g}\n"
-            f"{'':<22} k err {100 * acc['k_max_rel_error']:.3g} %  damping err {100 * acc['damping_max_rel_error']:.3g} %  "
-            f"max |err|/σ {acc['max_error_over_std']:.2f}  not identifiable: {', '.join(acc['not_identifiable']) or '-'}")
+            f"{'':<22} k err {100 * acc['k_max_rel_error']:.3g} %  "
+            f"damping err {100 * acc['damping_max_rel_error']:.3g} %  max |err|/σ {acc['max_error_over_std']:.2f}  "
+            f"not identifiable: {', '.join(acc['not_identifiable']) or '-'}")
     v = result.validation_errors()
     if result.validation:
         line += (f"\n{'':<22} validation max |Δf|/f {v['calibrated']['max_frequency_error_rel']:.2e} "
                  f"(nominal {v['nominal']['max_frequency_error_rel']:.2e}), max |Δζ| "
-                 f"{100 * v['calibrated']['max_damping_error']:.3f} pp (nominal {100 * v['nominal']['max_damping_error']:.3f})")
+                 f"{100 * v['calibrated']['max_damping_error']:.3f} pp "
+                 f"(nominal {100 * v['nominal']['max_damping_error']:.3f})")
     if result.tracking and "calibrated" in result.tracking:
         t = result.tracking
         line += (f"\n{'':<22} tracking max error: calibrated {t['calibrated']['max_tracking_error_rad']:.3g}, true "
@@ -103,7 +105,8 @@ def report(label, result, truth, walls, robot_time):
 def offline(args):
     settings = CalibrationSettings(budget=args.budget, validation=args.validation, candidates=args.candidates,
                                    seed=2, random_seeds=0 if args.quick else 5, tracking=not args.quick)
-    runs = [("kuka_lwr4", "sim")] if args.quick else [(r, e) for r in ("kuka_lwr4", "scompi") for e in ("sim", "mujoco")]
+    runs = ([("kuka_lwr4", "sim")] if args.quick
+            else [(r, e) for r in ("kuka_lwr4", "scompi") for e in ("sim", "mujoco")])
     out = []
     for robot, engine in runs:
         walls = []

@@ -59,7 +59,8 @@ def _finite_difference(model, q, unknowns, loop, rel=1e-6):
 
 
 @pytest.mark.parametrize("robot,loop", [("kuka_lwr4", CONTINUOUS), ("scompi", CONTINUOUS),
-                                        ("kuka_lwr4", LoopModel(1000.0, "zoh-delay")), ("scompi", LoopModel(1000.0, "zoh"))])
+                                        ("kuka_lwr4", LoopModel(1000.0, "zoh-delay")),
+                                        ("scompi", LoopModel(1000.0, "zoh"))])
 def test_eigenvalue_sensitivity_matches_finite_differences(robot, loop, lwr, scompi):
     """dλ = ψ (∂A/∂p) φ (continuous A (2.14); sampled loops through the Fréchet derivative of
     exp) against central differences, for every kind of unknown, scaled by the parameter."""

@@ -38,7 +38,8 @@ def write_params(result, out_path, plant_label="") -> Path:
     raw = load_yaml_mapping(model.params_path, "params file")
     urdf = Path(str(raw["urdf"]))
     raw["urdf"] = str(urdf if urdf.is_absolute() else (Path(model.params_path).parent / urdf).resolve())
-    lines = [f"# Calibrated by flexmodal calibrate: robot {result.robot}{', plant ' + plant_label if plant_label else ''}, "
+    plant = f", plant {plant_label}" if plant_label else ""
+    lines = [f"# Calibrated by flexmodal calibrate: robot {result.robot}{plant}, "
              f"{len(result.configurations)} configuration(s), {result.loop.label}, experiments with K_D x "
              f"{result.experiment_kd_scale:g}",
              f"# {'success' if result.success else 'NO SUCCESS'}: {result.message}",
@@ -119,7 +120,8 @@ def write_report(result, directory, plot=True) -> dict:
              f"{len(result.configurations)} configuration(s) measured, {len(result.validation)} for validation; "
              f"{result.loop.label}; experiments with K_D x {result.experiment_kd_scale:g}.", "",
              "## Parameters", "",
-             "| unknown | nominal | calibrated | σ | σ / scale | status |" + (" truth | error/σ |" if result.truth is not None else ""),
+             "| unknown | nominal | calibrated | σ | σ / scale | status |"
+             + (" truth | error/σ |" if result.truth is not None else ""),
              "|---|---|---|---|---|---|" + ("---|---|" if result.truth is not None else "")]
     scale = np.where(result.nominal > 0, result.nominal, np.nan)
     for i, name in enumerate(result.unknown_names):
@@ -159,7 +161,8 @@ def write_report(result, directory, plot=True) -> dict:
         lines += ["", f"## Tracking ({t['trajectory']}, true plant)", "",
                   "| feedforward model | max error [rad] | RMS error [rad] |", "|---|---|---|"]
         for label in ("calibrated", "true", "nominal"):
-            lines.append(f"| {label} | {t[label]['max_tracking_error_rad']:.3g} | {t[label]['rms_tracking_error_rad']:.3g} |")
+            lines.append(f"| {label} | {t[label]['max_tracking_error_rad']:.3g} | "
+                         f"{t[label]['rms_tracking_error_rad']:.3g} |")
         lines.append(f"\ncalibrated / true = {t['calibrated_over_true']:.3g}; nominal / calibrated = "
                      f"{t['nominal_over_calibrated']:.3g}")
     lines += ["", "## Time [s]", "", "| stage | s |", "|---|---|"]

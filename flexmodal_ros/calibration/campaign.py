@@ -44,7 +44,7 @@ from ..control.excitation import MotorExcitation, check_excitation, default_exci
 from ..core.blas import single_blas_thread
 from ..core.errors import FlexmodalError, InputError
 from ..core.workers import Interrupted
-from ..identification.inverse_eigen import KINDS, REL_STD_LIMIT, parse_unknowns
+from ..identification.inverse_eigen import KINDS, parse_unknowns
 from ..oma.compare import IDENTIFIED, channel_rows, compare_with_model
 from ..oma.impact import AXES, Impulse
 from ..oma.mode_estimation import identify_modes
@@ -147,7 +147,8 @@ def check_settings(model, s: CalibrationSettings, sample_rate_hz: float) -> Cali
         v = getattr(s, name)
         if not (np.isfinite(v) and v > 0):
             raise InputError(f"{name}: must be > 0, got {v}")
-    if s.experiment_kd_scale is not None and not (np.isfinite(s.experiment_kd_scale) and 0 < s.experiment_kd_scale <= 1):
+    factor = s.experiment_kd_scale
+    if factor is not None and not (np.isfinite(factor) and 0 < factor <= 1):
         raise InputError(f"experiment_kd_scale: must be in (0, 1], got {s.experiment_kd_scale}")
     for name in ("record_s", "settle_s", "pulse_duration"):
         v = getattr(s, name)
@@ -482,7 +483,8 @@ class _Campaign:
     def save_partial(self, data: ConfigurationData):
         if self.out_dir is None:
             return
-        folder = self.out_dir / "partial" / (f"validation_{data.index}" if data.validation else f"configuration_{data.index}")
+        name = f"validation_{data.index}" if data.validation else f"configuration_{data.index}"
+        folder = self.out_dir / "partial" / name
         folder.mkdir(parents=True, exist_ok=True)
         for k, rec in enumerate(data.records):
             write_csv(rec, folder / f"record_{k}.csv")

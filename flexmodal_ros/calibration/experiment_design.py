@@ -41,7 +41,7 @@ from ..oma.impact import AXES, Impulse, free_decay_contributions
 from ..oma.mode_estimation import SETTLE_SAMPLES, SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z
 from ..oma.visibility import MARGIN, single_mode_bounds, visible_modes
 from ..robot.model import create_data
-from .eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
+from .eigen_sensitivity import CONTINUOUS, Unknowns, loop_modes, mode_sensitivity
 from .offline_plants import channel_names
 from .pulse_response import pulse_decay_amplitudes
 
@@ -493,7 +493,8 @@ def choose_experiment_gains(model, qs, unknowns, plan, measurement, ranges, loop
     a digital controller's sampling and delay, which a lower K_D can destabilize although the
     continuous loop stays stable — scompi at 1 kHz with one period of delay and K_D × 0.5) keeps,
     at every candidate, its least damped mode at MIN_EXPERIMENT_DAMPING or more and at
-    EXPERIMENT_DAMPING_SHARE of what the user's gains give there or more. Of the allowed factors, the one that identifies
+    EXPERIMENT_DAMPING_SHARE of what the user's gains give there or more. Of the allowed factors, the
+    one that identifies
     the most unknowns (:func:`identifiable_mask`), then the smallest worst relative std, wins; ties
     keep the larger factor (the user's gains first). Returns (factor, {factor: predicted std (P,)})."""
     from ..robot.model import with_overrides

@@ -195,7 +195,8 @@ def fit_parameters(model, unknowns: Unknowns, meas: MeasuredModes, loop: LoopMod
                      fit.evaluations, fit.message, excluded, fit.information)
 
 
-def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fixed_values, first_free=None) -> FitResult:
+def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fixed_values,
+         first_free=None) -> FitResult:
     """One weighted fit of ``meas`` (unknowns found not identifiable fixed, the others refitted)."""
     from scipy.optimize import least_squares     # deferred: scipy.optimize
 

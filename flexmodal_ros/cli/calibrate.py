@@ -50,8 +50,9 @@ def add_parser(sub):
     exp.add_argument("--experiment-kd-scale", help="K_D factor during the experiments, or auto (default auto)")
     exp.add_argument("--target-k", type=float, default=0.005, help="stop when σ(k)/k is below (default 0.005)")
     exp.add_argument("--target-d", type=float, default=0.03, help="... and σ(d)/d below (default 0.03)")
+    defaults = ", ".join(f"{k}={a:g}:{b:g}" for k, (a, b) in DEFAULT_RANGES.items())
     exp.add_argument("--ranges", help=f"factor ranges of the nominal values, e.g. k=0.5:2,d_fm=0.2:5 "
-                                      f"(default {', '.join(f'{k}={a:g}:{b:g}' for k, (a, b) in DEFAULT_RANGES.items())})")
+                                      f"(default {defaults})")
     exp.add_argument("--channels", choices=CHANNELS, default="both", help="recorded positions (default both)")
     exp.add_argument("--seed", type=int, default=0, help="candidates, validation and starts (default 0)")
     exp.add_argument("--starts", type=int, default=3, help="starts of the final fit (default 3)")
@@ -179,18 +180,21 @@ def _progress(info):
 
 def summary(result) -> str:
     lines = [f"{'calibrated' if result.success else 'NOT calibrated'}: {result.message}; "
-             f"{len(result.configurations)} configuration(s), {result.loop.label}, K_D x {result.experiment_kd_scale:g} "
-             "during the experiments",
+             f"{len(result.configurations)} configuration(s), {result.loop.label}, "
+             f"K_D x {result.experiment_kd_scale:g} during the experiments",
              f"{'unknown':<16}{'nominal':>12}{'calibrated':>14}{'std':>11}  status"]
-    for name, nom, v, s, ok in zip(result.unknown_names, result.nominal, result.values, result.std, result.identifiable):
+    rows = zip(result.unknown_names, result.nominal, result.values, result.std, result.identifiable)
+    for name, nom, v, s, ok in rows:
         lines.append(f"{name:<16}{nom:>12.6g}{v:>14.6g}{s:>11.3g}  "
                      + ("identified" if ok else "NOT IDENTIFIABLE (nominal kept)"))
     if result.validation:
         v = result.validation_errors()
-        lines.append(f"validation ({len(result.validation)} configurations, {v['calibrated']['modes']} modes): max |Δf|/f "
+        lines.append(f"validation ({len(result.validation)} configurations, {v['calibrated']['modes']} modes): "
+                     "max |Δf|/f "
                      f"{v['calibrated']['max_frequency_error_rel']:.2g} calibrated vs "
                      f"{v['nominal']['max_frequency_error_rel']:.2g} nominal; max |Δζ| "
-                     f"{100 * v['calibrated']['max_damping_error']:.2g} pp vs {100 * v['nominal']['max_damping_error']:.2g} pp")
+                     f"{100 * v['calibrated']['max_damping_error']:.2g} pp vs "
+                     f"{100 * v['nominal']['max_damping_error']:.2g} pp")
     if result.tracking and "calibrated" in result.tracking:
         t = result.tracking
         lines.append(f"tracking ({t['trajectory']}): max error {t['calibrated']['max_tracking_error_rad']:.3g} rad "
