@@ -54,7 +54,8 @@ from .offline_plants import channel_names
 from .pulse_response import pulse_amplitudes
 from .experiment_design import (DAMPING_FLOOR, DEFAULT_SENSOR_STD, FREQUENCY_FLOOR, ExcitationPlan, MeasurementModel,
                                 candidate_configurations, choose_experiment_gains, compare_with_random, evaluate_pool,
-                                greedy_design, identifiable_mask, parameter_scale, predicted_std, prior_information)
+                                greedy_design, identifiable_mask, measurement_floors, parameter_scale, predicted_std,
+                                prior_information)
 from .weighted_fit import MeasuredModes, fit_parameters
 
 MAX_BUDGET = 100
@@ -67,6 +68,7 @@ FIRST_GATE, GATE = 0.3, 0.1  # |Δf|/f of a match before / after the first fit
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
 GAIN_POOL = 30               # candidates that decide the experiment gains
 COMPARISON_BUDGET = 4        # designed configurations compared with random ones (at least)
+MIN_CONFIGURATIONS = 2       # the targets end the loop only from this many configurations on
 SETTLE_CHECK_S = 0.05        # settling: speeds checked this often [s] ...
 SETTLE_SPEED = 1e-3          # ... until below this [rad/s] (a 5 Hz vibration of 3e-5 rad) ...
 SETTLE_MAX_S = 3.0           # ... or this long [s]
@@ -433,8 +435,10 @@ class _Campaign:
             if r.status != IDENTIFIED:
                 continue
             i = r.oma_mode - 1
-            sf = float(np.hypot(ident.std_frequency_hz[i], self.s.frequency_floor * r.oma_frequency_hz))
-            sz = float(np.hypot(ident.std_damping_ratio[i], self.s.damping_floor))
+            floor_f, floor_z = measurement_floors(r.oma_frequency_hz, r.oma_damping_ratio, self.s.frequency_floor,
+                                                  self.s.damping_floor)
+            sf = float(np.hypot(ident.std_frequency_hz[i], floor_f))
+            sz = float(np.hypot(ident.std_damping_ratio[i], floor_z))
             measured.append({"mode_index": r.mode - 1, "frequency_hz": r.oma_frequency_hz,
                              "damping_ratio": r.oma_damping_ratio, "std_frequency_hz": sf, "std_damping_ratio": sz,
                              "mac": r.mac, "snr": r.snr})
@@ -592,7 +596,7 @@ def _run(run, qs, gain_table):
                        names=list(run.unknowns.names), values=run.estimate.tolist(),
                        std=run.std.tolist(), predicted_std=step.predicted_std.tolist())
             done = (run.std <= run.targets * run.scale) | ~reachable
-            if run.fit is not None and done.all():
+            if run.fit is not None and done.all() and len(run.configs) >= MIN_CONFIGURATIONS:
                 message = f"targets reached after {k + 1} configuration(s)"
                 break
         else:

@@ -16,7 +16,7 @@ along an axis where the plant offers impacts):
    the shortlisted candidates get the full rule (modes judged together with the stronger ones);
 4. several pulses in one configuration are references of one OMA: a mode's variances combine as
    1/σ² = Σ 1/σ_e², then a floor is added for what the noise does not explain (OMA and model
-   error: ``frequency_floor``·f, ``damping_floor``);
+   error, growing with ζ: :func:`measurement_floors`);
 5. the Fisher information of the configuration, F = Σ_modes J_fᵀJ_f/σ_f² + J_ζᵀJ_ζ/σ_ζ².
 
 Selection (:func:`greedy_design`) is D-optimal and sequential: starting from the information
@@ -48,8 +48,16 @@ from .pulse_response import pulse_decay_amplitudes
 # A 20-bit encoder (2π/2²⁰ rad per count, quantization std = count/√12) when nothing else is known
 # about the sensors: the noise the design assumes by default.
 DEFAULT_SENSOR_STD = 2 * np.pi / 2 ** 20 / np.sqrt(12.0)
-FREQUENCY_FLOOR = 1e-4     # σ_f ≥ this·f: OMA against model (exp. 1e-4 on the suite's plants)
-DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this (absolute, fraction)
+FREQUENCY_FLOOR = 1e-4     # σ_f ≥ (this + DAMPING_SLOPE ζ)·f: OMA against model on the suite's plants,
+DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this + DAMPING_SLOPE ζ: 1e-4 for lightly damped modes, 2.5e-4
+DAMPING_SLOPE = 5e-4       # (f relative, ζ absolute) for the heavily damped ones (ζ 0.3: few cycles)
+
+
+def measurement_floors(f, z, frequency_floor=FREQUENCY_FLOOR, damping_floor=DAMPING_FLOOR):
+    """(σ_f floor [Hz], σ_ζ floor) of modes f [Hz], ζ: what OMA and model agree to beyond the
+    noise, growing with the damping ratio (a heavily damped decay holds few cycles)."""
+    f, z = np.asarray(f, float), np.asarray(z, float)
+    return (frequency_floor + DAMPING_SLOPE * np.abs(z)) * f, damping_floor + DAMPING_SLOPE * np.abs(z)
 RANK_RTOL = 1e-10
 PRIOR_WIDTH = 4.0          # the prior's σ: the range width / this
 SHORTLIST = 1              # candidates re-evaluated with the full noise-floor rule at each step
@@ -150,7 +158,7 @@ class Candidate:
     var_z: np.ndarray
     options: list
     floor_f: np.ndarray
-    floor_z: float
+    floor_z: np.ndarray
     stable: bool = True
     snr: np.ndarray = field(default=None)
     refined: set = field(default_factory=set)
@@ -274,7 +282,8 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
     if stable and stability_loop is not None and stability_loop != loop:
         stable = loop_damping(model, q, stability_loop, measurement, data) > 0
     return Candidate(np.asarray(q, float).copy(), f, z, sens.d_frequency * scale, sens.d_damping * scale,
-                     var_f, var_z, options, measurement.frequency_floor * f, measurement.damping_floor,
+                     var_f, var_z, options,
+                     *measurement_floors(f, z, measurement.frequency_floor, measurement.damping_floor),
                      stable, snr_all, set(), response, usable, (noise, N, fs, measurement.snr_min))
 
 

@@ -243,6 +243,7 @@ def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fix
     std[free] = std_free
     identifiable[free] = ok
     values[free[~ok]] = nominal[free[~ok]]
+    values[np.abs(values) < 1e-12 * scale] = 0.0          # at the bound 0 up to round-off
     std[free[~ok]] = np.inf
     information = np.zeros((P, P))
     information[np.ix_(free, free)] = J.T @ J / inflation
