@@ -20,7 +20,7 @@ Per configuration (at most ``budget``):
 4. weighted identification of everything measured so far (:func:`~.weighted_fit.fit_parameters`),
    every configuration re-matched with the new estimate, refitted if a match changed;
 5. stop when every unknown that the candidate pool can identify has a standard deviation below its
-   target (relative to its scale), or at the budget. Unknowns that no candidate configuration can
+   target (relative to its scale), from MIN_CONFIGURATIONS configurations on, or at the budget. Unknowns that no candidate configuration can
    identify with these sensors are reported as not identifiable (nominal value kept).
 
 Then a final multistart fit, validation at ``validation`` configurations not used in the fit
