@@ -18,11 +18,11 @@ from flexmodal_ros.calibration.experiment_design import (ExcitationPlan, Measure
 from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.calibration.weighted_fit import MeasuredModes, fit_parameters
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit, pulse_on
-from flexmodal_ros.control.law import FailSafeController, JointSample, Mode
+from flexmodal_ros.control import FailSafeController, JointSample, Mode
 from flexmodal_ros.core.blas import single_blas_thread
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.modes.modeset import track_modes
-from flexmodal_ros.modes.pole_gradients import frequency_damping_jacobian
+from flexmodal_ros.modes import track_modes
+from flexmodal_ros.modes.uncertainty import frequency_damping_jacobian
 from flexmodal_ros.oma.visibility import cramer_rao, single_mode_bounds
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot

@@ -5,7 +5,6 @@ The simulated robot is kuka_lwr4 without its Coulomb friction (the AMA (2.8) and
 are viscous; with 11.6 N m of motor stiction a 5 N m pulse does not move the motors), in lockstep
 (the loop is then the sampled one without delay, hold:=zoh on the calibration node)."""
 import json
-import time
 from pathlib import Path
 
 import numpy as np

@@ -20,6 +20,9 @@ import yaml
 
 from ..core.errors import InputError
 from ..core.validation import load_yaml_mapping
+from ..robot.model import with_overrides
+from .eigen_sensitivity import loop_modes
+from .weighted_fit import follow_modes
 
 UNITS = {"k": "N m/rad", "d_f": "N m s/rad", "d_fm": "N m s/rad"}
 
@@ -86,8 +89,6 @@ def _builtin(value):
 def mode_table(result):
     """Rows (configuration label, f measured, ζ measured, σ_f, σ_ζ, f calibrated, ζ calibrated, f nominal,
     ζ nominal, used in fit) of every measured mode."""
-    from .eigen_sensitivity import loop_modes
-    from .weighted_fit import _follow
     nominal_exp = result.nominal_model
     rows = []
     for data, used in [(c, True) for c in result.configurations] + [(c, False) for c in result.validation]:
@@ -95,7 +96,7 @@ def mode_table(result):
             continue
         idx = np.array([m["mode_index"] for m in data.modes], int)
         nominal = loop_modes(_experiment(nominal_exp, result), data.q, result.loop)
-        j = _follow(data.references, nominal, idx)
+        j = follow_modes(data.references, nominal, idx)
         label = f"{'C' if used else 'V'}{data.index + 1}"
         for m, i, k in zip(data.modes, idx, j):
             rows.append((label, m["frequency_hz"], m["damping_ratio"], m["std_frequency_hz"], m["std_damping_ratio"],
@@ -105,7 +106,6 @@ def mode_table(result):
 
 
 def _experiment(model, result):
-    from ..robot.model import with_overrides
     return with_overrides(model, kd=np.asarray(model.kd, float) * result.experiment_kd_scale)
 
 

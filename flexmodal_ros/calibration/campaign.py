@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..control import FailSafeController, SafetyLimits
 from ..control.excitation import MotorExcitation, check_excitation, default_excitation_limit
 from ..core.blas import single_blas_thread
 from ..core.errors import FlexmodalError, InputError
@@ -49,6 +50,9 @@ from ..oma.compare import IDENTIFIED, channel_rows, compare_with_model
 from ..oma.impact import AXES, Impulse
 from ..oma.mode_estimation import identify_modes
 from ..oma.record import write_csv
+from ..robot.model import with_overrides
+from ..robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T
+from ..simulation import run_closed_loop
 from .eigen_sensitivity import CONTINUOUS, Unknowns, loop_modes
 from .offline_plants import channel_names
 from .pulse_response import pulse_amplitudes
@@ -56,7 +60,7 @@ from .experiment_design import (DAMPING_FLOOR, DEFAULT_SENSOR_STD, FREQUENCY_FLO
                                 candidate_configurations, choose_experiment_gains, compare_with_random, evaluate_pool,
                                 greedy_design, identifiable_mask, measurement_floors, parameter_scale, predicted_std,
                                 prior_information)
-from .weighted_fit import MeasuredModes, fit_parameters
+from .weighted_fit import MeasuredModes, fit_parameters, follow_modes
 
 MAX_BUDGET = 100
 MAX_VALIDATION = 20
@@ -319,7 +323,6 @@ class _Campaign:
 
     def use_gains(self, factor):
         """Run the experiments with K_D × ``factor`` (the plant's controller and the model)."""
-        from ..robot.model import with_overrides
         self.kd_scale = float(factor)
         self.model = with_overrides(self.user_model, kd=np.asarray(self.user_model.kd, float) * factor)
         if self.s.pulse_torque is None:             # sized for this loop: linear response, above the noise
@@ -658,8 +661,7 @@ def _validate(run, data):
     predictions of the same modes."""
     run.match(data, run.current_model(), GATE)
     nominal = loop_modes(run.model, data.q, run.loop)
-    from .weighted_fit import _follow
-    idx = _follow(data.references, nominal, np.array([m["mode_index"] for m in data.modes], int))
+    idx = follow_modes(data.references, nominal, np.array([m["mode_index"] for m in data.modes], int))
     for m, j in zip(data.modes, idx):
         m["calibrated_frequency_hz"] = float(data.references.frequencies_hz[m["mode_index"]])
         m["calibrated_damping_ratio"] = float(data.references.damping_ratios[m["mode_index"]])
@@ -671,7 +673,6 @@ def tracking_trajectory(model):
     """The reference of the tracking validation: the thesis' LWR4 motion (§4.4.5) for a 7-joint
     robot, else a C⁴ move between two configurations at 0.3 and 0.7 of the joint ranges in 3 s.
     Returns (times, positions)."""
-    from ..robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T
     if model.n == THESIS_LWR4_Q0.size and model.name.startswith("kuka"):
         return np.array([0.0, THESIS_LWR4_T]), np.array([THESIS_LWR4_Q0, THESIS_LWR4_QF])
     lo, hi = np.maximum(model.position_lower, -np.pi), np.minimum(model.position_upper, np.pi)
@@ -680,12 +681,9 @@ def tracking_trajectory(model):
 
 def tracking_validation(truth_model, nominal_model, calibrated_model, plant=None, duration_extra=0.5) -> dict:
     """Max and RMS link tracking error [rad] of :func:`tracking_trajectory` on the true plant (the
-    RK4 closed loop, :func:`~flexmodal_ros.simulation.plant.run_closed_loop`, viscous friction as the
+    RK4 closed loop, :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`, viscous friction as the
     calibration plant) with the feedforward+PD built from the calibrated, the true and the nominal
     model (same gains, 1 kHz, the plant's command delay)."""
-    from ..control.law import FailSafeController, SafetyLimits
-    from ..robot.model import with_overrides
-    from ..simulation.plant import run_closed_loop
     times, positions = tracking_trajectory(nominal_model)
     plant_model = with_overrides(truth_model, d_c=0.0, d_cm=0.0)
     delay = getattr(getattr(plant, "options", None), "command_delay_cycles", 0)

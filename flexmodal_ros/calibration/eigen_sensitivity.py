@@ -25,7 +25,7 @@ sampled loop here (principal logarithm); the others cannot be measured at that r
 
 Modes are those of :class:`~flexmodal_ros.modes.modeset.ModeSet` (Im λ > 0, ascending frequency,
 mode shapes = the [δq; δq_m] rows of φ); f and ζ derivatives follow from
-:func:`~flexmodal_ros.modes.pole_gradients.mode_derivatives`.
+:func:`~flexmodal_ros.modes.uncertainty.mode_derivatives`.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from ..flexible_joint.linear_model import linearize, state_matrix
 from ..flexible_joint.sampled import HOLDS, open_loop
 from ..identification.inverse_eigen import KINDS
 from ..modes.modeset import ModeSet, modes_from_eigen
-from ..modes.pole_gradients import mode_derivatives
+from ..modes.uncertainty import mode_derivatives
 from ..robot.model import create_data, with_overrides
 
 

@@ -40,7 +40,7 @@ from ..oma.compare import channel_rows
 from ..oma.impact import AXES, Impulse, free_decay_contributions
 from ..oma.mode_estimation import SETTLE_SAMPLES, SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z
 from ..oma.visibility import MARGIN, single_mode_bounds, visible_modes
-from ..robot.model import create_data
+from ..robot.model import create_data, with_overrides
 from .eigen_sensitivity import CONTINUOUS, Unknowns, loop_modes, mode_sensitivity
 from .offline_plants import channel_names
 from .pulse_response import pulse_decay_amplitudes
@@ -506,7 +506,6 @@ def choose_experiment_gains(model, qs, unknowns, plan, measurement, ranges, loop
     one that identifies
     the most unknowns (:func:`identifiable_mask`), then the smallest worst relative std, wins; ties
     keep the larger factor (the user's gains first). Returns (factor, {factor: predicted std (P,)})."""
-    from ..robot.model import with_overrides
     table, best, best_key = {}, None, None
     data = create_data(model)
     with single_blas_thread():

@@ -1,12 +1,12 @@
 """Calibration plants without ROS: the suite's RK4 plant or the exported MuJoCo robot, each driven
-by the suite's controller (:class:`~flexmodal_ros.control.law.FailSafeController`, the law and
+by the suite's controller (:class:`~flexmodal_ros.control.failsafe.FailSafeController`, the law and
 fail-safe policy of the ``feedforward_pd_controller`` node) at the control rate.
 
 A plant answers what the calibration loop (:mod:`.campaign`) asks of any robot:
 :meth:`ClosedLoopPlant.move_to` (a C⁴ joint trajectory (4.29)-(4.30) within the URDF limits,
 timed for the controller's speed and acceleration limits, then HOLD), :meth:`~ClosedLoopPlant.settle`,
 :meth:`~ClosedLoopPlant.excite_and_record` (a motor excitation through the controller's
-:meth:`~flexmodal_ros.control.law.FailSafeController.excite`, the joint positions recorded at every
+:meth:`~flexmodal_ros.control.failsafe.FailSafeController.excite`, the joint positions recorded at every
 control cycle as /joint_states would give them, optionally with encoder quantization and noise:
 :class:`~flexmodal_ros.oma.impact.EncoderNoise`) and :meth:`~ClosedLoopPlant.hold_position`.
 
@@ -23,13 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..control import FailSafeController, JointSample, Mode, SafetyLimits
 from ..control.excitation import MotorExcitation
-from ..control.law import FailSafeController, JointSample, Mode, SafetyLimits
 from ..core.errors import InputError
+from ..flexible_joint.linear_model import linearize, state_matrix
 from ..oma.impact import MOTOR_SUFFIX, EncoderNoise, gear_ratios
 from ..oma.record import Record, make_record
-from ..robot.model import with_overrides
+from ..robot.model import create_data, with_overrides
 from ..robot.trajectory import ETA_PEAKS
+from ..simulation import FlexibleJointPlant, Simulator, rest_state
 from .eigen_sensitivity import LoopModel
 
 CHANNELS = ("both", "motor", "link")
@@ -65,8 +67,6 @@ class PlantOptions:
 def rk4_step(model, q, period) -> float:
     """Integration step [s]: ``period`` divided into the fewest (at least 2, i.e. >= 2 kHz at
     1 kHz) equal steps with h |λ|max <= STEP_LIMIT, λ the continuous closed loop's eigenvalues at q."""
-    from ..flexible_joint.linear_model import linearize, state_matrix
-    from ..robot.model import create_data
     lin = linearize(model, create_data(model), q)
     radius = float(np.abs(np.linalg.eigvals(state_matrix(lin.M, lin.D, lin.K))).max())
     return period / max(2, int(np.ceil(period * radius / STEP_LIMIT)))
@@ -227,12 +227,11 @@ class ClosedLoopPlant:
 
 
 class SimPlant(ClosedLoopPlant):
-    """The suite's RK4 plant (:class:`~flexmodal_ros.simulation.plant.Simulator`)."""
+    """The suite's RK4 plant (:class:`~flexmodal_ros.simulation.simulator.Simulator`)."""
 
     engine = "sim"
 
     def _make_simulator(self, q0):
-        from ..simulation.plant import FlexibleJointPlant, Simulator, rest_state
         dt = self.options.dt or rk4_step(self.true_model, q0, self.period)
         ratio = self.period / dt
         if abs(ratio - round(ratio)) > 1e-9:
@@ -259,8 +258,8 @@ class MujocoPlant(ClosedLoopPlant):
 
     def _make_simulator(self, q0):
         import mujoco                                                     # deferred: mujoco
-        from ..export.convention import StateConvention
-        from ..export.mujoco_plant import MujocoRobot, MujocoSimulator
+        from ..export.convention import StateConvention                  # deferred: with mujoco
+        from ..export.mujoco_plant import MujocoRobot, MujocoSimulator    # deferred: mujoco
         dt = self.options.dt or rk4_step(self.true_model, q0, self.period)
         ratio = self.period / dt
         if abs(ratio - round(ratio)) > 1e-9:

@@ -33,7 +33,7 @@ from ..core.blas import single_blas_thread
 from ..core.errors import FlexmodalError, InputError
 from ..core.workers import NO_STOP
 from ..identification.inverse_eigen import REL_STD_LIMIT
-from ..modes.modeset import track_modes
+from ..modes.tracking import track_modes
 from ..robot.model import create_data
 from .eigen_sensitivity import LoopModel, Unknowns, mode_sensitivity
 from .experiment_design import predicted_std
@@ -132,7 +132,7 @@ class _Problem:
         for c in np.unique(meas.config):
             rows = np.flatnonzero(meas.config == c)
             sens = mode_sensitivity(model, meas.q[c], unknowns, self.loop, self.data)
-            idx = _follow(meas.references[c], sens.modes, meas.mode_index[rows])
+            idx = follow_modes(meas.references[c], sens.modes, meas.mode_index[rows])
             f, z = sens.frequencies_hz[idx], sens.damping_ratios[idx]
             predicted[rows] = np.column_stack([f, z])
             r[2 * rows] = (f - meas.frequency_hz[rows]) / self.sf[rows]
@@ -145,7 +145,7 @@ class _Problem:
         return self._value
 
 
-def _follow(reference, modes, indices):
+def follow_modes(reference, modes, indices):
     """Indices in ``modes`` of the reference modes ``indices``: MAC tracking from ``reference``
     (:func:`track_modes`); by position when the two sets have different numbers of modes."""
     try:

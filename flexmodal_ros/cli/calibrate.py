@@ -1,6 +1,12 @@
 """``flexmodal calibrate``: joint stiffness and damping of a robot from designed experiments —
 configurations, motor pulses, OMA, weighted identification, validation — written as a loadable
-params YAML (flexmodal_ros/calibration/)."""
+params YAML (flexmodal_ros/calibration/).
+
+``--plant ros`` runs in a process of its own, ``python -m flexmodal_ros.nodes.topic_plant`` with the
+same arguments (the ROS plant lives with the nodes, above the CLI); its output and exit status are
+this command's."""
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +153,9 @@ def run(args):
         if noise is not None or args.true_params or args.true_random is not None:
             raise InputError("--noise/--true-params/--true-random: only for the simulated plants (sim, mujoco)")
         settings = settings_from_args(args, model, None)
-        from ..nodes.topic_plant import run_ros_calibration     # deferred: rclpy
+        run_ros_calibration = getattr(args, "ros_runner", None)
+        if run_ros_calibration is None:
+            return _ros_process(args.argv)
         result = run_ros_calibration(model, settings, report_dir, args.controller, args.link_state, args.rate,
                                      args.hold, progress=None if args.json else _progress)
         truth = None
@@ -168,6 +176,20 @@ def run(args):
     else:
         print(summary(result))
     return 0 if result.success else 1
+
+
+ROS_PROCESS_MODULE = "flexmodal_ros.nodes.topic_plant"
+
+
+def _ros_process(argv):
+    """Exit status of ``python -m flexmodal_ros.nodes.topic_plant`` with ``argv`` (stdout/stderr
+    shared; Ctrl-C reaches both processes, the child cancels and this one waits for it)."""
+    child = subprocess.Popen([sys.executable, "-m", ROS_PROCESS_MODULE, *argv])
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 def _progress(info):

@@ -1,5 +1,5 @@
 """Excitation through the motors: a short torque pulse or chirp added to the hold law's command
-(the controller's :meth:`~flexmodal_ros.control.law.FailSafeController.excite`, the simulators'
+(the controller's :meth:`~flexmodal_ros.control.failsafe.FailSafeController.excite`, the simulators'
 plant-side input), bounded in amplitude and duration.
 
 Signal (:class:`MotorExcitation`): per joint an amplitude τ_j [N·m after the gear, like τ_m],
@@ -11,7 +11,9 @@ from ``start`` for ``duration`` [s]:
 
 It is added to the command *before* the saturation at the effort limits, like any command
 (the controller's law: :mod:`flexmodal_ros.control.law`), and refused above a bound
-(:func:`check_excitation`: amplitude per joint and duration).
+(:func:`check_excitation`: amplitude per joint and duration). :class:`ExcitationSchedule` is the
+controller's side: one excitation at a time, started, run and cancelled by the fail-safe policy
+(:mod:`flexmodal_ros.control.failsafe`).
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.validation import finite_scalar, finite_vector
+from ..core.validation import finite_array, finite_scalar, finite_vector, per_joint
 
 KINDS = ("pulse", "chirp")
 MAX_DURATION = 10.0          # [s] no excitation lasts longer (a pulse lasts milliseconds)
+EXCITATION_MAX_DURATION = 1.0        # [s] default bound of the controller's excitation duration
 
 
 @dataclass(frozen=True)
@@ -109,3 +112,60 @@ def default_excitation_limit(model) -> np.ndarray:
     """Per-joint excitation bound [N·m] when none is configured (see DEFAULT_LIMIT_FRACTION)."""
     effort = np.asarray(model.effort_limit, float)
     return np.where(np.isfinite(effort), DEFAULT_LIMIT_FRACTION * effort, DEFAULT_LIMIT_WITHOUT_EFFORT)
+
+
+class ExcitationSchedule:
+    """The controller's motor excitation (at most one): bounds ``limit`` [N·m] per joint and
+    ``max_duration`` [s], the scheduled or running :class:`MotorExcitation` (``current``) and its
+    torque at each cycle (:meth:`torque_at`). The policy around it (only in HOLD, cancelled on
+    leaving HOLD or a fault) is :class:`~flexmodal_ros.control.failsafe.FailSafeController`'s."""
+
+    def __init__(self, model):
+        self.limit = default_excitation_limit(model)
+        self.max_duration = EXCITATION_MAX_DURATION
+        self.current = None
+        self._start_now = False
+
+    def set_limits(self, n, torque=None, duration=None):
+        """Amplitude bound (scalar or n values [N·m]) and duration bound [s]; None keeps the current
+        one; InputError naming the field for values that are not finite and > 0."""
+        limit = self.limit if torque is None else per_joint(torque, n, "max_excitation_torque")
+        if np.any(limit <= 0):
+            raise InputError(f"max_excitation_torque: must be > 0, got {limit.tolist()}")
+        longest = self.max_duration if duration is None else float(
+            finite_array(duration, "max_excitation_duration_s", ()))
+        if not longest > 0:
+            raise InputError(f"max_excitation_duration_s: must be > 0 s, got {longest:g}")
+        self.limit, self.max_duration = limit, longest
+
+    def schedule(self, model, excitation, start_now, t):
+        """Accept ``excitation`` at joint-state time ``t`` [s]: from the first cycle that runs it
+        (``start_now``) or from ``excitation.start``. Returns a one-line description; InputError
+        naming the field when one runs already, it exceeds the bounds or starts in the past."""
+        if self.current is not None:
+            raise InputError(f"excitation: another one runs until t={self.current.end:.4f} s")
+        check_excitation(model, excitation, self.limit, self.max_duration)
+        if not start_now and excitation.start < t:
+            raise InputError(f"start_time: {excitation.start:.4f} s is in the past (joint-state time {t:.4f} s)")
+        self.current, self._start_now = excitation, bool(start_now)
+        when = "at the next cycle" if start_now else f"at t={excitation.start:.4f} s"
+        return (f"excitation accepted: {excitation.kind}, peak {np.abs(excitation.torque).max():g} N m, "
+                f"{excitation.duration:g} s, starting {when}")
+
+    def torque_at(self, t, out, events):
+        """Write the torque at sample time ``t`` [s] into ``out`` (zero after the end, when the
+        excitation is dropped); start/finish events appended to ``events``."""
+        if self._start_now:
+            self.current, self._start_now = self.current.shifted(t), False
+            events.append(f"hold: excitation started at t={t:.4f} s")
+        if t >= self.current.end - 1e-12:
+            out[:] = 0.0
+            self.current = None
+            events.append(f"hold: excitation finished at t={t:.4f} s")
+        else:
+            out[:] = self.current.at(t)
+
+    def cancel(self, out):
+        """Drop the excitation; zero torque into ``out``."""
+        out[:] = 0.0
+        self.current = None

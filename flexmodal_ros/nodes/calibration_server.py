@@ -49,7 +49,8 @@ from ..control.excitation import default_excitation_limit
 from ..core.errors import FlexmodalError, InputError
 from ..core.validation import output_path, per_joint, shown
 from .base import DOUBLE_ARRAY, declare_robot_model, declare_typed, run_node
-from .calibration_messages import calibration_feedback, calibration_goal_to_core, calibration_result_to_response
+from .conversions.calibration_messages import (calibration_feedback, calibration_goal_to_core,
+                                               calibration_result_to_response)
 from .topic_plant import TopicPlant
 
 REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)

@@ -60,11 +60,10 @@ from std_srvs.srv import Trigger
 
 from flexmodal_interfaces.srv import ApplyWrench, Excite
 
-from ..control.excitation import check_excitation, default_excitation_limit
-from ..control.law import EXCITATION_MAX_DURATION
+from ..control.excitation import EXCITATION_MAX_DURATION, check_excitation, default_excitation_limit
 from ..core.errors import FlexmodalError
 from ..core.validation import per_joint
-from ..simulation.plant import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
+from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
 from .base import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
 from .conversions import JointStateWriter, command_to_torque, excite_request_to_core
 from .polled import PolledSubscription
@@ -77,7 +76,7 @@ STATE_HISTORY = 100
 
 
 class FlexibleJointSimulator(Node):
-    """Thin shell around :class:`flexmodal_ros.simulation.plant.Simulator`; the loop runs in a thread.
+    """Thin shell around :class:`flexmodal_ros.simulation.simulator.Simulator`; the loop runs in a thread.
 
     Subclasses swap the plant (``mujoco_simulator``): :meth:`_make_simulator` returns any object with
     the Simulator interface (t, reset, set_command, apply_impulse, advance, sample, efforts)."""

@@ -18,6 +18,9 @@ a robot that stops publishing, a refused trajectory or an excitation the control
 FlexmodalError, and the campaign ends with the data measured so far, the robot holding. Times
 are joint-state (stamp) times, so a simulator running faster or slower than real time works the
 same. No numerics here: the plant only moves, waits and records.
+
+``python -m flexmodal_ros.nodes.topic_plant calibrate ... --plant ros`` is ``flexmodal calibrate
+--plant ros`` (the CLI starts it: it may not import the nodes) with :func:`run_ros_calibration`.
 """
 from __future__ import annotations
 
@@ -34,14 +37,15 @@ from trajectory_msgs.msg import JointTrajectory
 
 from flexmodal_interfaces.srv import Excite
 
+from ..calibration.campaign import CampaignStop, calibrate
+from ..cli import main as cli_main
 from ..calibration.eigen_sensitivity import LoopModel
 from ..calibration.offline_plants import channel_names, move_duration
+from ..control import SafetyLimits
 from ..control.excitation import MotorExcitation
-from ..control.law import SafetyLimits
 from ..core.errors import FlexmodalError
 from ..oma.record import make_record
-from .calibration_messages import excite_request
-from .conversions import JointStateReader, core_to_trajectory
+from .conversions import JointStateReader, core_to_trajectory, excite_request
 from .polled import PolledSubscription
 
 QUEUE_DEPTH = 5000        # joint states held between two polls (5 s at 1 kHz)
@@ -227,8 +231,6 @@ def run_ros_calibration(model, settings, out_dir, controller, link_state, rate_h
     import rclpy   # deferred: the ROS plant only
     from rclpy.executors import MultiThreadedExecutor
 
-    from ..calibration.campaign import CampaignStop, calibrate
-
     rclpy.init()
     node = rclpy.create_node("flexmodal_calibrate")
     executor = MultiThreadedExecutor(2)
@@ -247,3 +249,12 @@ def run_ros_calibration(model, settings, out_dir, controller, link_state, rate_h
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
+
+
+def main(argv=None):
+    """``flexmodal`` (``calibrate --plant ros``) with the ROS plant."""
+    return cli_main(argv, ros_runner=run_ros_calibration)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

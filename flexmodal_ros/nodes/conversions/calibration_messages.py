@@ -1,21 +1,13 @@
-"""Calibrate action and Excite service messages ↔ the calibration core (flexmodal_ros/calibration/);
-the calibration node's and the ROS plant's only place where these message fields are read or filled."""
+"""Calibrate ↔ the calibration core (flexmodal_ros/calibration/): the calibration node's only place
+where the action's fields are read or filled. Not imported by the package ``__init__`` (it loads
+the calibration core, which the other nodes do not need): import it from here."""
 from dataclasses import replace
 
 import numpy as np
 
-from flexmodal_interfaces.srv import Excite
-
-from ..calibration.campaign import CalibrationSettings
-from ..core.errors import InputError
-from ..identification.inverse_eigen import parse_unknowns
-
-
-def excite_request(joint_names, excitation, start_time=0.0):
-    """Excite.Request of a core MotorExcitation (``start_time`` on the joint-state clock, 0 = next cycle)."""
-    return Excite.Request(joint_names=list(joint_names), torque=[float(v) for v in excitation.torque],
-                          duration=float(excitation.duration), kind=excitation.kind, f0_hz=float(excitation.f0),
-                          f1_hz=float(excitation.f1), start_time=float(start_time))
+from ...calibration.campaign import CalibrationSettings
+from ...core.errors import InputError
+from ...identification.inverse_eigen import parse_unknowns
 
 
 def calibration_goal_to_core(model, goal, defaults):
