@@ -76,7 +76,7 @@ from ..robot.inverse_dynamics.build import CompiledFunction, build_library, mode
 from ..flexible_joint.linear_model import setpoint_reference, static_compensation
 from ..robot import trajectory
 from ..robot.model import create_data, with_overrides
-from ..robot.trajectory import ETA_COEFFICIENTS, PiecewiseC4Trajectory
+from ..robot.trajectory import ETA_COEFFICIENTS, PiecewiseC4Trajectory, SampledC4Trajectory
 from ..core.validation import finite_array, per_joint
 
 # Tolerance on URDF position limits for trajectory waypoints [rad or m] (limits are printed rounded).
@@ -498,30 +498,39 @@ class FailSafeController:
             raise InputError(problem)
         return JointSample(float(sample.t), **arrays)
 
-    def set_trajectory(self, times, positions, start_time=None, now=None):
+    def set_trajectory(self, times, positions, start_time=None, now=None, velocities=None, accelerations=None):
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
         ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now:
         the first cycle that runs it (reported as "tracking started at t=..."); the acceptance
         message gives the estimate "last sample's time, advanced by its age when ``now`` (the clock
         of :meth:`update_state`'s ``received``) is given". A first waypoint with time > 0 is preceded by the measured
         position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
-        measured position until its start. Returns a one-line description; InputError naming the
-        field otherwise. The three steps :meth:`check_trajectory`, :meth:`shape_trajectory` and
-        :meth:`accept_trajectory` in one call.
+        measured position until its start. With ``velocities`` and ``accelerations`` (m, n) the
+        points are samples of a reference, followed through their C⁴ interpolation
+        (:class:`~flexmodal_ros.robot.trajectory.SampledC4Trajectory`, limits checked at the
+        samples) and never shaped again (e.g. the output of the modal server's
+        ``~/shape_trajectory``); without them, waypoints joined by rest-to-rest segments. Returns a
+        one-line description; InputError naming the field otherwise. The three steps
+        :meth:`check_trajectory`, :meth:`shape_trajectory` and :meth:`accept_trajectory` in one call.
         """
-        return self.accept_trajectory(self.shape_trajectory(self.check_trajectory(times, positions, start_time, now)))
+        return self.accept_trajectory(self.shape_trajectory(
+            self.check_trajectory(times, positions, start_time, now, velocities, accelerations)))
 
-    def check_trajectory(self, times, positions, start_time=None, now=None) -> _Trajectory:
+    def check_trajectory(self, times, positions, start_time=None, now=None, velocities=None,
+                         accelerations=None) -> _Trajectory:
         """Step 1 of :meth:`set_trajectory`: the checked reference, not yet shaped (reads the last
         sample). InputError (counted as a rejected trajectory) naming the field."""
         with self._counted_rejection():
-            return self._check_trajectory(times, positions, start_time, now)
+            return self._check_trajectory(times, positions, start_time, now, velocities, accelerations)
 
     def shape_trajectory(self, traj: _Trajectory) -> _Trajectory:
         """Step 2: ``traj`` through :attr:`shaper` (None: unchanged). Reads nothing the control
         cycles change, so it may run while they go on (the controller node does: the shaping takes
         tens of ms). InputError (counted) when the shaper refuses the path."""
         if self.shaper is None:
+            return traj
+        if isinstance(traj.path, SampledC4Trajectory):
+            traj.path.summary = "sampled reference (velocities and accelerations given): tracked as given, not shaped"
             return traj
         with self._counted_rejection():
             return _Trajectory(self.shaper(traj.path), traj.t0, traj.start_now)
@@ -623,7 +632,7 @@ class FailSafeController:
                 c.saturated_per_joint[i] += 1
         return Command(tau, self.mode, saturated, q_ref)
 
-    def _check_trajectory(self, times, positions, start_time, now=None):
+    def _check_trajectory(self, times, positions, start_time, now=None, velocities=None, accelerations=None):
         s = self._sample
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
@@ -639,9 +648,15 @@ class FailSafeController:
         if times[-1] > self.limits.max_trajectory_duration:
             raise InputError(f"time_from_start: the trajectory lasts {times[-1]:g} s, longer than "
                              f"max_trajectory_duration ({self.limits.max_trajectory_duration:g} s)")
+        sampled = velocities is not None and accelerations is not None
+        if sampled:
+            velocities = finite_array(velocities, "velocities", (times.size, self.model.n))
+            accelerations = finite_array(accelerations, "accelerations", (times.size, self.model.n))
         if times[0] > 0:
             times = np.concatenate([[0.0], times])
             positions = np.vstack([s.q, positions])
+            if sampled:
+                velocities, accelerations = (np.vstack([np.zeros(self.model.n), x]) for x in (velocities, accelerations))
         self._check_limits(positions)
         gap = np.abs(positions[0] - s.q)
         if gap.max() > self.start_tolerance:
@@ -655,7 +670,8 @@ class FailSafeController:
         if t0 < s.t:
             raise InputError(f"header.stamp: start time {t0:.4f} s is in the past (joint-state time "
                              f"{s.t:.4f} s)")
-        path = PiecewiseC4Trajectory(times, positions)
+        path = (SampledC4Trajectory(times, positions, velocities, accelerations) if sampled
+                else PiecewiseC4Trajectory(times, positions))
         self._check_rates(path)
         return _Trajectory(path, t0, start_time is None)
 

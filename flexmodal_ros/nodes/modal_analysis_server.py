@@ -18,8 +18,11 @@ ends the node with a one-line error.
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
 ``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.flexible_joint.sampled`),
 ``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
-(ExpandModalParameters: polynomial eigenpairs about a configuration) and ``~/compute_link_modes``
-(ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section); subscription
+(ExpandModalParameters: polynomial eigenpairs about a configuration), ``~/compute_link_modes``
+(ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section) and
+``~/shape_trajectory`` (ShapeTrajectory: waypoints → the input-shaped reference sampled for any
+trajectory controller, :func:`flexmodal_ros.shaping.shaper_design.shape_samples`; work bounds in
+nodes/shaping_conversions.py; limits refused, never time-scaled); subscription
 ``/joint_states`` (sensor_msgs/JointState,
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
@@ -39,7 +42,7 @@ from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, ComputeModalParameters,
-                                      ExpandModalParameters)
+                                      ExpandModalParameters, ShapeTrajectory)
 
 from ..core.errors import FlexmodalError, InputError
 from ..export.convention import check_link_state
@@ -50,6 +53,9 @@ from ..flexible_joint.sweep import modal_map
 from .base import Throttle, declare_robot_model, declare_typed, run_node, seconds, timing_clock
 from .constrained_modal import ClosedChainModal
 from .polled import PolledSubscription, ServiceThread, locked
+from ..robot.trajectory import PiecewiseC4Trajectory
+from ..shaping.shaper_design import shape_samples
+from .shaping_conversions import MAX_SHAPE_SAMPLES, shape_request_to_core, shaped_samples_to_response
 from .conversions import (expansion_request_to_core, expansion_to_response, joint_state_to_configuration,
                           link_modes_request_to_core, link_modes_to_response,
                           modal_map_request_to_core, modal_map_to_response, modal_request_to_core,
@@ -100,6 +106,7 @@ class ModalAnalysisServer(Node):
         self._init_polynomial_fast_path()
         self.link_arm = link_arm_from_model(self.model) if has_links(self.model) else None
         self.create_service(ComputeLinkModes, "~/compute_link_modes", locked(self.lock, self.on_link_modes))
+        self.create_service(ShapeTrajectory, "~/shape_trajectory", locked(self.lock, self.on_shape_trajectory))
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
         self.joint_states = PolledSubscription(self, JointState, "/joint_states", 1, raw=True)
@@ -160,6 +167,21 @@ class ModalAnalysisServer(Node):
             return _failed(response, exc)
         response.success, response.message = True, ""
         return response
+
+    def on_shape_trajectory(self, request, response):
+        try:
+            if self.closed_chain:
+                raise InputError("shape_trajectory: not available for closed-chain robots (flexible-joint "
+                                 "serial robots only)")
+            req = shape_request_to_core(self.model, request)
+            samples = shape_samples(req.model, PiecewiseC4Trajectory(req.times, req.positions), req.kind,
+                                    req.shaper_design, req.rate_hz, max_samples=MAX_SHAPE_SAMPLES)
+            return shaped_samples_to_response(samples, req, self.model, response)
+        except REQUEST_ERRORS as exc:
+            return _failed(response, exc)
+        except Exception as exc:       # a node never dies of a request: answer, log once, keep serving
+            self.get_logger().error(f"shape_trajectory: unexpected {type(exc).__name__}: {exc}")
+            return _failed(response, FlexmodalError(f"internal error ({type(exc).__name__}: {exc})"))
 
     def on_closed_chain_map(self, request, response):
         try:
