@@ -202,7 +202,10 @@ class SampledC4Trajectory:
     second-order finite differences on the non-uniform grid (q⁽³⁾_i: the derivative of the
     parabola through a_{i−1}, a_i, a_{i+1}; q⁽⁴⁾_i = 2[(a_{i+1} − a_i)/h_i − (a_i − a_{i−1})/h_{i−1}]
     / (h_{i−1} + h_i); at an end where the reference rests (zero velocity and acceleration) zero,
-    else one-sided). Samples of a smooth reference every h reproduce its jerk to O(h²); samples
+    else one-sided). Samples of a smooth reference every h reproduce its jerk to O(h²) (a shaped
+    reference's snap has kinks where a copy of the path starts or stops a segment: between
+    samples the difference is larger; on the README kuka move with the feedforward law, 1 kHz
+    samples leave the residual of the exact shaped reference to 0.3 %, 200 Hz ones to 7 %); samples
     with zero velocities and accelerations give the rest-to-rest segments of
     :class:`PiecewiseC4Trajectory` exactly. ``explicit``: the control law takes the derivatives
     as given (no segment form)."""

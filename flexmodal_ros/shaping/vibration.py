@@ -61,11 +61,9 @@ def tool_positions(model, qs) -> np.ndarray:
     return out
 
 
-def rest_position(plant_model, controller_model, q_goal):
-    """(q_rest (n,), p_E,rest (3,)): static equilibrium of the plant (friction-free) under the hold
-    law (2.2)-(2.3) of ``controller_model`` about q_goal: g_p(q) + K_p W (W q − q_m) = 0 and
-    r − K_P q_m + K_p (W q − q_m) = 0 with r = :func:`~flexmodal_ros.flexible_joint.linear_model.setpoint_reference`
-    of the controller model (scipy's hybrid Powell solver from q_goal; InputError if it fails)."""
+def hold_equilibrium(plant_model, controller_model, q_goal):
+    """(q (n,), q_m (n,)): static equilibrium of the plant (friction-free) under the hold law
+    (2.2)-(2.3) of ``controller_model`` about q_goal (:func:`rest_position`)."""
     from ..robot.model import gravity_torque
     p, c = plant_model, controller_model
     data = create_data(p)
@@ -78,11 +76,29 @@ def rest_position(plant_model, controller_model, q_goal):
         spring = k * (W * q - qm)
         return np.concatenate([gravity_torque(p, data, q) + W * spring, r - c.kp * qm + spring])
 
-    from scipy.optimize import root
+    from scipy.optimize import root   # deferred: scipy.optimize
     z = root(residual, np.concatenate([q_goal, r / c.kp]), method="hybr", tol=1e-13).x
     if np.abs(residual(z)).max() > 1e-8:
         raise InputError("rest position: the static equilibrium under the hold law was not found")
-    return z[:n], tool_positions(p, [z[:n]])[0]
+    return z[:n], z[n:]
+
+
+def held_start(plant_model, controller_model, q_start):
+    """(state (4n,), motor torque) of the plant at rest under the controller's hold law about
+    q_start: where a robot waits before a move (for a controller whose model is the plant's, the
+    equilibrium (2.3) of q_start itself)."""
+    q, q_m = hold_equilibrium(plant_model, controller_model, np.asarray(q_start, float))
+    r = setpoint_reference(controller_model, create_data(controller_model), np.asarray(q_start, float))
+    return np.concatenate([q, q_m, np.zeros(2 * q.size)]), r - controller_model.kp * q_m
+
+
+def rest_position(plant_model, controller_model, q_goal):
+    """(q_rest (n,), p_E,rest (3,)): static equilibrium of the plant (friction-free) under the hold
+    law (2.2)-(2.3) of ``controller_model`` about q_goal: g_p(q) + K_p W (W q − q_m) = 0 and
+    r − K_P q_m + K_p (W q − q_m) = 0 with r = :func:`~flexmodal_ros.flexible_joint.linear_model.setpoint_reference`
+    of the controller model (scipy's hybrid Powell solver from q_goal; InputError if it fails)."""
+    q, _ = hold_equilibrium(plant_model, controller_model, q_goal)
+    return q, tool_positions(plant_model, [q])[0]
 
 
 @dataclass(frozen=True)
@@ -195,9 +211,11 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     max_damping, tolerance, ama_rate_hz, modal of
     :func:`~flexmodal_ros.shaping.shaper_design.shape_with_design`) with modes from the controller's
     model, whose joint stiffness is ``stiffness_scale`` × the plant's; simulated until the (shaped)
-    reference ends + ``settle`` s, or until ``until`` s if later. ``reference``: an already shaped
-    reference of these waypoints (e.g. from ``~/shape_trajectory``) tracked as is (``shaping``
-    only labels it)."""
+    reference ends + ``settle`` s, or until ``until`` s if later. The plant starts at rest under
+    the controller's hold law at the first waypoint (with the model stiffness off, that is not the
+    plant's own equilibrium there: starting from it left a start transient in the residual).
+    ``reference``: an already shaped reference of these waypoints (e.g. from
+    ``~/shape_trajectory``) tracked as is (``shaping`` only labels it)."""
     if law not in LAWS:
         raise InputError(f"law: unknown controller {law!r} (choose from {', '.join(LAWS)})")
     ctrl_model = controller_model(plant_model, stiffness_scale)
@@ -214,11 +232,35 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
         ctrl.shaper = given
     duration = max(float(reference.duration) + settle, until or 0.0)
     duration = np.ceil(duration * control_rate_hz - 1e-6) / control_rate_hz     # whole control periods
+    start = None if ctrl_model is plant_model else held_start(plant_model, ctrl_model, np.asarray(positions, float)[0])
     run = run_closed_loop(plant_model, times, positions, duration, control_rate_hz=control_rate_hz, dt=dt,
-                          command_delay_cycles=command_delay_cycles, controller=ctrl)
+                          command_delay_cycles=command_delay_cycles, controller=ctrl, initial_state=start)
     _, p_rest = rest_position(plant_model, ctrl_model, np.asarray(positions, float)[-1])
     return MoveResult(run, tool_positions(plant_model, run.q), reference,
                       float(getattr(reference, "added_delay", 0.0)), p_rest, modes, choice)
+
+
+def compare_designs(plant_model, times, positions, shaping="zvd", law="pd", designs=("fixed", "auto"),
+                    stiffness_scale=1.0, window=DEFAULT_WINDOW, dt=DEFAULT_DT, **shaping_options):
+    """The move (times, positions) unshaped and shaped in each of ``designs``, simulated over one
+    common window (:func:`compare`): ({"none": ..., design: ...} residual dicts with
+    ``added_delay_s``, {design: DesignChoice or None}). A design whose reference is the same
+    impulse sequence as one already simulated (auto choosing fixed) reuses that run: the same
+    reference gives the same closed loop."""
+    references = {"none": prepare_reference(plant_model, times, positions)}
+    for name in designs:
+        references[name] = prepare_reference(plant_model, times, positions, shaping, law, stiffness_scale, name,
+                                             **shaping_options)
+    end = max(float(r.duration) for r in references.values())
+    runs, done = {}, {}
+    for name, ref in references.items():
+        chosen = getattr(getattr(ref, "design", None), "chosen", name)
+        if chosen in done:
+            runs[name] = done[chosen]
+            continue
+        runs[name] = done[chosen] = simulate_move(plant_model, times, positions, shaping, law, stiffness_scale,
+                                                  reference=ref, until=end + window, dt=dt)
+    return compare(runs, window), {name: getattr(r, "design", None) for name, r in references.items()}
 
 
 def random_moves(model, seed, durations=(0.2, 1.0), margin=0.05, acceleration_per_velocity=10.0):

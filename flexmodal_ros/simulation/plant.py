@@ -286,7 +286,7 @@ class ClosedLoopResult:
 
 
 def run_closed_loop(model, times, positions, duration, use_feedforward=True, control_rate_hz=1000.0,
-                    dt=DEFAULT_DT, command_delay_cycles=0, controller=None):
+                    dt=DEFAULT_DT, command_delay_cycles=0, controller=None, initial_state=None):
     """Controller (:class:`~flexmodal_ros.control.law.FailSafeController`) + plant in one loop, no ROS.
 
     The robot starts at rest in the equilibrium (2.3) of the first waypoint, held by (2.2). At each
@@ -297,6 +297,9 @@ def run_closed_loop(model, times, positions, duration, use_feedforward=True, con
     controller checks no speed or acceleration limits (``SafetyLimits(velocity_scale=inf)``): an
     offline run may ask more of the model than the robot allows (the thesis LWR4 motion needs
     1.53x the URDF speed limit of joint 6); pass ``controller`` for the node's checks.
+    ``initial_state``: (state [q; q_m; q̇; q̇_m] (4n,), motor torque held before the first command)
+    instead of the equilibrium of the first waypoint (e.g. the plant at rest under a controller
+    whose model differs from it).
     """
     from ..control.law import FailSafeController, JointSample, SafetyLimits
     positions = finite_array(positions, "positions", (None, model.n))
@@ -305,8 +308,8 @@ def run_closed_loop(model, times, positions, duration, use_feedforward=True, con
     if abs(ratio - round(ratio)) > 1e-9:
         raise InputError(f"control_rate_hz: 1/control_rate_hz must be a multiple of dt={dt:g} s")
     ctrl = controller or FailSafeController(model, use_feedforward, limits=SafetyLimits(velocity_scale=np.inf))
-    x0, hold = rest_state(model, positions[0])
-    sim = Simulator(FlexibleJointPlant(model, dt), x0, hold)
+    x0, hold = rest_state(model, positions[0]) if initial_state is None else initial_state
+    sim = Simulator(FlexibleJointPlant(model, dt), np.asarray(x0, float), np.asarray(hold, float))
     pending = [hold] * command_delay_cycles
     log = {k: [] for k in ("t", "q", "q_ref", "q_m", "tau", "saturated")}
     for k in range(int(round(duration / period)) + 1):
