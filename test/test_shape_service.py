@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from rclpy.parameter import Parameter
 
 from flexmodal_interfaces.srv import ShapeTrajectory
@@ -23,10 +22,11 @@ from flexmodal_ros.nodes.conversions import core_to_trajectory
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.nodes.shaping_conversions import MAX_SHAPE_WAYPOINTS
 from flexmodal_ros.robot.model import with_overrides
-from flexmodal_ros.robot.registry import load_robot, robot_paths
+from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping.shaper_design import shape_samples
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import residual_vibration, rest_position, tool_positions
+from test_shaping_node import _params_file
 
 MOVE = Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml"
 SRV = "/modal_analysis/shape_trajectory"
@@ -128,18 +128,6 @@ def test_bad_requests_answered_and_node_keeps_serving(ros, server, fields, point
     assert not resp.success and message in resp.message, resp.message
     ok = ros.call(client, _request(robot, path.times, path.positions, shaper_design="fixed"), timeout=60.0)
     assert ok.success and ok.shaper_design == "fixed", ok.message
-
-
-def _params_file(tmp_path, name, stiffness_scale):
-    urdf, params = robot_paths("kuka_lwr4")
-    doc = yaml.safe_load(Path(params).read_text())
-    doc["urdf"] = str(urdf)
-    for joint in doc["joints"].values():
-        joint["d_cm"] = 0.0
-        joint["k"] = joint["k"] * stiffness_scale
-    out = tmp_path / f"{name}.yaml"
-    out.write_text(yaml.safe_dump(doc))
-    return out
 
 
 def _run(ros_process, tmp_path, positions, shaping, send):

@@ -28,9 +28,8 @@ from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
-from flexmodal_ros.shaping.shaper_design import shape_with_design
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
-from flexmodal_ros.shaping.vibration import compare, compare_designs, random_moves, simulate_move
+from flexmodal_ros.shaping.vibration import compare_designs, random_moves
 
 SEED, MOVES, DT, WINDOW = 1, 20, 5e-4, 0.5
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "shaping"
@@ -110,10 +109,8 @@ def test_robust_design_keeps_its_benefit_with_the_model_stiffness_20_percent_off
     plant = with_overrides(model, d_c=0.0, d_cm=0.0)
     path = read_waypoints(model, DOCS / move)
     for scale in (0.8, 1.2):
-        runs = {d: simulate_move(plant, path.times, path.positions, "zvd" if d != "none" else "none", "pd", scale,
-                                 settle=1.2, dt=DT, shaper_design="auto" if d == "none" else d)
-                for d in ("none", "time-varying", "robust")}
-        r = compare(runs, WINDOW)
+        r, _ = compare_designs(plant, np.array(path.times), np.array(path.positions), "zvd", "pd",
+                               ("time-varying", "robust"), stiffness_scale=scale, window=WINDOW, dt=DT)
         assert r["none"]["peak_m"] >= 100 * r["robust"]["peak_m"], (scale, r)
         assert r["robust"]["peak_m"] < r["time-varying"]["peak_m"], (scale, r)
 

@@ -193,7 +193,7 @@ class HermiteC4:
         return tuple(rows)
 
 
-class SampledC4Trajectory:
+class SampledC4Trajectory(PiecewiseC4Trajectory):
     """A reference given as samples: ``times`` (m,) strictly increasing [s], ``positions``,
     ``velocities`` and ``accelerations`` (m, n) (e.g. a shaped trajectory from the modal server's
     ``~/shape_trajectory``, or a planner's time-parameterized path: a JointTrajectory with
@@ -213,8 +213,7 @@ class SampledC4Trajectory:
     explicit = True
 
     def __init__(self, times, positions, velocities, accelerations):
-        base = PiecewiseC4Trajectory(times, positions)
-        self.times, self.positions = base.times, base.positions
+        super().__init__(times, positions)
         m, n = self.positions.shape
         self.velocities = finite_array(velocities, "velocities", (m, n))
         self.accelerations = finite_array(accelerations, "accelerations", (m, n))
@@ -233,16 +232,6 @@ class SampledC4Trajectory:
         self._polynomial = HermiteC4(self.times, Y) if m >= 2 else None
         self.velocities.setflags(write=False)
         self.accelerations.setflags(write=False)
-
-    @property
-    def n(self):
-        """Number of joints."""
-        return self.positions.shape[1]
-
-    @property
-    def duration(self):
-        """times[-1] [s]."""
-        return float(self.times[-1])
 
     def peak_rates(self):
         """(peak |q̇|, peak |q̈|) of every interval, each (m-1, n): the larger of its two samples'."""

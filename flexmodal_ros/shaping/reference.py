@@ -216,6 +216,8 @@ class ShapedTrajectory:
         """Times t [s] at which a copy of the path passes a waypoint time, t − τ_i(t) = t_k (m·N,),
         by Newton's method on t − τ_i(t) − t_k (|τ_i'| ≪ 1; stops at 1e-13 s, a few steps)."""
         N = self.schedule.num_impulses
+        if self.schedule.constant:           # fixed delays: t = t_k + τ_i exactly
+            return (self.path.times[:, None] + self.schedule.delays[0][None, :]).ravel()
         base = np.repeat(self.path.times, N)
         which = np.tile(np.arange(N), self.path.times.size)
         rows = np.arange(base.size)

@@ -41,7 +41,10 @@ predicted 1.44× better than fixed was 1.18× worse in simulation, at the Coriol
 why, with every candidate's prediction and delay.
 
 **Modes**: those of :func:`~flexmodal_ros.shaping.schedule.path_modes` (end-effector step
-contribution) plus those the unshaped move is predicted to excite (:func:`excited_modes`).
+contribution) plus those the unshaped move is predicted to excite (:func:`excited_modes`), at most
+``MAX_SHAPED_MODES`` (4: the ones with the largest predicted unshaped residual; a convolved ZVD of
+7 modes has 2187 impulses and a delay of 7 half-periods or more); the others are reported with
+what the shaper does not treat. An explicit ``modes`` list is used as given.
 
 **What the shaper does not treat** (:class:`Untreated`, reported with every design): (1) tracked
 modes that are not shaped (damping ratio ≥ the selection limit, e.g. overdamped servo modes, or
@@ -68,13 +71,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference
 from ..flexible_joint.modal import linearized_batch, modal_analysis
 from ..robot.model import create_data, ee_jacobian, velocity_torques
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .prediction import (PREDICTION_RATE_HZ, _path_parameter, copy_amplitudes, modal_amplitudes, path_eigenvalues,
-                         prediction_grid, progress, trapezoid_weights, wkb_weights)
+                         progress, trapezoid_weights, wkb_weights)
 from .reference import ShapedTrajectory, ShaperSchedule, path_derivatives
 from .schedule import end_effector_contributions, path_modes, shaper_schedule
 from .schedule import DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD
@@ -89,9 +93,11 @@ DOMINATED_SHARE = 0.5
 LIMITING_FRACTION = 0.01       # untreated parts above this × the unshaped residual cap the reduction
 ROBUST_DELTA = 0.10            # eigenvalues scaled by 1 ± this in the robust design's constraints
 ROBUST_WEIGHT = 0.5            # weight of those constraints against the nominal ones
-ROBUST_ITERATIONS = 3
+ROBUST_ITERATIONS = 2
 ROBUST_STEPS_PER_PERIOD = 8    # impulse grid points per period of the fastest selected mode
-SHAPE_POINTS = 7               # mode shapes along the path for the second-order estimate
+MAX_SHAPED_MODES = 4           # convolved shapers of more modes: ≥ 3⁵ impulses (ZVD), a long delay
+SHAPE_POINTS = 5               # mode shapes along the path for the second-order estimate
+SECOND_ORDER_SAMPLES_PER_PERIOD = 8
 _SUM_WEIGHT = 30.0             # weight of the Σ A = 1 row, relative to the largest constraint entry
 _TIE_ORDER = ("fixed", "time-varying", "robust")
 
@@ -177,7 +183,7 @@ class DesignChoice:
     """The design used for a path: ``requested`` (fixed | robust | time-varying | auto), ``chosen``,
     ``reason``; ``predictions`` {design: :class:`Prediction`} of the candidates evaluated (one for
     an explicit design, three for auto) and ``unshaped``; ``common_time_s`` t_c; ``untreated``
-    (:class:`Untreated`) and ``selected`` tracked modes (0-based)."""
+    (:class:`Untreated`), ``selected`` tracked modes (0-based) and the candidates' ``schedules``."""
     requested: str
     chosen: str
     reason: str
@@ -186,6 +192,7 @@ class DesignChoice:
     common_time_s: float
     untreated: Untreated
     selected: tuple = field(default_factory=tuple)
+    schedules: dict = field(default_factory=dict, repr=False, compare=False)   # {design: ShaperSchedule}
 
     @property
     def predicted(self) -> Prediction:
@@ -323,17 +330,21 @@ def modal_forcing(model, pm) -> ModalForcing:
     return ModalForcing(points, shapes, gain)
 
 
-def second_order(model, pm, reference, end, forcing, rate_hz=PREDICTION_RATE_HZ) -> np.ndarray:
+def second_order(model, pm, reference, end, forcing) -> np.ndarray:
     """Estimate (K,) [m] of the residual each tracked mode gets from the Coriolis and centrifugal
-    torques of ``reference`` (module docstring), at time ``end``; 0 above the predicted range."""
+    torques of ``reference`` (module docstring), at time ``end``: on a grid of
+    ``SECOND_ORDER_SAMPLES_PER_PERIOD`` samples per period of the fastest selected mode (an
+    estimate: (ωh)²/12 ≈ 5 %), 0 for the modes faster than that."""
     modes = list(range(pm.frequencies_hz.shape[1]))
-    t, too_fast = prediction_grid(reference, pm, modes, rate_hz)
+    fastest = pm.frequencies_hz.max(axis=0)
+    rate = max(100.0, SECOND_ORDER_SAMPLES_PER_PERIOD * float(fastest[list(pm.selected)].max()))
+    duration = float(reference.duration)
+    t = np.linspace(0.0, duration, max(3, int(np.ceil(duration * rate)) + 1))
     Y = reference.evaluate(t) if isinstance(reference, ShapedTrajectory) else path_derivatives(reference, t)[0]
     amplitude = np.abs(forcing.amplitudes(model, pm, Y, t, progress(reference, t)[:, 0]))
-    duration = float(reference.duration)
     if end > duration:
         amplitude = amplitude * np.exp(path_eigenvalues(pm, modes)[-1].real * (end - duration))
-    amplitude[too_fast] = 0.0
+    amplitude[fastest > rate / SECOND_ORDER_SAMPLES_PER_PERIOD] = 0.0
     return forcing.gain * amplitude
 
 
@@ -379,20 +390,22 @@ def untreated_parts(model, pm, prediction, common_time, end_time, law="pd") -> U
 
 def excited_modes(pm, path, threshold=DEFAULT_THRESHOLD, max_damping=DEFAULT_MAX_DAMPING,
                   rate_hz=PREDICTION_RATE_HZ) -> tuple:
-    """Tracked modes (0-based) that the unshaped move excites: damping ratio below ``max_damping``
-    along the path and predicted unshaped residual c_k |a_k| at least ``threshold`` × the largest
-    of those. The contribution selection of :func:`~flexmodal_ros.shaping.schedule.path_modes`
-    compares step amplitudes, which misses a slow mode that a move of this duration excites much
-    more than its step amplitude says (kuka_lwr4: a 3.2 Hz mode with 5 % of the largest step
-    amplitude but half the unshaped residual); :func:`shape_with_design` adds these."""
+    """(modes, residual): tracked modes (0-based) that the unshaped move excites — damping ratio
+    below ``max_damping`` along the path and predicted unshaped residual c_k |a_k| at least
+    ``threshold`` × the largest of those — and that residual (K,) [m]. The contribution selection
+    of :func:`~flexmodal_ros.shaping.schedule.path_modes` compares step amplitudes, which misses a
+    slow mode that a move of this duration excites much more than its step amplitude says
+    (kuka_lwr4: a 3.8 Hz mode with 5 % of the largest step amplitude but most of the unshaped
+    residual); :func:`shape_with_design` adds these."""
     calm = pm.damping_ratios.max(axis=0) < max_damping
-    if not calm.any():
-        return ()
     residual = np.nan_to_num(pm.contributions * np.abs(modal_amplitudes(path, pm, rate_hz=rate_hz)))
     residual[~calm] = 0.0
-    return tuple(int(k) for k in np.flatnonzero(residual >= threshold * residual.max()) if residual.max() > 0)
+    if not residual.max() > 0:
+        return (), residual
+    return tuple(int(k) for k in np.flatnonzero(residual >= threshold * residual.max())), residual
 
 
+@single_thread_blas           # many small products: BLAS threads only cost (flexmodal_ros.core.blas)
 def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_design=DEFAULT_DESIGN, *, modes=None,
                       threshold=DEFAULT_THRESHOLD, max_damping=DEFAULT_MAX_DAMPING, tolerance=DEFAULT_TOLERANCE,
                       ama_rate_hz=DEFAULT_AMA_RATE_HZ, knot_rate_hz=None, workers=None, modal="exact",
@@ -416,9 +429,12 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
 
     pm = analysed(modes)
     if modes is None:
-        excited = excited_modes(pm, path, threshold, max_damping, prediction_rate_hz)
-        if not set(excited) <= set(pm.selected):
-            pm = analysed(sorted(set(pm.selected) | set(excited)))
+        excited, residual = excited_modes(pm, path, threshold, max_damping, prediction_rate_hz)
+        wanted = set(pm.selected) | set(excited)
+        if len(wanted) > MAX_SHAPED_MODES:       # the ones the move excites most
+            wanted = set(sorted(wanted, key=lambda k: -residual[k])[:MAX_SHAPED_MODES])
+        if wanted != set(pm.selected):
+            pm = analysed(sorted(wanted))
     if not pm.selected:
         return None, pm, None
     forcing = modal_forcing(model, pm)
@@ -433,18 +449,19 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
     common = max(c.duration for c in candidates.values())
     # the second-order estimate of the shortest candidate stands for all (same speeds within the delays)
     first = min(candidates, key=lambda name: candidates[name].duration)
-    floor = float(np.sum(second_order(model, pm, candidates[first], common, forcing, prediction_rate_hz)))
+    floor = float(np.sum(second_order(model, pm, candidates[first], common, forcing)))
     predictions = {name: _predict(c, pm, common, name, prediction_rate_hz).with_second_order(floor)
                    for name, c in candidates.items()}
     unshaped = _predict(path, pm, common, "none", prediction_rate_hz)
-    unshaped = unshaped.with_second_order(np.sum(second_order(model, pm, path, common, forcing, prediction_rate_hz)))
+    unshaped = unshaped.with_second_order(np.sum(second_order(model, pm, path, common, forcing)))
     if shaper_design == "auto":
         chosen, reason = choose(predictions)
         reason = "; ".join([reason] + failed)
     else:
         chosen, reason = shaper_design, "requested"
     untreated = untreated_parts(model, pm, predictions[chosen], common, candidates[chosen].duration, law)
-    choice = DesignChoice(shaper_design, chosen, reason, predictions, unshaped, common, untreated, pm.selected)
+    choice = DesignChoice(shaper_design, chosen, reason, predictions, unshaped, common, untreated, pm.selected,
+                          {name: c.schedule for name, c in candidates.items()})
     sel = list(pm.selected)
     f0, f1 = pm.frequencies_hz[0, sel], pm.frequencies_hz[-1, sel]
     summary = (f"shaped {kind} on mode(s) {', '.join(str(k + 1) for k in sel)} "
@@ -494,6 +511,7 @@ def _check_within(model, what, values, limit, times, unit):
                          f"above its limit {limit[j]:.4g}{unit} ({over:.3g}x): slow the trajectory down")
 
 
+@single_thread_blas
 def shape_samples(model, path: PiecewiseC4Trajectory, kind="zvd", shaper_design=DEFAULT_DESIGN, rate_hz=200.0,
                   max_samples=None, **options) -> ShapedSamples:
     """Shape ``path`` (:func:`shape_with_design`) and sample it at ``rate_hz`` with velocities

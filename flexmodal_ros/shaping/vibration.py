@@ -46,6 +46,7 @@ from ..robot.model import create_data, with_overrides
 from ..simulation.plant import DEFAULT_DT, run_closed_loop
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .prediction import linearized_vibration, progress  # noqa: F401  (re-exported: the historical home)
+from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory
 
 LAWS = ("pd", "feedforward", "pd_only")
 DEFAULT_WINDOW = 1.0
@@ -248,9 +249,14 @@ def compare_designs(plant_model, times, positions, shaping="zvd", law="pd", desi
     impulse sequence as one already simulated (auto choosing fixed) reuses that run: the same
     reference gives the same closed loop."""
     references = {"none": prepare_reference(plant_model, times, positions)}
-    for name in designs:
-        references[name] = prepare_reference(plant_model, times, positions, shaping, law, stiffness_scale, name,
-                                             **shaping_options)
+    for name in sorted(designs, key=lambda d: d != "auto"):        # auto first: its candidates are reused
+        schedules = getattr(getattr(references.get("auto"), "design", None), "schedules", {})
+        if name in schedules:
+            references[name] = ShapedTrajectory(references["none"], schedules[name], name, DEFAULT_KNOT_RATE_HZ)
+            references[name].path_modes = references["auto"].path_modes
+        else:
+            references[name] = prepare_reference(plant_model, times, positions, shaping, law, stiffness_scale, name,
+                                                 **shaping_options)
     end = max(float(r.duration) for r in references.values())
     runs, done = {}, {}
     for name, ref in references.items():
