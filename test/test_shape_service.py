@@ -193,3 +193,24 @@ def test_service_output_tracked_as_given_leaves_the_in_controller_residual(ros_p
     r_given = residual_vibration(given.t, tool_positions(plant, given.q), p_rest, end, WINDOW)
     assert r_given.peak_m == pytest.approx(r_in.peak_m, rel=0.01), (r_given, r_in)
     assert r_given.rms_m == pytest.approx(r_in.rms_m, rel=0.01), (r_given, r_in)
+
+
+def test_trajectory_rates_are_all_or_nothing():
+    """A JointTrajectory is waypoints (no velocities/accelerations on any point) or samples (both on
+    every point); anything in between is refused naming the point."""
+    from trajectory_msgs.msg import JointTrajectoryPoint
+    from flexmodal_ros.core.errors import InputError
+    from flexmodal_ros.nodes.shaping_conversions import trajectory_rates_to_core
+
+    robot = load_robot("planar_2r")
+    msg = core_to_trajectory(robot.joint_names, [0.0, 0.5], [[0.0, 0.1], [0.2, 0.3]])
+    assert trajectory_rates_to_core(robot, msg) == (None, None)
+    msg.joint_names = list(reversed(msg.joint_names))
+    msg.points = [JointTrajectoryPoint(positions=[0.1, 0.0], velocities=[2.0, 1.0], accelerations=[4.0, 3.0]),
+                  JointTrajectoryPoint(positions=[0.3, 0.2], velocities=[0.0, 0.0], accelerations=[0.0, 0.0])]
+    v, a = trajectory_rates_to_core(robot, msg)
+    np.testing.assert_array_equal(v, [[1.0, 2.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(a, [[3.0, 4.0], [0.0, 0.0]])
+    msg.points[1].accelerations = []
+    with pytest.raises(InputError, match=r"points\[1\]\.accelerations: expected 2 values"):
+        trajectory_rates_to_core(robot, msg)

@@ -82,7 +82,8 @@ def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp
 
 
 @pytest.mark.parametrize("parameter, message", [("shaping:=fast", "shaping: unknown value 'fast'"),
-                                                ("shaping_modal:=approximate", "modal: unknown value 'approximate'")])
+                                                ("shaping_modal:=approximate", "modal: unknown value 'approximate'"),
+                                                ("shaper_design:=best", "shaper_design: unknown value 'best'")])
 def test_unknown_shaping_value_fails_at_start(ros_process, parameter, message):
     proc = ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p", "shaping:=zvd",
                         "-p", parameter])
