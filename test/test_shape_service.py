@@ -20,7 +20,7 @@ from rclpy.parameter import Parameter
 from flexmodal_interfaces.srv import ShapeTrajectory
 from flexmodal_ros.nodes.conversions import core_to_trajectory
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
-from flexmodal_ros.nodes.shaping_conversions import MAX_SHAPE_WAYPOINTS
+from flexmodal_ros.nodes.conversions.shaping_messages import MAX_SHAPE_WAYPOINTS
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping.shaper_design import shape_samples
@@ -200,7 +200,7 @@ def test_trajectory_rates_are_all_or_nothing():
     every point); anything in between is refused naming the point."""
     from trajectory_msgs.msg import JointTrajectoryPoint
     from flexmodal_ros.core.errors import InputError
-    from flexmodal_ros.nodes.shaping_conversions import trajectory_rates_to_core
+    from flexmodal_ros.nodes.conversions.shaping_messages import trajectory_rates_to_core
 
     robot = load_robot("planar_2r")
     msg = core_to_trajectory(robot.joint_names, [0.0, 0.5], [[0.0, 0.1], [0.2, 0.3]])

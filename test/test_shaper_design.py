@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.cli import main as cli_main
-from flexmodal_ros.control.law import FailSafeController, JointSample, Mode, SafetyLimits
+from flexmodal_ros.control import FailSafeController, JointSample, Mode, SafetyLimits
 from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot

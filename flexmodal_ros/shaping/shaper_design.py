@@ -74,9 +74,9 @@ import numpy as np
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference
-from ..flexible_joint.modal import linearized_batch, modal_analysis
+from ..flexible_joint.ama import linearized_batch, modal_analysis
 from ..robot.model import create_data, ee_jacobian, velocity_torques
-from ..robot.trajectory import PiecewiseC4Trajectory
+from ..robot.trajectory import ETA_PEAKS, PiecewiseC4Trajectory
 from .prediction import (PREDICTION_RATE_HZ, _path_parameter, copy_amplitudes, modal_amplitudes, path_eigenvalues,
                          progress, trapezoid_weights, wkb_weights)
 from .reference import ShapedTrajectory, ShaperSchedule, path_derivatives
@@ -525,8 +525,6 @@ def shape_samples(model, path: PiecewiseC4Trajectory, kind="zvd", shaper_design=
     to slow down by: the trajectory is never time-scaled behind the caller's back.
     ``max_samples``: InputError before sampling when the answer would be longer. No selectable
     mode: the path itself is sampled, with a message saying so."""
-    from ..robot.trajectory import ETA_PEAKS
-
     velocity, acceleration = rate_limits(model)
     low = path.positions < model.position_lower - 1e-9
     high = path.positions > model.position_upper + 1e-9
@@ -554,7 +552,6 @@ def shape_samples(model, path: PiecewiseC4Trajectory, kind="zvd", shaper_design=
     if reference.duration - t[-1] > 1e-9:
         t = np.r_[t, reference.duration]
     if traj is None:
-        from .reference import path_derivatives
         Y = path_derivatives(path, t)[0]
         message = (f"not shaped ({kind}): no mode of the closed loop qualifies (contribution threshold, damping "
                    f"below {options.get('max_damping', DEFAULT_MAX_DAMPING):g}); the path is sampled as it is")

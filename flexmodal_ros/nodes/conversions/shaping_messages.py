@@ -1,9 +1,9 @@
 """Conversions for input shaping: ShapeTrajectory requests/responses, JointTrajectory samples.
 
-One block per interface family (the lead is splitting ``conversions.py`` the same way): the only
-place where the fields of ``flexmodal_interfaces/srv/ShapeTrajectory`` and the velocities and
-accelerations of a trajectory_msgs/JointTrajectory are read or filled; the core never sees a
-message.
+The only place where the fields of ``flexmodal_interfaces/srv/ShapeTrajectory`` and the velocities
+and accelerations of a trajectory_msgs/JointTrajectory are read or filled; the core never sees a
+message. Imported as ``nodes.conversions.shaping_messages`` (not re-exported by the package: it
+loads the shaping capability).
 
 Work bounds of ``~/shape_trajectory`` (checked before any work, README "Input shaping"): at most
 ``MAX_SHAPE_WAYPOINTS`` waypoints, ``MAX_SHAPE_DURATION_S`` of motion (the modal analysis runs at
@@ -15,11 +15,16 @@ import array
 from typing import NamedTuple
 
 import numpy as np
+from builtin_interfaces.msg import Duration
+from trajectory_msgs.msg import JointTrajectoryPoint
 
-from ..core.errors import InputError
-from ..core.validation import finite_scalar
-from ..shaping import DEFAULT_DESIGN, check_design, check_shaping
-from .conversions import split_seconds, trajectory_to_core
+from ...core.errors import InputError
+from ...core.validation import finite_scalar
+from ...flexible_joint.ama import configuration_from_names
+from ...robot.model import with_overrides
+from ...shaping import DEFAULT_DESIGN, check_design, check_shaping
+from .stamps import split_seconds
+from .trajectories import trajectory_to_core
 
 MAX_SHAPE_WAYPOINTS = 200
 MAX_SHAPE_DURATION_S = 60.0
@@ -69,9 +74,6 @@ class ShapeRequest(NamedTuple):
 def shape_request_to_core(model, request) -> ShapeRequest:
     """ShapeTrajectory.Request → :class:`ShapeRequest`; InputError naming the field for a bad
     value or a request beyond the work bounds (module docstring)."""
-    from ..flexible_joint.modal import configuration_from_names
-    from ..robot.model import with_overrides
-
     msg = request.trajectory
     if len(msg.points) > MAX_SHAPE_WAYPOINTS:
         raise InputError(f"trajectory.points: {len(msg.points)} waypoints, more than this service's maximum "
@@ -114,9 +116,6 @@ def _doubles(values) -> array.array:
 def shaped_samples_to_response(samples, request: ShapeRequest, model, response):
     """:class:`~flexmodal_ros.shaping.shaper_design.ShapedSamples` → ShapeTrajectory.Response
     (trajectory in the request's joint order, design, modes, predicted residuals)."""
-    from builtin_interfaces.msg import Duration
-    from trajectory_msgs.msg import JointTrajectoryPoint
-
     order = [model.joint_names.index(j) for j in request.joint_names]
     traj = response.trajectory
     traj.header.stamp = request.stamp
