@@ -71,6 +71,7 @@ import numpy as np
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference, static_compensation
 from ..robot.model import create_data
+from ..robot.trajectory import SampledC4Trajectory
 from .admission import AdmittedTrajectory, TrajectoryAdmission
 from .excitation import ExcitationSchedule
 from .gains import checked_gains
@@ -316,30 +317,39 @@ class FailSafeController:
         target = ", ".join(f"{v:.4g}" for v in traj.path.positions[-1])
         return f"recovery accepted: back inside the limits to [{target}] in {traj.duration:.3f} s"
 
-    def set_trajectory(self, times, positions, start_time=None, now=None):
+    def set_trajectory(self, times, positions, start_time=None, now=None, velocities=None, accelerations=None):
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
         ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now:
         the first cycle that runs it (reported as "tracking started at t=..."); the acceptance
         message gives the estimate "last sample's time, advanced by its age when ``now`` (the clock
         of :meth:`update_state`'s ``received``) is given". A first waypoint with time > 0 is preceded by the measured
         position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
-        measured position until its start. Returns a one-line description; InputError naming the
-        field otherwise. The three steps :meth:`check_trajectory`, :meth:`shape_trajectory` and
-        :meth:`accept_trajectory` in one call.
+        measured position until its start. With ``velocities`` and ``accelerations`` (m, n) the
+        points are samples of a reference, followed through their C⁴ interpolation
+        (:class:`~flexmodal_ros.robot.trajectory.SampledC4Trajectory`, limits checked at the
+        samples) and never shaped again (e.g. the output of the modal server's
+        ``~/shape_trajectory``); without them, waypoints joined by rest-to-rest segments. Returns a
+        one-line description; InputError naming the field otherwise. The three steps
+        :meth:`check_trajectory`, :meth:`shape_trajectory` and :meth:`accept_trajectory` in one call.
         """
-        return self.accept_trajectory(self.shape_trajectory(self.check_trajectory(times, positions, start_time, now)))
+        return self.accept_trajectory(self.shape_trajectory(
+            self.check_trajectory(times, positions, start_time, now, velocities, accelerations)))
 
-    def check_trajectory(self, times, positions, start_time=None, now=None) -> AdmittedTrajectory:
+    def check_trajectory(self, times, positions, start_time=None, now=None, velocities=None,
+                         accelerations=None) -> AdmittedTrajectory:
         """Step 1 of :meth:`set_trajectory`: the checked reference, not yet shaped (reads the last
         sample). InputError (counted as a rejected trajectory) naming the field."""
         with self._counted_rejection():
-            return self._check_trajectory(times, positions, start_time, now)
+            return self._check_trajectory(times, positions, start_time, now, velocities, accelerations)
 
     def shape_trajectory(self, traj: AdmittedTrajectory) -> AdmittedTrajectory:
         """Step 2: ``traj`` through :attr:`shaper` (None: unchanged). Reads nothing the control
         cycles change, so it may run while they go on (the controller node does: the shaping takes
         tens of ms). InputError (counted) when the shaper refuses the path."""
         if self.shaper is None:
+            return traj
+        if isinstance(traj.path, SampledC4Trajectory):
+            traj.path.summary = "sampled reference (velocities and accelerations given): tracked as given, not shaped"
             return traj
         with self._counted_rejection():
             return AdmittedTrajectory(self.shaper(traj.path), traj.t0, traj.start_now)
@@ -489,12 +499,13 @@ class FailSafeController:
                 c.saturated_per_joint[i] += 1
         return Command(tau, self.mode, saturated, q_ref)
 
-    def _check_trajectory(self, times, positions, start_time, now=None):
+    def _check_trajectory(self, times, positions, start_time, now=None, velocities=None, accelerations=None):
         s = self._sample
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
         self._refuse_out_of_limits()
-        return self.admission.check(s, self._received, times, positions, start_time, now)
+        return self.admission.check(s, self._received, times, positions, start_time, now, velocities,
+                                    accelerations)
 
     def _refuse_out_of_limits(self):
         if self.mode == Mode.OUT_OF_LIMITS or self._recovering():

@@ -30,7 +30,10 @@ statistics when they are more than one period apart); ``watchdog_rate_hz`` (100)
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
 is reported on ``~/status`` with the acceptance; on the steady clock the shaping runs outside the
 lock, so the cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the shaped
-modes' exact eigenvalues at every path sample, or their polynomial eigenvalues); ``realtime_priority`` /
+modes' exact eigenvalues at every path sample, or their polynomial eigenvalues); ``shaper_design``
+(fixed | robust | time-varying | auto, default auto: flexmodal_ros/shaping/shaper_design.py; the
+design chosen, why, the predicted residual and, when it dominates, what the shaper does not treat
+are on ``~/status`` with the acceptance); ``realtime_priority`` /
 ``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py);
 ``max_excitation_torque`` (empty = 10 % of the URDF effort limits; one value = every joint, or one
 per joint [N m]) and ``max_excitation_duration_s`` (1.0): bounds of ``~/excite``.
@@ -58,7 +61,9 @@ inside with one bounded C⁴ segment within the speed and acceleration limits.
 
 Topics in: ``joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
 (trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
-time_from_start; header.stamp = start time on the joint-state clock, zero = now (the first cycle that runs it, reported as "tracking started at t=..."); a message too
+time_from_start; when every point carries velocities and accelerations, samples of a reference
+followed through their C⁴ interpolation and not shaped again, e.g. the output of the modal
+server's ``~/shape_trajectory``, :class:`flexmodal_ros.robot.trajectory.SampledC4Trajectory`; header.stamp = start time on the joint-state clock, zero = now (the first cycle that runs it, reported as "tracking started at t=..."); a message too
 large for max_trajectory_points is refused before it is deserialized, so that a huge trajectory
 cannot hold up the control cycles). Out:
 ``effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
@@ -94,7 +99,7 @@ from ..control.excitation import EXCITATION_MAX_DURATION
 from ..control.limits import ACCELERATION_PER_VELOCITY, DEFAULT_VELOCITY_LIMIT
 from ..core.errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
-from ..shaping import ReferenceShaper, check_modal, check_shaping
+from ..shaping import DEFAULT_DESIGN, ReferenceShaper, check_design, check_modal, check_shaping
 from .base import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                    run_node, seconds, timing_clock)
 from .guard import GuardedNode
@@ -102,6 +107,7 @@ from .conversions import (JointStateReader, TorqueCommandWriter, excite_request_
                           trajectory_to_core)
 from .native_cycle import NativeCycleThread
 from .polled import SubscriptionThread, locked
+from .conversions.shaping_messages import trajectory_rates_to_core
 from .realtime import CycleTiming, TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
@@ -116,9 +122,10 @@ class FeedforwardPdController(GuardedNode):
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"),
-            ("shaping_modal", "exact"), ("native_cycle", True), ("max_excitation_torque", DOUBLE_ARRAY),
-            ("max_excitation_duration_s", EXCITATION_MAX_DURATION))}
+            ("shaping_modal", "exact"), ("shaper_design", DEFAULT_DESIGN), ("native_cycle", True),
+            ("max_excitation_torque", DOUBLE_ARRAY), ("max_excitation_duration_s", EXCITATION_MAX_DURATION))}
         self.shaping = check_shaping(p["shaping"], FlexmodalError)
+        self.shaper_design = check_design(p["shaper_design"], FlexmodalError)
         self.shaping_modal = check_modal(p["shaping_modal"], FlexmodalError)
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
         self.timing_clock = timing_clock(self)      # sim time with use_sim_time, else steady
@@ -230,7 +237,9 @@ class FeedforwardPdController(GuardedNode):
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
         if self.shaping != "none":          # the modes along a path depend on the gains
-            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping, modal=self.shaping_modal)
+            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping, modal=self.shaping_modal,
+                                               shaper_design=self.shaper_design,
+                                               law="feedforward" if v["use_feedforward"] else "pd_only")
         self._read_state.bounds, self._read_state.outer_bounds = self.ctrl.state_bounds, self.ctrl.plausible_bounds
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
         if changed and hasattr(self, "status_pub"):
@@ -276,6 +285,7 @@ class FeedforwardPdController(GuardedNode):
             except RuntimeError as exc:
                 raise FlexmodalError(f"not a valid serialized JointTrajectory ({exc})") from None
             reference = trajectory_to_core(self.model, msg, self.ctrl.limits.max_trajectory_points)
+            velocities, accelerations = trajectory_rates_to_core(self.model, msg)
         except FlexmodalError as exc:
             with self.lock:
                 self.ctrl.counters.rejected_trajectories += 1
@@ -283,7 +293,8 @@ class FeedforwardPdController(GuardedNode):
             return
         try:
             with self.lock:
-                checked = self.ctrl.check_trajectory(*reference, now=seconds(self.timing_clock))
+                checked = self.ctrl.check_trajectory(*reference, now=seconds(self.timing_clock), velocities=velocities,
+                                                     accelerations=accelerations)
             shaped = self.ctrl.shape_trajectory(checked)        # tens of ms: the cycles go on
             with self.lock:
                 description = self.ctrl.accept_trajectory(shaped)

@@ -8,8 +8,9 @@ functions and the core never sees a message.
 - :mod:`.modal_messages`, :mod:`.closed_chain_messages`, :mod:`.link_messages`,
   :mod:`.expansion_messages`, :mod:`.identification_messages`, :mod:`.modal_test_messages` — the
   services and actions of flexmodal_interfaces; :mod:`.excite_messages` — the Excite service (motor
-  excitation); :mod:`.calibration_messages` — the Calibrate action (not imported here: it loads the
-  calibration core; the calibration node imports it from its module).
+  excitation); :mod:`.calibration_messages` — the Calibrate action and :mod:`.shaping_messages` —
+  ShapeTrajectory and sampled JointTrajectory references (these two not imported here: they load the
+  calibration and shaping capabilities; their nodes import them by their full names).
 """
 from .cdr import SerializedMessage
 from .closed_chain_messages import (closed_chain_map_request_to_core, closed_chain_map_to_response,
