@@ -67,6 +67,7 @@ setup(
             "mujoco_simulator = flexmodal_ros.nodes.entry_points:mujoco_simulator",
             "flexmodal_bringup = flexmodal_ros.nodes.entry_points:flexmodal_bringup",
             "modal_test = flexmodal_ros.nodes.entry_points:modal_test",
+            "calibration_server = flexmodal_ros.nodes.entry_points:calibration_server",
         ],
     },
 )

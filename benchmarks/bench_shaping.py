@@ -21,6 +21,13 @@ so that a changing load hits all alike; the machine may be shared: wall includes
 core, the load average is printed with the numbers, and the best wall time is the one closest to
 a quiet machine), the ratios to (3), the agreement of (2) with (1), a
 breakdown and the cost of one control cycle's ``sample(t)``. Options: --repeats N.
+
+``--service`` (issue 32): the modal server's ``~/shape_trajectory`` round trip instead, on the
+README's kuka_lwr4 move (docs/shaping/kuka_lwr4_move.yaml: 0.4 s, ZVD, design auto, answer at
+200 Hz), from a client in this process to ``modal_analysis_server`` started as a process (set
+ROS_DOMAIN_ID; `. scripts/env.sh` keeps discovery on loopback): median (p50), p90 and best wall
+time over the repeats after one warm-up call, target p50 <= 50 ms, against the same shaping in
+this process (flexmodal_ros.shaping.shaper_design.shape_samples) measured in the same run.
 """
 import argparse
 import os
@@ -76,10 +83,65 @@ def load():
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
 
 
+def service_round_trip(repeats):
+    """p50 / p90 / best [s] of ~/shape_trajectory calls and of shape_samples in this process."""
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    import rclpy
+    from flexmodal_interfaces.srv import ShapeTrajectory
+    from flexmodal_ros.nodes.conversions import core_to_trajectory
+    from flexmodal_ros.shaping.shaper_design import shape_samples
+    from flexmodal_ros.shaping.trajectory_file import read_waypoints
+
+    model = load_robot("kuka_lwr4")
+    move = read_waypoints(model, Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml")
+    server = subprocess.Popen(["modal_analysis_server", "--ros-args", "-p", "robot:=kuka_lwr4"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rclpy.init()
+    try:
+        node = rclpy.create_node("bench_shape_trajectory")
+        client = node.create_client(ShapeTrajectory, "/modal_analysis/shape_trajectory")
+        if not client.wait_for_service(timeout_sec=120.0):
+            raise SystemExit("bench_shaping: ~/shape_trajectory did not come up within 120 s")
+        request = ShapeTrajectory.Request(trajectory=core_to_trajectory(model.joint_names, move.times, move.positions))
+        walls = []
+        for i in range(repeats + 1):
+            t0 = time.perf_counter()
+            future = client.call_async(request)
+            rclpy.spin_until_future_complete(node, future, timeout_sec=60.0)
+            response = future.result()
+            if i:                                   # the first call warms the server up
+                walls.append(time.perf_counter() - t0)
+            if response is None or not response.success:
+                raise SystemExit(f"bench_shaping: the call failed: {response and response.message}")
+        inproc = interleaved({"core": lambda: shape_samples(model, move, "zvd", "auto", 200.0)}, repeats)["core"]
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    walls.sort()
+    p90 = walls[min(len(walls) - 1, int(0.9 * len(walls)))]
+    print(f"~/shape_trajectory round trip, kuka_lwr4 README move, ZVD auto ({response.shaper_design}), "
+          f"{len(response.trajectory.points)} samples at 200 Hz: p50 {statistics.median(walls) * 1e3:.1f} ms "
+          f"(target <= 50), p90 {p90 * 1e3:.1f} ms, best {walls[0] * 1e3:.1f} ms over {len(walls)} calls; "
+          f"the same shaping in this process (shape_samples): median {inproc[0] * 1e3:.1f} ms wall, "
+          f"{inproc[1] * 1e3:.1f} ms CPU (ratio {statistics.median(walls) / inproc[0]:.2f}); {load()}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--service", action="store_true", help="~/shape_trajectory round trip (issue 32)")
     args = parser.parse_args()
+    if args.service:
+        service_round_trip(max(args.repeats, 15))
+        return
     model = load_robot("kuka_lwr4")
     _, positions = thesis_trajectory(model)
     path = PiecewiseC4Trajectory([0.0, DURATION], positions)

@@ -5,6 +5,7 @@ identification servers.
     ros2 launch flexmodal_ros bringup.launch.py robot:=scompi
     ros2 launch flexmodal_ros bringup.launch.py params_path:=/path/robot.yaml [urdf_path:=/path/robot.urdf]
     ros2 launch flexmodal_ros bringup.launch.py robot:=planar_2r namespace:=arm1   # one robot per namespace
+    ros2 launch flexmodal_ros bringup.launch.py calibration:=true          # + the calibration node
 
 Arguments ``robot`` / ``urdf_path`` / ``params_path`` (empty default = not given; see
 ``flexmodal_ros.nodes.bringup.launch_robot_parameters``); ``namespace`` (empty = none: every node,
@@ -22,9 +23,9 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironment
 from launch_ros.actions import Node
 
 from flexmodal_ros.core.errors import ConfigError
-from flexmodal_ros.nodes.bringup import (DEFAULT_ROBOT, DISCOVERY_PROFILE_VARIABLE, NODES, ROBOT_ARGUMENTS,
-                                         SIMULATED_PLANT_PARAMS, check_namespace, discovery_profile,
-                                         launch_robot_parameters)
+from flexmodal_ros.nodes.bringup import (DEFAULT_ROBOT, DISCOVERY_PROFILE_VARIABLE, NODES, OPTIONAL_ARGUMENTS,
+                                         ROBOT_ARGUMENTS, SIMULATED_PLANT_PARAMS, check_namespace,
+                                         discovery_profile, launch_robot_parameters, optional_nodes)
 
 ARGUMENTS = {
     "namespace": ("", "namespace of this robot's nodes, topics and clock (empty: none)"),
@@ -39,11 +40,12 @@ def _nodes(context):
     sim_time = context.launch_configurations["use_sim_time"].strip().lower()
     if sim_time not in ("true", "false"):
         raise ConfigError(f"use_sim_time: expected true or false, got {sim_time!r}")
+    extra = optional_nodes({name: context.launch_configurations[name] for name in OPTIONAL_ARGUMENTS})
     remappings = [("/clock", f"{namespace}/clock")] if namespace else []
     return [Node(package="flexmodal_ros", executable=executable, name=name, namespace=namespace or None,
                  output="screen", remappings=remappings,
                  parameters=[{**model, **(SIMULATED_PLANT_PARAMS.get(name, {}) if sim_time == "true" else {})}])
-            for executable, name in NODES]
+            for executable, name in NODES + extra]
 
 
 def generate_launch_description():
@@ -52,6 +54,8 @@ def generate_launch_description():
                  for name, text in ROBOT_ARGUMENTS.items()]
     arguments += [DeclareLaunchArgument(name, default_value=default, description=text)
                   for name, (default, text) in ARGUMENTS.items()]
+    arguments += [DeclareLaunchArgument(name, default_value="false", description=text)
+                  for name, text in OPTIONAL_ARGUMENTS.items()]
     return LaunchDescription([
         *arguments,
         SetEnvironmentVariable(DISCOVERY_PROFILE_VARIABLE, profile),

@@ -49,7 +49,7 @@ def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp
     path = read_waypoints(robot, MOVE)
     times, positions = np.array(path.times), np.array(path.positions)
     ros_process(["flexible_joint_simulator", "--ros-args", "-p", f"params_path:={_params_file(tmp_path, 'plant', 1.0)}",
-                 "-p", f"initial_positions:={_ros_value(positions[0])}", "-p", "lockstep:=true",
+                 "-p", f"initial_positions:={_ros_value(positions[0])}", "-p", "lockstep:=true", "-p", "lockstep_timeout_s:=0.5",
                  "-p", "real_time_factor:=1.0"])
     ros_process(["feedforward_pd_controller", "--ros-args",
                  "-p", f"params_path:={_params_file(tmp_path, 'controller', 0.8)}",
@@ -57,11 +57,15 @@ def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp
     client = SuiteClient(robot, name="flexmodal_test_shaping_client")
     try:
         client.wait_for_status("hold", timeout=60.0)
+        # the plant starts at initial_positions, off the hold equilibrium of the 0.8 x model, and
+        # rings (ζ 0.08 at 3 Hz): the move starts once that has died out (e^-9 after 6 s), as the
+        # offline runs start at rest under the controller's hold
+        client.spin_until(lambda: client.latest is not None and client.latest.t >= 6.0, 120.0, "simulation time 6 s")
         result = client.track(times, positions, settle=1.6, timeout=120.0)
         accepted = next(s for s in client.statuses if s.startswith("trajectory accepted"))
     finally:
         client.close()
-    found = re.search(r"shaped zvd on mode\(s\) ([0-9, ]+) .*added delay ([0-9.]+) s", accepted)
+    found = re.search(r"shaped zvd on mode\(s\) ([0-9, ]+) .*added delay ([0-9.]+) s; design ", accepted)
     assert found, accepted
     delay = float(found.group(2))
     end = times[-1] + delay
@@ -73,12 +77,13 @@ def test_controller_with_zvd_shaping_reduces_residual_vibration(ros_process, tmp
                                    dt=1.0 / 2000.0)
     assert offline_shaped.added_delay == pytest.approx(delay, abs=1e-4)
     assert ros.peak_m * 3 <= offline.peak_m and ros.rms_m * 3 <= offline.rms_m, (ros, offline)
-    # the ROS run is the offline shaped run up to the middleware's timing
-    assert ros.peak_m <= 2 * offline_shaped.residual(end, WINDOW).peak_m + 1e-4
+    # the ROS run (lockstep) is the offline shaped run
+    assert ros.peak_m == pytest.approx(offline_shaped.residual(end, WINDOW).peak_m, rel=0.1)
 
 
 @pytest.mark.parametrize("parameter, message", [("shaping:=fast", "shaping: unknown value 'fast'"),
-                                                ("shaping_modal:=approximate", "modal: unknown value 'approximate'")])
+                                                ("shaping_modal:=approximate", "modal: unknown value 'approximate'"),
+                                                ("shaper_design:=best", "shaper_design: unknown value 'best'")])
 def test_unknown_shaping_value_fails_at_start(ros_process, parameter, message):
     proc = ros_process(["feedforward_pd_controller", "--ros-args", "-p", "robot:=kuka_lwr4", "-p", "shaping:=zvd",
                         "-p", parameter])

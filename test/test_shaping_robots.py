@@ -39,11 +39,13 @@ class Scenario:
         self.times, self.positions = np.array(path.times), np.array(path.positions)
         self._runs = {}
 
-    def run(self, law, scale, shaping, fixed=False, modal="exact"):
-        key = (law, scale, shaping, fixed, modal)
+    def run(self, law, scale, shaping, fixed=False, modal="exact", design="time-varying"):
+        """The configuration-dependent (time-varying) design unless ``fixed`` or ``design`` say
+        otherwise (issue 32: the shaper design's default is auto)."""
+        key = (law, scale, shaping, fixed, modal, design)
         if key not in self._runs:
             self._runs[key] = simulate_move(self.plant, self.times, self.positions, shaping, law, scale, fixed,
-                                            settle=WINDOW + 1.0, dt=DT, modal=modal)
+                                            settle=WINDOW + 1.0, dt=DT, modal=modal, shaper_design=design)
         return self._runs[key]
 
     def compare(self, **runs):

@@ -13,7 +13,8 @@ import sys
 from ..core.errors import FlexmodalError
 
 SUBCOMMAND_MODULES = ("describe", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
-                      "constrained", "oma", "shape", "doctor")
+                      "constrained", "oma", "shape", "doctor",
+                      "calibrate")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")
@@ -39,8 +40,13 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
-    args = build_parser().parse_args(attach_negative_values(sys.argv[1:] if argv is None else argv))
+def main(argv=None, ros_runner=None):
+    """``flexmodal`` with ``argv`` (None: the command line). ``ros_runner``: the ROS calibration plant
+    of ``calibrate --plant ros`` (given by flexmodal_ros/nodes/topic_plant.py, which runs this CLI
+    in a process of its own: the nodes are above the CLI)."""
+    argv = attach_negative_values(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser().parse_args(argv)
+    args.argv, args.ros_runner = argv, ros_runner
     try:
         return args.func(args)
     except FlexmodalError as exc:

@@ -3,32 +3,38 @@
 Reads the waypoint YAML (flexmodal_ros/shaping/trajectory_file.py), runs the closed-loop AMA along
 the path (``--ama-rate-hz`` samples per second of motion; ``--modal polynomial``: polynomial
 eigenvalues of the shaped modes instead), selects the modes that dominate the
-end-effector response (or ``--modes``), designs the ``--shaper`` at every sample and writes the
-shaped reference with its derivatives 1..4 as CSV at ``--rate-hz``. Prints the selected modes, the
-added duration [s] and the percentage residual vibration of each mode on the linearized model,
-unshaped and shaped. No mode to shape: the unshaped reference is written, with a warning.
+end-effector response (or ``--modes``), designs the ``--shaper`` in the ``--shaper-design``
+(fixed | robust | time-varying | auto, default auto: flexmodal_ros/shaping/shaper_design.py) and
+writes the shaped reference with its derivatives 1..4 as CSV at ``--rate-hz``. Prints the selected
+modes, the design chosen and why, the added duration [s], the percentage residual vibration of
+each mode on the linearized model, unshaped and shaped, and the predicted end-effector residual
+(or, when what the shaper does not treat dominates it, that and its share instead of a
+reduction). No mode to shape: the unshaped reference is written, with a warning.
 """
 import sys
 
 import numpy as np
 
 from ..core.errors import InputError
-from ..shaping import KINDS, MODAL_CHOICES, shape_trajectory
+from ..shaping import DEFAULT_DESIGN, DESIGNS, KINDS, MODAL_CHOICES, shape_with_design
 from ..shaping.trajectory_file import read_waypoints, write_samples
 from ..shaping.vibration import linearized_vibration
 from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 
 
 def add_shaping_options(p):
-    """Options shared with ``flexmodal simulate``: --modes, --threshold, --tolerance, --fixed-shaper,
-    --ama-rate-hz, --modal."""
+    """Options shared with ``flexmodal simulate``: --modes, --threshold, --tolerance,
+    --shaper-design, --fixed-shaper, --ama-rate-hz, --modal."""
     p.add_argument("--modes", help="modes to shape, 1-based, comma-separated (default: those dominating the "
                                    "end-effector response)")
     p.add_argument("--threshold", type=float, default=0.1,
                    help="mode selection: minimum end-effector contribution relative to the largest (default 0.1)")
     p.add_argument("--tolerance", type=float, default=0.05, help="EI vibration tolerance V (default 0.05)")
-    p.add_argument("--fixed-shaper", action="store_true",
-                   help="design the shaper at the start configuration only (fixed-frequency practice)")
+    p.add_argument("--shaper-design", choices=DESIGNS, default=None,
+                   help="shaper along the path: fixed (start configuration's modes), robust (one sequence covering "
+                        "the modes' frequency bands along the path), time-varying (configuration-dependent), auto "
+                        "(the one predicted best, the added delay as the cost; default)")
+    p.add_argument("--fixed-shaper", action="store_true", help="= --shaper-design fixed")
     p.add_argument("--ama-rate-hz", type=float, default=100.0,
                    help="modal analyses per second of motion along the path (default 100)")
     p.add_argument("--modal", choices=MODAL_CHOICES, default="exact",
@@ -48,7 +54,14 @@ def shaping_options(args):
     if not args.threshold > 0:
         raise InputError(f"--threshold: must be > 0, got {args.threshold}")
     return {"modes": modes, "threshold": args.threshold, "tolerance": args.tolerance,
-            "ama_rate_hz": args.ama_rate_hz, "modal": args.modal}
+            "ama_rate_hz": args.ama_rate_hz, "modal": args.modal, "shaper_design": shaper_design_of(args)}
+
+
+def shaper_design_of(args):
+    """--shaper-design, with --fixed-shaper as its alias (a contradiction is an InputError)."""
+    if args.fixed_shaper and args.shaper_design not in (None, "fixed"):
+        raise InputError(f"--fixed-shaper: contradicts --shaper-design {args.shaper_design}")
+    return "fixed" if args.fixed_shaper else (args.shaper_design or DEFAULT_DESIGN)
 
 
 def add_parser(sub):
@@ -69,7 +82,8 @@ def run(args):
     path = read_waypoints(model, args.trajectory)
     if not args.rate_hz > 0:
         raise InputError(f"--rate-hz: must be > 0, got {args.rate_hz}")
-    shaped, modes = shape_trajectory(model, path, args.shaper, fixed=args.fixed_shaper, **shaping_options(args))
+    options = shaping_options(args)
+    shaped, modes, choice = shape_with_design(model, path, args.shaper, **options)
     reference = shaped if shaped is not None else path
     t = np.arange(int(np.floor(reference.duration * args.rate_hz)) + 1) / args.rate_hz
     if shaped is not None:
@@ -81,12 +95,14 @@ def run(args):
               "the reference is written unshaped", file=sys.stderr)
     write_samples(args.output, model.joint_names, t, samples)
     out = {"robot": model.name, "shaper": args.shaper, "shaped": shaped is not None,
-           "fixed_shaper": args.fixed_shaper, "output": str(args.output), "samples": int(t.size),
+           "shaper_design": options["shaper_design"], "fixed_shaper": options["shaper_design"] == "fixed",
+           "output": str(args.output), "samples": int(t.size),
            "duration_s": float(reference.duration), "unshaped_duration_s": float(path.duration),
            "added_duration_s": float(getattr(shaped, "added_delay", 0.0)), **modes.to_dict()}
     if shaped is not None:
         out["percentage_vibration_unshaped"] = linearized_vibration(path, modes).tolist()
         out["percentage_vibration_shaped"] = linearized_vibration(shaped, modes).tolist()
+        out["design"] = choice.to_dict()
     if args.json:
         print_json(out)
         return 0
@@ -99,5 +115,6 @@ def run(args):
         print("percentage_vibration (linearized) unshaped "
               + " ".join(f"{v:.3g}" for v in out["percentage_vibration_unshaped"])
               + " -> shaped " + " ".join(f"{v:.3g}" for v in out["percentage_vibration_shaped"]))
+        print(choice.summary())
     print(f"wrote {args.output} ({t.size} samples at {args.rate_hz:g} Hz)")
     return 0

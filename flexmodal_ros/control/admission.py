@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.validation import finite_array
-from ..robot.trajectory import PiecewiseC4Trajectory
+from ..robot.trajectory import PiecewiseC4Trajectory, SampledC4Trajectory
 from .limits import LIMIT_TOLERANCE
 
 
@@ -49,10 +49,13 @@ class TrajectoryAdmission:
         self.model, self.limits, self.start_tolerance = model, limits, start_tolerance
         self.velocity_limit, self.acceleration_limit = velocity_limit, acceleration_limit
 
-    def check(self, sample, received, times, positions, start_time, now=None) -> AdmittedTrajectory:
+    def check(self, sample, received, times, positions, start_time, now=None, velocities=None,
+              accelerations=None) -> AdmittedTrajectory:
         """The checked reference (InputError naming the field): waypoint ``times`` from the start and
         ``positions`` (m, n); ``sample`` the last valid joint sample, received at ``received`` [s];
-        ``start_time`` None = now (estimated as the sample's time advanced by its age at ``now``)."""
+        ``start_time`` None = now (estimated as the sample's time advanced by its age at ``now``).
+        With ``velocities`` and ``accelerations`` (m, n) both given: samples of a reference,
+        followed through their C⁴ interpolation (:class:`~flexmodal_ros.robot.trajectory.SampledC4Trajectory`)."""
         s = sample
         times = finite_array(times, "time_from_start", (None,))
         if times.size > self.limits.max_trajectory_points:
@@ -66,9 +69,15 @@ class TrajectoryAdmission:
         if times[-1] > self.limits.max_trajectory_duration:
             raise InputError(f"time_from_start: the trajectory lasts {times[-1]:g} s, longer than "
                              f"max_trajectory_duration ({self.limits.max_trajectory_duration:g} s)")
+        sampled = velocities is not None and accelerations is not None
+        if sampled:
+            velocities = finite_array(velocities, "velocities", (times.size, self.model.n))
+            accelerations = finite_array(accelerations, "accelerations", (times.size, self.model.n))
         if times[0] > 0:
             times = np.concatenate([[0.0], times])
             positions = np.vstack([s.q, positions])
+            if sampled:
+                velocities, accelerations = (np.vstack([np.zeros(self.model.n), x]) for x in (velocities, accelerations))
         self.check_limits(positions)
         gap = np.abs(positions[0] - s.q)
         if gap.max() > self.start_tolerance:
@@ -85,7 +94,8 @@ class TrajectoryAdmission:
         if t0 - s.t > self.limits.max_start_delay:
             raise InputError(f"header.stamp: start time {t0:.4f} s is {t0 - s.t:.4g} s after the joint-state time "
                              f"{s.t:.4f} s, more than max_start_delay ({self.limits.max_start_delay:g} s)")
-        path = PiecewiseC4Trajectory(times, positions)
+        path = (SampledC4Trajectory(times, positions, velocities, accelerations) if sampled
+                else PiecewiseC4Trajectory(times, positions))
         self.check_rates(path)
         return AdmittedTrajectory(path, t0, start_time is None)
 

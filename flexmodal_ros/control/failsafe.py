@@ -48,6 +48,11 @@ non-finite result of the law (torque or reference)     TRACKING: trajectory abor
                                                        undefined one); reported in ``events``
 torque beyond the URDF effort limit                    clipped to ±limit; saturated joints reported
                                                        in :class:`Command` and counted
+motor excitation (:meth:`FailSafeController.excite`:   accepted only in HOLD, one at a time, within
+pulse or chirp, flexmodal_ros/control/excitation.py)   the amplitude and duration bounds; added to the
+                                                       hold law's torque before the saturation (so
+                                                       clipped like any command); cancelled when the
+                                                       mode leaves HOLD or a fault aborts
 =====================================================  ====================================================
 
 Limits (:class:`SafetyLimits`): velocity limits from the URDF (``DEFAULT_VELOCITY_LIMIT`` where it
@@ -66,7 +71,9 @@ import numpy as np
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference, static_compensation
 from ..robot.model import create_data
+from ..robot.trajectory import SampledC4Trajectory
 from .admission import AdmittedTrajectory, TrajectoryAdmission
+from .excitation import ExcitationSchedule
 from .gains import checked_gains
 from .law import Command, ControlLaw, JointSample, Mode, saturate
 from .limits import RECOVERY_INSET, SafetyLimits, implausible_state, plausible_bounds
@@ -123,6 +130,7 @@ class FailSafeController:
         self._trajectory = None
         self._recovery = None          # the recovery move while it is the reference (recover())
         self._outside_since = None     # receipt time of the first of consecutive samples outside the limits
+        self._excitation = ExcitationSchedule(model)     # motor excitation: bounds, scheduled/running
         self.state_timeout = self.start_tolerance = None
         self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
         self._unsaturated = np.zeros(model.n, dtype=bool)
@@ -191,7 +199,7 @@ class FailSafeController:
         :meth:`adopt_steady_cycles` with that sample (the native cycle of the controller node:
         flexmodal_ros/nodes/native_cycle.py)."""
         s, traj = self._sample, self._trajectory
-        if s is None:
+        if s is None or self._excitation.current is not None:     # an excitation: every cycle in Python
             return None
         if self.mode == Mode.HOLD:
             return SteadyCycle(s.t, False, hold_until=traj.t0 if traj is not None else math.inf)
@@ -309,30 +317,39 @@ class FailSafeController:
         target = ", ".join(f"{v:.4g}" for v in traj.path.positions[-1])
         return f"recovery accepted: back inside the limits to [{target}] in {traj.duration:.3f} s"
 
-    def set_trajectory(self, times, positions, start_time=None, now=None):
+    def set_trajectory(self, times, positions, start_time=None, now=None, velocities=None, accelerations=None):
         """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
         ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now:
         the first cycle that runs it (reported as "tracking started at t=..."); the acceptance
         message gives the estimate "last sample's time, advanced by its age when ``now`` (the clock
         of :meth:`update_state`'s ``received``) is given". A first waypoint with time > 0 is preceded by the measured
         position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
-        measured position until its start. Returns a one-line description; InputError naming the
-        field otherwise. The three steps :meth:`check_trajectory`, :meth:`shape_trajectory` and
-        :meth:`accept_trajectory` in one call.
+        measured position until its start. With ``velocities`` and ``accelerations`` (m, n) the
+        points are samples of a reference, followed through their C⁴ interpolation
+        (:class:`~flexmodal_ros.robot.trajectory.SampledC4Trajectory`, limits checked at the
+        samples) and never shaped again (e.g. the output of the modal server's
+        ``~/shape_trajectory``); without them, waypoints joined by rest-to-rest segments. Returns a
+        one-line description; InputError naming the field otherwise. The three steps
+        :meth:`check_trajectory`, :meth:`shape_trajectory` and :meth:`accept_trajectory` in one call.
         """
-        return self.accept_trajectory(self.shape_trajectory(self.check_trajectory(times, positions, start_time, now)))
+        return self.accept_trajectory(self.shape_trajectory(
+            self.check_trajectory(times, positions, start_time, now, velocities, accelerations)))
 
-    def check_trajectory(self, times, positions, start_time=None, now=None) -> AdmittedTrajectory:
+    def check_trajectory(self, times, positions, start_time=None, now=None, velocities=None,
+                         accelerations=None) -> AdmittedTrajectory:
         """Step 1 of :meth:`set_trajectory`: the checked reference, not yet shaped (reads the last
         sample). InputError (counted as a rejected trajectory) naming the field."""
         with self._counted_rejection():
-            return self._check_trajectory(times, positions, start_time, now)
+            return self._check_trajectory(times, positions, start_time, now, velocities, accelerations)
 
     def shape_trajectory(self, traj: AdmittedTrajectory) -> AdmittedTrajectory:
         """Step 2: ``traj`` through :attr:`shaper` (None: unchanged). Reads nothing the control
         cycles change, so it may run while they go on (the controller node does: the shaping takes
         tens of ms). InputError (counted) when the shaper refuses the path."""
         if self.shaper is None:
+            return traj
+        if isinstance(traj.path, SampledC4Trajectory):
+            traj.path.summary = "sampled reference (velocities and accelerations given): tracked as given, not shaped"
             return traj
         with self._counted_rejection():
             return AdmittedTrajectory(self.shaper(traj.path), traj.t0, traj.start_now)
@@ -351,6 +368,42 @@ class FailSafeController:
         return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
                 f"starting at t={traj.t0:.4f} s" + (f"; {shaping}" if shaping else ""))
 
+    @property
+    def excitation_limit(self):
+        """Bound of :meth:`excite`'s amplitudes [N·m] per joint."""
+        return self._excitation.limit
+
+    @property
+    def excitation_max_duration(self):
+        """Bound of :meth:`excite`'s duration [s]."""
+        return self._excitation.max_duration
+
+    def set_excitation_limits(self, torque=None, duration=None):
+        """Bounds of :meth:`excite`: amplitude [N m] (scalar or n values; None keeps the current,
+        initially :func:`~flexmodal_ros.control.excitation.default_excitation_limit`) and duration
+        [s]; InputError naming the field for values that are not finite and > 0."""
+        self._excitation.set_limits(self.model.n, torque, duration)
+
+    def excite(self, excitation, start_now=True):
+        """Schedule a motor excitation (:class:`~flexmodal_ros.control.excitation.MotorExcitation`)
+        added to the hold law's torque before the saturation: from the first cycle that runs it
+        (``start_now``; the excitation's ``start`` is then ignored) or from ``excitation.start`` on
+        the joint-state clock. Only in HOLD, one at a time, within :attr:`excitation_limit` and
+        :attr:`excitation_max_duration`; cancelled (event) when the controller leaves HOLD or a
+        fault aborts. Returns a one-line description; InputError naming the field otherwise."""
+        if self._sample is None or self.mode != Mode.HOLD:
+            raise InputError(f"excitation: only while holding (controller is {self.mode.value})")
+        return self._excitation.schedule(self.model, excitation, start_now, self._sample.t)
+
+    @property
+    def excitation(self):
+        """The scheduled or running excitation (absolute start once started), or None."""
+        return self._excitation.current
+
+    def _cancel_excitation(self, reason):
+        self._excitation.cancel(self.law.excitation)
+        self.events.append(f"{self.mode.value}: {reason}")
+
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""
         s = self._sample
@@ -367,6 +420,11 @@ class FailSafeController:
                 if self.mode != Mode.TRACKING:
                     self._set_mode(Mode.TRACKING, f"tracking started at t={s.t:.4f} s")
                 traj.load(law, t)
+        if self._excitation.current is not None:
+            if self.mode != Mode.HOLD:
+                self._cancel_excitation(f"excitation cancelled: controller is {self.mode.value}")
+            else:
+                self._excitation.torque_at(s.t, law.excitation, self.events)
         tracking = self.mode == Mode.TRACKING
         law.tracking[0] = tracking
         law.q_m[:] = s.q_m
@@ -391,6 +449,12 @@ class FailSafeController:
         """Fail-safe for a non-finite law result (module docstring): HOLD at the measured position
         when tracking, zero torque when the hold law itself is not finite."""
         s, law = self._sample, self.law
+        if self._excitation.current is not None:
+            self._cancel_excitation(f"excitation cancelled: non-finite torque at t={s.t:.4f} s")
+            if not tracking:
+                law.run()
+                if not law.n_nonfinite[0]:
+                    return self._finish(self._hold_q)
         if tracking:
             self._enter_hold(s.q, f"non-finite torque from the tracking law at t={s.t:.4f} s: trajectory "
                                   "aborted", abort=True)
@@ -435,12 +499,13 @@ class FailSafeController:
                 c.saturated_per_joint[i] += 1
         return Command(tau, self.mode, saturated, q_ref)
 
-    def _check_trajectory(self, times, positions, start_time, now=None):
+    def _check_trajectory(self, times, positions, start_time, now=None, velocities=None, accelerations=None):
         s = self._sample
         if s is None or self.mode in (Mode.WAITING, Mode.STALE):
             raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
         self._refuse_out_of_limits()
-        return self.admission.check(s, self._received, times, positions, start_time, now)
+        return self.admission.check(s, self._received, times, positions, start_time, now, velocities,
+                                    accelerations)
 
     def _refuse_out_of_limits(self):
         if self.mode == Mode.OUT_OF_LIMITS or self._recovering():
@@ -459,7 +524,9 @@ class FailSafeController:
 
     def _enter_hold(self, q, reason, abort=False, outside=""):
         """HOLD at ``q``; with ``outside`` (the limit violation of the measured state) OUT_OF_LIMITS
-        instead, the trajectory aborted (hold law at ``q`` in both)."""
+        instead, the trajectory aborted (hold law at ``q`` in both). An abort cancels an excitation."""
+        if (abort or outside) and self._excitation.current is not None:
+            self._cancel_excitation(f"excitation cancelled: {reason}")
         self._hold_q = np.array(q, dtype=float)
         self._hold_q.flags.writeable = False          # shared by the commands of the hold
         self.law.r_hold[:] = setpoint_reference(self.model, self.data, self._hold_q)
@@ -472,5 +539,7 @@ class FailSafeController:
             self._set_mode(Mode.HOLD, reason)
 
     def _set_mode(self, mode, reason):
+        if mode != Mode.HOLD and self._excitation.current is not None:
+            self._cancel_excitation(f"excitation cancelled: controller is {mode.value}")
         self.mode = mode
         self.events.append(f"{mode.value}: {reason}")

@@ -68,7 +68,7 @@ def saturate(tau, limit):
 
 # Layout of the control-law vectors (:func:`control_law_function`): scalars, else n entries each.
 LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "q_m", "qd_m", "kp", "kd",
-              "explicit", "reference")
+              "explicit", "reference", "excitation")
 LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated", "n_nonfinite")
 _LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "n_nonfinite", "explicit")
 _LAW_DERIVATIVES = ("reference",)        # q^d, q̇^d, q̈^d, q⃛^d, q^d(4): 5n entries
@@ -95,7 +95,8 @@ def control_law_function(model, name="flexmodal_law"):
     (any C⁴ reference, e.g. a shaped one: flexmodal_ros/shaping); feedforward (4.6)-(4.10) of
     that reference; reference term
     r = τ_m^d + K_P q_m^d + K_D q̇_m^d (feedforward on), K_P W q^d + K_D W q̇^d (off), r_hold (hold);
-    τ_m = r − K_P q_m − K_D q̇_m clipped at the URDF effort limits.
+    τ_m = r − K_P q_m − K_D q̇_m + u_exc clipped at the URDF effort limits, u_exc the ``excitation``
+    input [N·m] (zero except during a motor excitation: flexmodal_ros/control/excitation.py).
     Outputs: tau [N·m], q_ref = q^d [rad or m], saturated (1/0 per joint), n_saturated,
     n_nonfinite = entries of τ (before clipping) and q^d that are NaN or ±inf (the clipping would
     turn NaN into a limit: the caller must check this count first).
@@ -119,7 +120,7 @@ def control_law_function(model, name="flexmodal_law"):
     r_ff = ff[6 * n:7 * n] + kp * ff[3 * n:4 * n] + kd * ff[4 * n:5 * n]
     r_pd = W * (kp * derivs[0] + kd * derivs[1])
     r = ca.if_else(v["tracking"], ca.if_else(v["use_feedforward"], r_ff, r_pd), v["r_hold"])
-    tau = r - kp * v["q_m"] - kd * v["qd_m"]
+    tau = r - kp * v["q_m"] - kd * v["qd_m"] + v["excitation"]
     finite = lambda x: ca.fabs(x) <= np.finfo(float).max        # false for NaN and ±inf
     nonfinite = ca.sum1(ca.vertcat(*[1 - finite(x) for x in ca.vertsplit(ca.vertcat(tau, derivs[0]))]))
     clipped, saturated = [], []

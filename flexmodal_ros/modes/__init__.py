@@ -3,7 +3,7 @@
 - :mod:`.modeset` — :class:`ModeSet` (the documented contract: f, ζ, eigenvalues, shapes, real
   eigenvalues, stability), f and ζ from λ, the one real/oscillatory rule (``REAL_RTOL``), ordering,
   stability classification, batched builders from LAPACK output (:class:`SpectrumModes`);
-- :mod:`.uncertainty` — σ_f, σ_ζ from the covariance of λ (delta method);
+- :mod:`.uncertainty` — ∂(f, ζ)/∂λ, σ_f, σ_ζ from the covariance of λ (delta method);
 - :mod:`.tracking` — MAC, tracking along sweeps, crossings, eigenvalue and mode matching;
 - :mod:`.modal_map` — :class:`ModalMap`, CSV/JSON output, plots, progress bars.
 """
@@ -14,12 +14,12 @@ from .modeset import (MARGINAL, REAL_RTOL, STABILITY_RTOL, STABLE, TWO_PI, UNSTA
                       normalize_shapes, snap_to_axis, spectrum_modes)
 from .tracking import (Crossing, crossings_from_tracked, mac, mac_assignment, match_eigenvalues, pair_modes,
                        track_modes)
-from .uncertainty import frequency_damping_std, pair_covariances
+from .uncertainty import frequency_damping_jacobian, frequency_damping_std, mode_derivatives, pair_covariances
 
 __all__ = ["ModalMap", "map_modes", "plot_map", "plot_tracked", "progress_bar", "write_csv", "write_json",
            "MARGINAL", "REAL_RTOL", "STABILITY_RTOL", "STABLE", "TWO_PI", "UNSTABLE", "ModeSet", "SpectrumModes",
            "classify_stability", "damped_frequencies", "eigenvalues_from", "first_mode_set", "frequencies_and_damping", "is_oscillatory",
            "is_real", "lowest_modes", "mode_order", "mode_sets", "modes_from_classified", "modes_from_eigen", "modes_from_eigenpairs", "modes_from_real_eigenpairs",
            "normalize_shapes", "snap_to_axis", "spectrum_modes", "Crossing", "crossings_from_tracked", "mac",
-           "mac_assignment", "match_eigenvalues", "pair_modes", "track_modes", "frequency_damping_std",
-           "pair_covariances"]
+           "mac_assignment", "match_eigenvalues", "pair_modes", "track_modes", "frequency_damping_jacobian",
+           "frequency_damping_std", "mode_derivatives", "pair_covariances"]

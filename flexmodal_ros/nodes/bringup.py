@@ -6,6 +6,7 @@ modal_analysis_server, identification_server, each with ``robot:=<name>`` (the b
 ``config/<name>.yaml`` + ``urdf/<name>.urdf``). Usage::
 
     flexmodal_bringup [--robot kuka_lwr4] [--namespace arm1] [--real-time-clock] [--param node.name:=value ...]
+                      [--with calibration]
 
 Simulation time: the simulator is the plant here, so the controller and the modal analysis server
 run on its /clock (``use_sim_time``): a simulation that falls behind on a busy machine slows their
@@ -43,6 +44,18 @@ NODES = (
     ("modal_analysis_server", "modal_analysis"),
     ("identification_server", "joint_identification"),
 )
+
+# Nodes started on request (launch argument ``<key>:=true``, ``flexmodal_bringup --with <key>``).
+OPTIONAL_NODES = {"calibration": ("calibration_server", "calibration")}
+OPTIONAL_ARGUMENTS = {"calibration": "true: also start the calibration node (action ~/calibrate, "
+                                     "flexmodal_ros/nodes/calibration_server.py)"}
+
+
+def optional_nodes(flags):
+    """(executable, node name) of the optional nodes whose flag (a dict key → launch value) is true."""
+    return tuple(OPTIONAL_NODES[key] for key, value in flags.items()
+                 if key in OPTIONAL_NODES and str(value).strip().lower() in ("true", "1", "yes"))
+
 
 # Launch arguments naming the robot model (launch/*.launch.py); an empty value means "not given".
 ROBOT_ARGUMENTS = {
@@ -128,13 +141,14 @@ def executable_path(name):
     return found
 
 
-def node_commands(robot, params=None, engine="builtin", namespace=None, sim_time=True):
+def node_commands(robot, params=None, engine="builtin", namespace=None, sim_time=True, extra=()):
     """argv per node: ``--ros-args -p robot:=<robot>`` plus ``params`` {node name: {param: value}},
     the :func:`namespace_arguments` of ``namespace`` and, with the built-in simulator and
-    ``sim_time``, ``use_sim_time`` for the controller and the modal server (module docstring)."""
+    ``sim_time``, ``use_sim_time`` for the controller and the modal server (module docstring);
+    ``extra``: optional nodes (keys of OPTIONAL_NODES) after the engine's."""
     robot_paths(robot)  # ConfigError naming the bundled robots if unknown
     params = params or {}
-    table = nodes_for(engine)
+    table = nodes_for(engine) + optional_nodes({key: True for key in extra})
     unknown = set(params) - {name for _, name in table}
     if unknown:
         raise FlexmodalError(f"params: unknown node(s) {', '.join(sorted(unknown))}")
@@ -165,11 +179,12 @@ def ros_environment(env=None):
     return env
 
 
-def start(robot, params=None, log_dir=None, env=None, engine="builtin", namespace=None, sim_time=True):
-    """Start the nodes (:func:`node_commands`); returns the Popen objects (output to
-    ``log_dir/<node>.log`` if given)."""
+def start(robot, params=None, log_dir=None, env=None, engine="builtin", namespace=None, sim_time=True, extra=()):
+    """Start the nodes (:func:`node_commands`, with the optional ``extra`` ones); returns the Popen
+    objects (output to ``log_dir/<node>.log`` if given)."""
     processes = []
-    for (_, name), argv in zip(nodes_for(engine), node_commands(robot, params, engine, namespace, sim_time)):
+    table = nodes_for(engine) + optional_nodes({key: True for key in extra})
+    for (_, name), argv in zip(table, node_commands(robot, params, engine, namespace, sim_time, extra)):
         out = open(Path(log_dir) / f"{name}.log", "wb") if log_dir else None
         processes.append(subprocess.Popen(argv, env=ros_environment(env), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT if out else None))
@@ -223,12 +238,14 @@ def main(argv=None):
     parser.add_argument("--real-time-clock", action="store_true",
                         help="controller and modal server on the steady clock instead of the simulation's /clock")
     parser.add_argument("--param", action="append", default=[], help="node.name:=value (repeatable)")
+    parser.add_argument("--with", dest="extra", action="append", default=[], choices=sorted(OPTIONAL_NODES),
+                        help="also start an optional node (calibration)")
     args = parser.parse_args(argv)
     processes = []
     try:
         try:
             processes = start(args.robot, _parse_params(args.param), namespace=args.namespace,
-                              sim_time=not args.real_time_clock)
+                              sim_time=not args.real_time_clock, extra=args.extra)
         except FlexmodalError as exc:
             print(f"flexmodal_bringup: error: {exc}", file=sys.stderr)
             return 2

@@ -188,9 +188,12 @@ class SuiteClient:
         from std_srvs.srv import Trigger
         self.call(self.ctrl_stats_reset, Trigger.Request())
 
-    def track(self, times, positions, settle=0.5, timeout=60.0):
+    def track(self, times, positions, settle=0.5, timeout=60.0, message=None):
         """Send the waypoints to start as soon as the controller accepts them, record until
-        ``settle`` s after the end; a :class:`ClosedLoopResult` (t from the start).
+        ``settle`` s after the end; a :class:`ClosedLoopResult` (t from the start). ``message``: a
+        prepared trajectory_msgs/JointTrajectory sent instead (e.g. the samples, with velocities and
+        accelerations, of the modal server's ``~/shape_trajectory``; times/positions then describe
+        it for the recording).
 
         The trajectory goes out with a zero header.stamp ("start now"): the controller starts it
         at its first cycle after accepting it and says that time in its status ("tracking started
@@ -203,7 +206,8 @@ class SuiteClient:
         self.spin_until(lambda: self._latest_raw is not None, timeout, "joint states")
         since = len(self.statuses)
         self.states, self.recording = [], True
-        self.trajectory_pub.publish(core_to_trajectory(self.model.joint_names, times, positions))
+        self.trajectory_pub.publish(message if message is not None
+                                    else core_to_trajectory(self.model.joint_names, times, positions))
         answer = lambda: next((i for i in range(since, len(self.statuses))
                                if self.statuses[i].startswith(("trajectory accepted", "trajectory rejected"))), None)
         self.spin_until(lambda: answer() is not None, 30.0, "the controller's answer to the trajectory")

@@ -69,3 +69,7 @@ def modal_test():
 
 def flexmodal_bringup():
     return _run("bringup")
+
+
+def calibration_server():
+    return _run("calibration_server")

@@ -30,8 +30,13 @@ statistics when they are more than one period apart); ``watchdog_rate_hz`` (100)
 configurations along it, computed with the current gains, flexmodal_ros/shaping; the added delay
 is reported on ``~/status`` with the acceptance; on the steady clock the shaping runs outside the
 lock, so the cycles go on meanwhile); ``shaping_modal`` (exact | polynomial: the shaped
-modes' exact eigenvalues at every path sample, or their polynomial eigenvalues); ``realtime_priority`` /
-``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py).
+modes' exact eigenvalues at every path sample, or their polynomial eigenvalues); ``shaper_design``
+(fixed | robust | time-varying | auto, default auto: flexmodal_ros/shaping/shaper_design.py; the
+design chosen, why, the predicted residual and, when it dominates, what the shaper does not treat
+are on ``~/status`` with the acceptance); ``realtime_priority`` /
+``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py);
+``max_excitation_torque`` (empty = 10 % of the URDF effort limits; one value = every joint, or one
+per joint [N m]) and ``max_excitation_duration_s`` (1.0): bounds of ``~/excite``.
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
 cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (declared with the params
 YAML's gains, so ``ros2 param get/dump`` show the gains in use; a single number sets every joint,
@@ -56,13 +61,18 @@ inside with one bounded C⁴ segment within the speed and acceleration limits.
 
 Topics in: ``joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
 (trajectory_msgs/JointTrajectory: waypoints joined by C⁴ 9th-order segments timed by
-time_from_start; header.stamp = start time on the joint-state clock, zero = now (the first cycle that runs it, reported as "tracking started at t=..."); a message too
+time_from_start; when every point carries velocities and accelerations, samples of a reference
+followed through their C⁴ interpolation and not shaped again, e.g. the output of the modal
+server's ``~/shape_trajectory``, :class:`flexmodal_ros.robot.trajectory.SampledC4Trajectory`; header.stamp = start time on the joint-state clock, zero = now (the first cycle that runs it, reported as "tracking started at t=..."); a message too
 large for max_trajectory_points is refused before it is deserialized, so that a huge trajectory
 cannot hold up the control cycles). Out:
 ``effort_controller/commands``, ``~/status`` (std_msgs/String: mode changes, rejected inputs,
 saturation, faults of the node's callbacks; a message repeated within 1 s is sent once, the next
 one counts the suppressed ones).
-Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
+Service ``~/excite`` (flexmodal_interfaces/Excite): a motor torque pulse or chirp added to the hold
+law's torque before the saturation, at the next cycle or at a given joint-state time, only while
+holding and within the bounds above (FailSafeController.excite; the steady C cycles pause while one
+is scheduled). Service ``~/statistics`` (std_srvs/Trigger, JSON in ``message``: cycles, compute time
 per cycle [µs] = from the start of the joint-state callback (serialized sample in hand: reading
 it is part of the cycle) to the command handed to the publisher: compute_us_p50/p90/p99/p999/max over the last 20 s, compute_us_samples and
 compute_us_over (count above 200 µs); late_cycles = cycles that started
@@ -82,16 +92,22 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from flexmodal_interfaces.srv import Excite
+
 from ..control import FailSafeController, SafetyLimits
+from ..control.excitation import EXCITATION_MAX_DURATION
 from ..control.limits import ACCELERATION_PER_VELOCITY, DEFAULT_VELOCITY_LIMIT
 from ..core.errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
-from ..shaping import ReferenceShaper, check_modal, check_shaping
-from .base import MessageThrottle, SettableParameters, declare_robot_model, declare_typed, run_node, seconds, timing_clock
+from ..shaping import DEFAULT_DESIGN, ReferenceShaper, check_design, check_modal, check_shaping
+from .base import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
+                   run_node, seconds, timing_clock)
 from .guard import GuardedNode
-from .conversions import JointStateReader, TorqueCommandWriter, max_trajectory_bytes, trajectory_to_core
+from .conversions import (JointStateReader, TorqueCommandWriter, excite_request_to_core, max_trajectory_bytes,
+                          trajectory_to_core)
 from .native_cycle import NativeCycleThread
 from .polled import SubscriptionThread, locked
+from .conversions.shaping_messages import trajectory_rates_to_core
 from .realtime import CycleTiming, TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
@@ -106,8 +122,10 @@ class FeedforwardPdController(GuardedNode):
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"),
-            ("shaping_modal", "exact"), ("native_cycle", True))}
+            ("shaping_modal", "exact"), ("shaper_design", DEFAULT_DESIGN), ("native_cycle", True),
+            ("max_excitation_torque", DOUBLE_ARRAY), ("max_excitation_duration_s", EXCITATION_MAX_DURATION))}
         self.shaping = check_shaping(p["shaping"], FlexmodalError)
+        self.shaper_design = check_design(p["shaper_design"], FlexmodalError)
         self.shaping_modal = check_modal(p["shaping_modal"], FlexmodalError)
         link_state = check_link_state(p["link_state"], error=FlexmodalError)
         self.timing_clock = timing_clock(self)      # sim time with use_sim_time, else steady
@@ -117,6 +135,7 @@ class FeedforwardPdController(GuardedNode):
         realtime = declare_realtime(self)
         self.settable = self._declare_settable()
         self.ctrl = FailSafeController(self.model)
+        self.ctrl.set_excitation_limits(p["max_excitation_torque"], p["max_excitation_duration_s"])
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
         self.compute_us = TimingWindow(STATS_WINDOW)
@@ -154,6 +173,7 @@ class FeedforwardPdController(GuardedNode):
         self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
+        self.create_service(Excite, "~/excite", self.on_excite)
         self.create_service(Trigger, "~/reset_statistics", locked(self.lock, self.on_reset_statistics))
         self.create_service(Trigger, "~/recover", locked(self.lock, self.on_recover))
         scheduling = apply_realtime(self.get_logger(), *realtime)
@@ -217,7 +237,9 @@ class FeedforwardPdController(GuardedNode):
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
         if self.shaping != "none":          # the modes along a path depend on the gains
-            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping, modal=self.shaping_modal)
+            self.ctrl.shaper = ReferenceShaper(self.ctrl.model, self.shaping, modal=self.shaping_modal,
+                                               shaper_design=self.shaper_design,
+                                               law="feedforward" if v["use_feedforward"] else "pd_only")
         self._read_state.bounds, self._read_state.outer_bounds = self.ctrl.state_bounds, self.ctrl.plausible_bounds
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
         if changed and hasattr(self, "status_pub"):
@@ -263,6 +285,7 @@ class FeedforwardPdController(GuardedNode):
             except RuntimeError as exc:
                 raise FlexmodalError(f"not a valid serialized JointTrajectory ({exc})") from None
             reference = trajectory_to_core(self.model, msg, self.ctrl.limits.max_trajectory_points)
+            velocities, accelerations = trajectory_rates_to_core(self.model, msg)
         except FlexmodalError as exc:
             with self.lock:
                 self.ctrl.counters.rejected_trajectories += 1
@@ -270,7 +293,8 @@ class FeedforwardPdController(GuardedNode):
             return
         try:
             with self.lock:
-                checked = self.ctrl.check_trajectory(*reference, now=seconds(self.timing_clock))
+                checked = self.ctrl.check_trajectory(*reference, now=seconds(self.timing_clock), velocities=velocities,
+                                                     accelerations=accelerations)
             shaped = self.ctrl.shape_trajectory(checked)        # tens of ms: the cycles go on
             with self.lock:
                 description = self.ctrl.accept_trajectory(shaped)
@@ -289,6 +313,24 @@ class FeedforwardPdController(GuardedNode):
             return response
         self._report(text)
         response.success, response.message = True, text
+        return response
+
+    def on_excite(self, request, response):
+        """A motor excitation on top of the hold law (FailSafeController.excite): checked, then
+        scheduled between two cycles."""
+        try:
+            excitation, start_now = excite_request_to_core(self.model, request)
+            with self.lock:
+                description = self.ctrl.excite(excitation, start_now)
+        except FlexmodalError as exc:
+            with self.lock:
+                self._report_throttled(f"excitation rejected: {exc}")
+            response.success, response.message = False, str(exc)
+            return response
+        with self.lock:
+            self._report(description)
+        response.success, response.message = True, description
+        response.start_time = 0.0 if start_now else float(excitation.start)
         return response
 
     def on_statistics(self, request, response):

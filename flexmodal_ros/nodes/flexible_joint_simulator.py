@@ -46,6 +46,9 @@ Gazebo's lockstep with ros2_control); keep the timeout below the controller's ``
 so that a lost message costs one late step instead of a STALE abort.
 
 Services: ``~/apply_wrench`` (flexmodal_interfaces/ApplyWrench, impulse at the tool point),
+``~/excite`` (flexmodal_interfaces/Excite: a motor torque pulse or chirp added to the commanded
+motor input, sampled at every period like the command; bounded by ``max_excitation_torque`` (empty =
+10 % of the URDF effort limits) and ``max_excitation_duration_s`` (1.0); not with ``setpoint_law``),
 ``~/reset`` (std_srvs/Trigger: back to the initial state, simulation time 0; clears a fault),
 ``~/statistics``
 (std_srvs/Trigger, JSON in ``message``: steps, simulation time, commands received/rejected,
@@ -67,13 +70,15 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from flexmodal_interfaces.srv import ApplyWrench
+from flexmodal_interfaces.srv import ApplyWrench, Excite
 
+from ..control.excitation import EXCITATION_MAX_DURATION, check_excitation, default_excitation_limit
 from ..core.errors import FlexmodalError
+from ..core.validation import per_joint
 from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, SimulationFault, Simulator, rest_state
-from .base import Throttle, declare_robot_model, declare_typed, run_node
+from .base import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode
-from .conversions import JointStateWriter, command_to_torque
+from .conversions import JointStateWriter, command_to_torque, excite_request_to_core
 from .polled import PolledSubscription
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
@@ -92,6 +97,7 @@ class FlexibleJointSimulator(GuardedNode):
 
     NODE_NAME = "flexible_joint_simulator"
     ENGINE = "RK4"
+    EFFORT_IS_MOTOR_TORQUE = True       # commands are τ_m (False: motor-joint efforts W τ_m)
     MIN_INTEGRATION_RATE_HZ = 2000.0
     DEFAULT_INTEGRATION_RATE_HZ = 2000.0
 
@@ -112,6 +118,14 @@ class FlexibleJointSimulator(GuardedNode):
             ("max_wrench_duration_s", defaults.duration))))
         if not min(limits.force, limits.moment, limits.duration) > 0:
             raise FlexmodalError(f"parameters: max_wrench_* must be > 0, got {limits}")
+        excitation_torque = declare_typed(self, "max_excitation_torque", DOUBLE_ARRAY)
+        self.excitation_limit = (default_excitation_limit(self.model) if excitation_torque is None
+                                 else per_joint(excitation_torque, self.model.n, "max_excitation_torque", FlexmodalError))
+        self.excitation_duration = declare_typed(self, "max_excitation_duration_s", EXCITATION_MAX_DURATION)
+        if not (self.excitation_limit > 0).all() or not self.excitation_duration > 0:
+            raise FlexmodalError("parameters: max_excitation_torque and max_excitation_duration_s must be > 0")
+        self._excitation = None     # running MotorExcitation (absolute start on the simulation clock)
+        self._base_command = None   # the command the excitation is added to
         self.sim = self._make_simulator(q0, 1.0 / p["integration_rate_hz"], limits)
         self.law = SetpointLaw(self.model, q0) if p["setpoint_law"] else None
         if self.law is not None:
@@ -143,6 +157,7 @@ class FlexibleJointSimulator(GuardedNode):
         self.commands = PolledSubscription(self, Float64MultiArray, "effort_controller/commands",
                                            QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         self.create_service(ApplyWrench, "~/apply_wrench", self.on_apply_wrench)
+        self.create_service(Excite, "~/excite", self.on_excite)
         self.create_service(Trigger, "~/reset", self.on_reset)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
         scheduling = apply_realtime(self.get_logger(), *realtime)
@@ -209,8 +224,44 @@ class FlexibleJointSimulator(GuardedNode):
         response.message = f"wrench applied from t={t:.4f} s for {request.duration:g} s"
         return response
 
+    def on_excite(self, request, response):
+        try:
+            excitation, start_now = excite_request_to_core(self.model, request)
+            check_excitation(self.model, excitation, self.excitation_limit, self.excitation_duration)
+            with self.lock:
+                if self.law is not None:
+                    raise FlexmodalError("excitation: not with setpoint_law (the simulator's own law holds the robot)")
+                if self._excitation is not None:
+                    raise FlexmodalError(f"excitation: another one runs until t={self._excitation.end:.4f} s")
+                start = self.sim.t if start_now else excitation.start
+                if start < self.sim.t - 1e-9:
+                    raise FlexmodalError(f"start_time: {start:.4f} s is in the past (simulation time {self.sim.t:.4f} s)")
+                self._excitation = excitation.shifted(start)
+                if self._base_command is None:
+                    self._base_command = self.sim.efforts()[1]
+        except FlexmodalError as exc:
+            response.success, response.message = False, str(exc)
+            return response
+        response.success, response.start_time = True, float(start)
+        response.message = f"excitation {excitation.kind} from t={start:.4f} s for {excitation.duration:g} s"
+        return response
+
+    def _apply_excitation(self):
+        """The received command plus the excitation at the current time (call with the lock held)."""
+        exc = self._excitation
+        if exc is None:
+            return
+        t = self.sim.t
+        if t >= exc.end - 1e-12:
+            self.sim.set_command(self._base_command)
+            self._excitation = None
+            return
+        u = exc.at(t)
+        self.sim.set_command(self._base_command + (u if self.EFFORT_IS_MOTOR_TORQUE else self.model.W * u))
+
     def on_reset(self, request, response):
         with self.lock:
+            self._excitation = self._base_command = None
             self.sim.reset()
             if self.law is not None:
                 self.sim.set_law(self.law)
@@ -237,6 +288,7 @@ class FlexibleJointSimulator(GuardedNode):
         self._read_commands()
         if self._command is not None:
             self.sim.set_command(self._command)
+            self._base_command = self._command
             self._command = None
         elif self._commanded:
             self.stats["late_steps"] += 1
@@ -294,6 +346,7 @@ class FlexibleJointSimulator(GuardedNode):
                     self.publish_delay_us.append(1e6 * (published - scheduled))
                     self.stats["overrun_steps"] += published - scheduled > pace
                 self._sample_command()
+                self._apply_excitation()
                 try:
                     self.sim.advance(self.period)
                 except SimulationFault as exc:

@@ -28,8 +28,11 @@ parameters; a wrong type or value ends the node with a one-line error.
 Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParameters; with
 ``controller_rate_hz`` > 0 the sampled-data loop, :mod:`flexmodal_ros.flexible_joint.sampled`),
 ``~/compute_modal_map`` (ComputeModalMap), ``~/expand_modal_parameters``
-(ExpandModalParameters: polynomial eigenpairs about a configuration) and ``~/compute_link_modes``
-(ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section); subscription
+(ExpandModalParameters: polynomial eigenpairs about a configuration), ``~/compute_link_modes``
+(ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section) and
+``~/shape_trajectory`` (ShapeTrajectory: waypoints → the input-shaped reference sampled for any
+trajectory controller, :func:`flexmodal_ros.shaping.shaper_design.shape_samples`; work bounds in
+nodes/conversions/shaping_messages.py; limits refused, never time-scaled); subscription
 ``joint_states`` (sensor_msgs/JointState, relative: ``__ns`` / launch ``namespace`` apply;
 the newest taken at publish_rate_hz);
 publisher ``~/modal_parameters`` (ModalParameters), only while joint states are fresh.
@@ -49,7 +52,7 @@ from sensor_msgs.msg import JointState
 
 from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import (ComputeLinkModes, ComputeModalMap, ComputeModalParameters,
-                                      ExpandModalParameters)
+                                      ExpandModalParameters, ShapeTrajectory)
 
 from ..core.errors import FlexmodalError
 from ..export.convention import check_link_state
@@ -59,6 +62,7 @@ from .guard import GuardedNode
 from .modal_services.expansion_service import MAX_EXPANSION_TERMS, ExpansionService, check_expansion_options
 from .modal_services.flexible_joint_service import MAX_MAP_CONFIGURATIONS, FlexibleJointService
 from .modal_services.link_service import LINK_TIME_LIMIT_S, MAX_LINK_MODES, LinkService, check_max_link_modes
+from .modal_services.shaping_service import ShapingService
 from .polled import PolledSubscription, ServiceThread, locked
 
 
@@ -108,9 +112,11 @@ class ModalAnalysisServer(GuardedNode):
         self.parameters_service = ServiceThread(self, ComputeModalParameters, "~/compute_modal_parameters",
                                                 self._answer(self.modes.parameters, "~/compute_modal_parameters"),
                                                 self.lock)
+        self.shaping = ShapingService(self.model)
         for srv_type, name, handler in ((ComputeModalMap, "~/compute_modal_map", self.modes.modal_map),
                                         (ExpandModalParameters, "~/expand_modal_parameters", self._expand),
-                                        (ComputeLinkModes, "~/compute_link_modes", self.links.link_modes)):
+                                        (ComputeLinkModes, "~/compute_link_modes", self.links.link_modes),
+                                        (ShapeTrajectory, "~/shape_trajectory", self.shaping.shape_trajectory)):
             self.create_service(srv_type, name, locked(self.lock, self._answer(handler, name)))
         # Joint states arrive at up to 1 kHz: polled at publish_rate_hz instead of one executor
         # callback each (nodes/polled.py); only the newest is deserialized and converted.
@@ -131,11 +137,12 @@ class ModalAnalysisServer(GuardedNode):
         return self.max_map_configurations
 
     def _answer(self, handler, name):
-        """A service callback around ``handler(request, response, stamp)``: success, or (through
-        the node's guard) success=false with the reason for a request it cannot answer."""
+        """A service callback around ``handler(request, response, stamp)``: success (message: the
+        string the handler returns, if any), or (through the node's guard) success=false with the
+        reason for a request it cannot answer."""
         def answer(request, response):
-            handler(request, response, self.get_clock().now().to_msg())
-            response.success, response.message = True, ""
+            message = handler(request, response, self.get_clock().now().to_msg())
+            response.success, response.message = True, message if isinstance(message, str) else ""
             return response
         return self.guarded(answer, name, service=True)
 

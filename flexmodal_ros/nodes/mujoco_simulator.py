@@ -27,6 +27,7 @@ class MujocoSimulatorNode(FlexibleJointSimulator):
 
     NODE_NAME = "mujoco_simulator"
     ENGINE = "MuJoCo"
+    EFFORT_IS_MOTOR_TORQUE = False
     MIN_INTEGRATION_RATE_HZ = 1000.0
     DEFAULT_INTEGRATION_RATE_HZ = 2000.0
 

@@ -82,6 +82,42 @@ def cramer_rao(eigenvalues, amplitudes, noise, lengths, fs, real=()):
     return snr, std_f, std_z
 
 
+def single_mode_bounds(eigenvalues, amplitudes, noise, lengths, fs):
+    """(SNR (m,), std f [Hz] (m,), std ζ (m,)) of each mode *alone*: :func:`cramer_rao` of
+    ``eigenvalues[[j]]``, ``amplitudes[:, [j]]`` for every j (no real poles), batched over the modes.
+
+    For one mode the Jacobian of channel c, [Re(a_c t z^k), Re(i a_c t z^k)], is G M_c with
+    G = [Re, Im](t z^k) (N, 2) and M_c = [[Re a_c, −Im a_c], [−Im a_c, −Re a_c]], so the projected
+    Fisher information is Σ_c M_cᵀ H M_c / σ_c² with H = Gᵀ(I − QQᵀ)G (2, 2), Q the orthonormal
+    basis of [Re z^k, Im z^k, 1] (batched QR over the modes)."""
+    lam = np.asarray(eigenvalues, complex)
+    amps = np.asarray(amplitudes, complex)                 # (R, m, c)
+    noise = np.asarray(noise, float)
+    m = lam.size
+    fisher, variance = np.zeros((m, 2, 2)), np.zeros(m)
+    weight = 1.0 / noise ** 2
+    for a, N in zip(amps, lengths):
+        t = np.arange(N)[None, :] / fs
+        z = np.exp(t * lam[:, None])                        # (m, N)
+        basis = np.stack([z.real, z.imag, np.ones_like(z.real)], axis=2)      # (m, N, 3)
+        q, r = np.linalg.qr(basis)
+        r_inv = np.linalg.pinv(r)
+        cov = r_inv @ np.swapaxes(r_inv, 1, 2)
+        variance += (cov[:, 0, 0] + cov[:, 1, 1]) * np.sum(noise ** 2)
+        tz = t * z
+        G = np.stack([tz.real, tz.imag], axis=2)           # (m, N, 2)
+        QG = np.swapaxes(q, 1, 2) @ G
+        H = np.swapaxes(G, 1, 2) @ G - np.swapaxes(QG, 1, 2) @ QG     # (m, 2, 2)
+        ar, ai = a.real, a.imag                             # (m, c)
+        Mc = np.stack([np.stack([ar, -ai], -1), np.stack([-ai, -ar], -1)], -2)   # (m, c, 2, 2)
+        fisher += np.einsum("mcji,mjk,mckl,c->mil", Mc, H, Mc, weight)
+    norm = np.sqrt(np.sum(np.abs(amps) ** 2, axis=(0, 2)))
+    snr = norm / np.sqrt(np.maximum(variance, 1e-300))
+    cov = np.array([_inverse(f) for f in fisher])                       # (m, 2, 2) of (Re λ, Im λ)
+    std_f, std_z = frequency_damping_std(lam, cov)
+    return snr, std_f, std_z
+
+
 def _inverse(fisher):
     """Inverse of a symmetric positive semi-definite Fisher matrix scaled to a unit diagonal;
     directions it does not determine (eigenvalues below 1e-16 of the largest, i.e. at rounding)
@@ -101,7 +137,8 @@ def visible_modes(eigenvalues, amplitudes, noise, lengths, fs, real=(), snr_min:
     m = lam.size
     snr, std_f, std_z = np.zeros(m), np.full(m, np.inf), np.full(m, np.inf)
     visible = np.zeros(m, bool)
-    alone = np.array([cramer_rao(lam[[j]], amps[:, [j]], noise, lengths, fs, real)[0][0] for j in range(m)])
+    alone = (single_mode_bounds(lam, amps, noise, lengths, fs)[0] if len(real) == 0 else
+             np.array([cramer_rao(lam[[j]], amps[:, [j]], noise, lengths, fs, real)[0][0] for j in range(m)]))
     chosen = []
     for j in np.argsort(-alone):
         group = chosen + [int(j)]

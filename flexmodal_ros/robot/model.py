@@ -208,6 +208,16 @@ def gravity_torque(model, data, q):
     return pin.computeGeneralizedGravity(model.pin, data, np.asarray(q, dtype=float)).copy()
 
 
+def velocity_torques(model, data, qs, qds):
+    """Coriolis and centrifugal torques C(q, q̇) q̇ = RNEA(q, q̇, 0) − g(q) (m, n) [N m or N] at
+    configurations qs and velocities qds (m, n): what a motion adds, second order in the speed."""
+    qs, qds = np.asarray(qs, dtype=float), np.asarray(qds, dtype=float)
+    out = np.empty(qs.shape)
+    for i, (q, v) in enumerate(zip(qs, qds)):
+        out[i] = pin.nonLinearEffects(model.pin, data, q, v) - pin.computeGeneralizedGravity(model.pin, data, q)
+    return out
+
+
 def gravity_stiffness(model, data, q):
     """Gravity stiffness dg/dq at q (first term of K_G, thesis (2.12))."""
     return pin.computeGeneralizedGravityDerivatives(model.pin, data, np.asarray(q, dtype=float)).copy()

@@ -12,6 +12,8 @@ waypoints' time_from_start), which keeps the whole reference C⁴.
 
 Units: t, T in s; q in rad (revolute) or m (prismatic); derivatives per s^k.
 """
+import math
+
 import numpy as np
 
 from ..core.errors import InputError
@@ -141,3 +143,107 @@ class PiecewiseC4Trajectory:
         e = ETA_COEFFICIENTS @ ((t - times[k]) / T) ** _POWERS * T ** -_DERIVATIVE_ORDERS   # η⁽ᵏ⁾(s) / Tᵏ
         dq = pos[k + 1] - pos[k]
         return (pos[k] + e[0] * dq, e[1] * dq, e[2] * dq, e[3] * dq, e[4] * dq)
+
+
+# Interval polynomials (two-point Hermite, degree 9): the 4th-order Taylor polynomial of y at the
+# left knot plus s⁵ Q(s), Q of degree 4 fitted to the right knot's residuals (s = (t − a)/h).
+# Stored this way the snap is not a 1e-7-level difference of position-sized coefficients.
+_TAYLOR = np.array([[1.0 / math.factorial(j - k) if j >= k else 0.0 for j in range(5)] for k in range(5)])
+_TAIL_POWERS = np.arange(5, 10)
+_TAIL_FALLING = np.array([[math.perm(p, k) for p in _TAIL_POWERS] for k in range(5)], float)   # p!/(p−k)!
+_TAIL_INV = np.linalg.inv(_TAIL_FALLING)                        # d^k/ds^k Σ c_p s^p at s = 1 → c
+_TAIL_EXPONENT = _TAIL_POWERS[None, :] - np.arange(5)[:, None]
+_STEP_EXPONENT = np.maximum(np.arange(5)[None, :] - np.arange(5)[:, None], 0)
+
+
+class HermiteC4:
+    """C⁴ piecewise polynomial through given values and derivatives 0..4 at knots: on each interval
+    the degree-9 polynomial matching all of them at both ends (two-point Hermite), so it equals
+    them at the knots and its derivatives are exactly those of one function. ``knots`` (K,)
+    strictly increasing [s]; ``values`` (K, 5, n): y and its derivatives 1..4 at the knots.
+    Outside the knots: the first / last position with zero derivatives (a reference at rest).
+    :meth:`sample` costs ~10 µs (a control cycle's call)."""
+
+    def __init__(self, knots, values):
+        knots = np.asarray(knots, float)
+        Y = np.asarray(values, float)
+        h = np.diff(knots)
+        steps = h[:, None, None] ** _STEP_EXPONENT[None]                # (K-1, 5, 5): h^(j−k)
+        taylor_b = np.einsum("ikj,ijn->ikn", steps * _TAYLOR[None], Y[:-1])   # left Taylor at the right knot
+        residual = (Y[1:] - taylor_b) * (h[:, None] ** np.arange(5.0))[:, :, None]     # d^k/ds^k at s = 1
+        self._tail = np.einsum("pk,ikn->ipn", _TAIL_INV, residual)     # (K-1, 5, n): c_5..c_9
+        self.knots, self._left, self._h, self._last = knots, Y[:-1], h, 0
+        self._rest = (Y[0], Y[-1])
+
+    def sample(self, t):
+        """(y, y', y'', y''', y'''') at the scalar time t [s], each (n,)."""
+        knots = self.knots
+        if t <= knots[0] or t >= knots[-1]:
+            rest = self._rest[0] if t <= knots[0] else self._rest[1]
+            out = np.zeros_like(rest)
+            out[0] = rest[0]
+            return tuple(out)
+        j = self._last
+        if not knots[j] <= t < knots[j + 1]:
+            j = self._last = int(np.searchsorted(knots, t, side="right")) - 1
+        h, delta = self._h[j], t - knots[j]
+        rows = (_TAYLOR * delta ** _STEP_EXPONENT) @ self._left[j]      # Taylor polynomial at the left knot
+        basis = _TAIL_FALLING * (delta / h) ** _TAIL_EXPONENT           # d^k s^p / ds^k, p = 5..9
+        rows += (basis @ self._tail[j]) * ((1.0 / h) ** np.arange(5.0))[:, None]
+        return tuple(rows)
+
+
+class SampledC4Trajectory(PiecewiseC4Trajectory):
+    """A reference given as samples: ``times`` (m,) strictly increasing [s], ``positions``,
+    ``velocities`` and ``accelerations`` (m, n) (e.g. a shaped trajectory from the modal server's
+    ``~/shape_trajectory``, or a planner's time-parameterized path: a JointTrajectory with
+    velocities and accelerations), tracked through its C⁴ interpolation: :class:`HermiteC4` with
+    the given derivatives 0..2, and jerk and snap at the samples from the accelerations by
+    second-order finite differences on the non-uniform grid (q⁽³⁾_i: the derivative of the
+    parabola through a_{i−1}, a_i, a_{i+1}; q⁽⁴⁾_i = 2[(a_{i+1} − a_i)/h_i − (a_i − a_{i−1})/h_{i−1}]
+    / (h_{i−1} + h_i); at an end where the reference rests (zero velocity and acceleration) zero,
+    else one-sided). Samples of a smooth reference every h reproduce its jerk to O(h²) (a shaped
+    reference's snap has kinks where a copy of the path starts or stops a segment: between
+    samples the difference is larger; on the README kuka move with the feedforward law, 1 kHz
+    samples leave the residual of the exact shaped reference to 0.3 %, 200 Hz ones to 7 %); samples
+    with zero velocities and accelerations give the rest-to-rest segments of
+    :class:`PiecewiseC4Trajectory` exactly. ``explicit``: the control law takes the derivatives
+    as given (no segment form)."""
+
+    explicit = True
+
+    def __init__(self, times, positions, velocities, accelerations):
+        super().__init__(times, positions)
+        m, n = self.positions.shape
+        self.velocities = finite_array(velocities, "velocities", (m, n))
+        self.accelerations = finite_array(accelerations, "accelerations", (m, n))
+        Y = np.zeros((m, 5, n))
+        Y[:, 0], Y[:, 1], Y[:, 2] = self.positions, self.velocities, self.accelerations
+        if m >= 3:
+            a, h = self.accelerations, np.diff(self.times)[:, None]
+            hl, hr = h[:-1], h[1:]
+            Y[1:-1, 3] = (-hr / (hl * (hl + hr)) * a[:-2] + (hr - hl) / (hl * hr) * a[1:-1]
+                          + hl / (hr * (hl + hr)) * a[2:])
+            Y[1:-1, 4] = 2.0 * ((a[2:] - a[1:-1]) / hr - (a[1:-1] - a[:-2]) / hl) / (hl + hr)
+            for end, inner in ((0, 1), (m - 1, m - 2)):
+                if np.any(self.velocities[end] != 0) or np.any(a[end] != 0):
+                    Y[end, 3] = (a[inner] - a[end]) / (self.times[inner] - self.times[end])
+                    Y[end, 4] = Y[inner, 4]
+        self._polynomial = HermiteC4(self.times, Y) if m >= 2 else None
+        self.velocities.setflags(write=False)
+        self.accelerations.setflags(write=False)
+
+    def peak_rates(self):
+        """(peak |q̇|, peak |q̈|) of every interval, each (m-1, n): the larger of its two samples'."""
+        v, a = np.abs(self.velocities), np.abs(self.accelerations)
+        return np.maximum(v[:-1], v[1:]), np.maximum(a[:-1], a[1:])
+
+    def sample(self, t):
+        """(q, q', q'', q''', q'''') at the scalar time t [s], each (n,)."""
+        t = float(t)
+        if not np.isfinite(t):
+            raise InputError(f"t: must be finite, got {t}")
+        if self._polynomial is None:
+            zero = np.zeros(self.n)
+            return (self.positions[0].copy(), zero, zero.copy(), zero.copy(), zero.copy())
+        return self._polynomial.sample(t)

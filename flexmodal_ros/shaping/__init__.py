@@ -24,6 +24,7 @@ from .schedule import (DEFAULT_AMA_RATE_HZ, DEFAULT_EXPANSION_ORDER, DEFAULT_EXP
                        shape_trajectory, shaper_schedule)
 from .shapers import (DEFAULT_TOLERANCE, KINDS, Shaper, convolve, design, ei, insensitivity,
                       percentage_vibration, zv, zvd)
+from .shaper_design import DEFAULT_DESIGN, DESIGNS, DesignChoice, check_design, shape_with_design
 
 SHAPING_CHOICES = ("none",) + KINDS
 
@@ -52,7 +53,8 @@ class ReferenceShaper:
 
     ``kind``: none | zv | zvd | ei; ``knot_rate_hz``: knots of the piecewise polynomial a control
     cycle evaluates (:class:`~flexmodal_ros.shaping.reference.ShapedTrajectory`); the other options
-    as in :func:`~flexmodal_ros.shaping.schedule.shape_trajectory` (e.g. ``modal="polynomial"``: its
+    as in :func:`~flexmodal_ros.shaping.shaper_design.shape_with_design` (``shaper_design``: fixed | robust |
+    time-varying | auto, default auto; ``law`` the residual is predicted for; ``modal="polynomial"``: its
     symbolic Taylor map is built here, ~1 s, not in the first trajectory callback). A path without
     a selectable mode is returned as a :class:`PassThrough` whose summary starts with "WARNING".
     Errors (unstable closed loop along the path, bad options) are InputErrors: the trajectory is
@@ -61,11 +63,12 @@ class ReferenceShaper:
 
     def __init__(self, model, kind, knot_rate_hz=DEFAULT_KNOT_RATE_HZ, **options):
         self.model, self.kind = model, check_shaping(kind)
+        check_design(options.get("shaper_design", DEFAULT_DESIGN))
         self.knot_rate_hz, self.options = knot_rate_hz, options
-        self.last_modes = None
+        self.last_modes = self.last_design = None
         # what the first reference would otherwise load inside a control-loop callback (~1 s)
         import scipy.interpolate  # noqa: F401
-        import scipy.optimize  # noqa: F401
+        import scipy.optimize  # noqa: F401   (also the robust design's linear program)
         if self.kind == "ei":
             from .shapers import ei_table
             ei_table(options.get("tolerance", DEFAULT_TOLERANCE))
@@ -76,8 +79,8 @@ class ReferenceShaper:
     def __call__(self, path: PiecewiseC4Trajectory):
         if self.kind == "none":
             return path
-        traj, self.last_modes = shape_trajectory(self.model, path, self.kind, knot_rate_hz=self.knot_rate_hz,
-                                                 **self.options)
+        traj, self.last_modes, self.last_design = shape_with_design(self.model, path, self.kind,
+                                                                    knot_rate_hz=self.knot_rate_hz, **self.options)
         if traj is None:
             return PassThrough(path, f"WARNING not shaped ({self.kind}): no mode of the closed loop "
                                      f"qualifies (contribution threshold, damping below "
@@ -86,7 +89,8 @@ class ReferenceShaper:
 
 
 __all__ = ["DEFAULT_AMA_RATE_HZ", "DEFAULT_EXPANSION_ORDER", "DEFAULT_EXPANSION_TOLERANCE", "DEFAULT_KNOT_RATE_HZ",
-           "DEFAULT_MAX_DAMPING", "DEFAULT_THRESHOLD", "DEFAULT_TOLERANCE", "KINDS", "MODAL_CHOICES", "PassThrough",
+           "DEFAULT_DESIGN", "DESIGNS", "DesignChoice", "DEFAULT_MAX_DAMPING", "check_design",
+           "shape_with_design", "DEFAULT_THRESHOLD", "DEFAULT_TOLERANCE", "KINDS", "MODAL_CHOICES", "PassThrough",
            "PathModes", "ReferenceShaper", "SHAPING_CHOICES", "ShapedTrajectory", "Shaper", "ShaperSchedule",
            "check_modal", "check_shaping", "convolve", "design", "ei", "insensitivity", "path_derivatives",
            "path_modes", "percentage_vibration", "shape_trajectory", "shape_with", "shaper_schedule", "zv", "zvd"]

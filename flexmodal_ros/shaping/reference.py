@@ -29,13 +29,13 @@ max_i τ_i(T) (all copies at rest; the shaper's *added delay*), as Σ A_i = 1 th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
-from ..robot.trajectory import PiecewiseC4Trajectory, eta
+from ..robot.trajectory import HermiteC4, PiecewiseC4Trajectory, eta
 
 
 def path_derivatives(path: PiecewiseC4Trajectory, t):
@@ -119,23 +119,27 @@ class ShaperSchedule:
                 raise InputError(f"shaper schedule: segment {k} needs >= 6 increasing samples, got {x.size}")
             splines.append(make_interp_spline(x, y, k=5))
         object.__setattr__(self, "_splines", splines)
+        object.__setattr__(self, "constant", bool(np.all(values == values[:1])))
+
+    constant: bool = field(init=False, default=False)      # one impulse sequence along the whole path
 
     @property
     def num_impulses(self) -> int:
         return int(self.amplitudes.shape[1])
 
-    def parameters(self, p):
+    def parameters(self, p, orders=5):
         """(A, τ) and their derivatives with respect to the path parameter p (m, 5) ... at path
-        parameters p (m,): arrays (m, 5, N) each (derivative orders 0..4)."""
+        parameters p (m,): arrays (m, orders, N) each (derivative orders 0..orders − 1, default
+        0..4)."""
         p = np.asarray(p, float)
         last = len(self._splines) - 1
         k = np.clip(np.floor(p).astype(int), 0, last)
         x = np.clip(p - k, 0.0, 1.0)
-        out = np.empty((p.size, 5, 2 * self.num_impulses))
+        out = np.empty((p.size, orders, 2 * self.num_impulses))
         for seg in np.unique(k):
             rows = k == seg
             spline = self._splines[seg]
-            for order in range(5):
+            for order in range(orders):
                 out[rows, order] = spline(x[rows], nu=order)
         N = self.num_impulses
         return out[:, :, :N], out[:, :, N:]
@@ -149,15 +153,6 @@ class ShaperSchedule:
 
 
 DEFAULT_KNOT_RATE_HZ = 200.0
-# Interval polynomials (two-point Hermite, degree 9): the 4th-order Taylor polynomial of y at the
-# left knot plus s⁵ Q(s), Q of degree 4 fitted to the right knot's residuals (s = (t − a)/h).
-# Stored this way the snap is not a 1e-7-level difference of position-sized coefficients.
-_TAYLOR = np.array([[1.0 / math.factorial(j - k) if j >= k else 0.0 for j in range(5)] for k in range(5)])
-_TAIL_POWERS = np.arange(5, 10)
-_TAIL_FALLING = np.array([[math.perm(p, k) for p in _TAIL_POWERS] for k in range(5)], float)   # p!/(p−k)!
-_TAIL_INV = np.linalg.inv(_TAIL_FALLING)                        # d^k/ds^k Σ c_p s^p at s = 1 → c
-_TAIL_EXPONENT = _TAIL_POWERS[None, :] - np.arange(5)[:, None]
-_STEP_EXPONENT = np.maximum(np.arange(5)[None, :] - np.arange(5)[:, None], 0)
 
 
 class ShapedTrajectory:
@@ -166,11 +161,13 @@ class ShapedTrajectory:
     Same interface as :class:`~flexmodal_ros.robot.trajectory.PiecewiseC4Trajectory` where the
     controller uses it: ``times`` / ``positions`` (the unshaped waypoints), ``n``, ``duration``
     (including the added delay), ``sample(t)``; plus :meth:`evaluate` (exact, vectorized),
-    ``added_delay`` [s], ``schedule`` and ``summary`` (a one-line description).
+    ``added_delay`` [s], ``schedule`` and ``summary`` (a one-line description); ``design``
+    (:class:`~flexmodal_ros.shaping.shaper_design.DesignChoice`) and ``path_modes`` when made by
+    :func:`~flexmodal_ros.shaping.shaper_design.shape_with_design`.
 
     ``knot_rate_hz``: if given, :meth:`sample` (what a control cycle calls) reads a piecewise
-    polynomial built at construction: y and its derivatives 0..4 are evaluated exactly at knots
-    every 1/knot_rate_hz s plus the instants where a copy of the path starts or stops a segment
+    polynomial built at construction (:class:`~flexmodal_ros.robot.trajectory.HermiteC4`): y and
+    its derivatives 0..4 are evaluated exactly at knots every 1/knot_rate_hz s plus the instants where a copy of the path starts or stops a segment
     (t − τ_i(t) = a waypoint time: where y⁽⁵⁾ jumps), and each interval between knots holds the
     degree-9 polynomial matching all of them at both ends (two-point Hermite). It is C⁴, its
     derivatives are exactly those of one function, it equals y with derivatives at the knots, and
@@ -184,6 +181,7 @@ class ShapedTrajectory:
     def __init__(self, path: PiecewiseC4Trajectory, schedule: ShaperSchedule, summary: str = "",
                  knot_rate_hz: float | None = None):
         self.path, self.schedule, self.summary = path, schedule, summary
+        self.design = self.path_modes = None     # set by shaper_design.shape_with_design
         self.times, self.positions = path.times, path.positions
         A_end, tau_end = schedule.at_times(path, np.array([path.duration]))
         self.final_delays = tau_end[0, 0]
@@ -204,6 +202,8 @@ class ShapedTrajectory:
         """Times t [s] at which a copy of the path passes a waypoint time, t − τ_i(t) = t_k (m·N,),
         by Newton's method on t − τ_i(t) − t_k (|τ_i'| ≪ 1; stops at 1e-13 s, a few steps)."""
         N = self.schedule.num_impulses
+        if self.schedule.constant:           # fixed delays: t = t_k + τ_i exactly
+            return (self.path.times[:, None] + self.schedule.delays[0][None, :]).ravel()
         base = np.repeat(self.path.times, N)
         which = np.tile(np.arange(N), self.path.times.size)
         rows = np.arange(base.size)
@@ -225,14 +225,8 @@ class ShapedTrajectory:
         # would amplify round-off in the derivatives by h⁻⁴)
         near = np.abs(grid[:, None] - kinks[None, :]).min(axis=1) < 0.2 / rate
         knots = np.unique(np.r_[grid[~near], kinks])
-        Y = self.evaluate(knots)                                        # (K, 5, n)
-        h = np.diff(knots)
-        steps = h[:, None, None] ** _STEP_EXPONENT[None]                # (K-1, 5, 5): h^(j−k)
-        taylor_b = np.einsum("ikj,ijn->ikn", steps * _TAYLOR[None], Y[:-1])   # left Taylor at the right knot
-        residual = (Y[1:] - taylor_b) * (h[:, None] ** np.arange(5.0))[:, :, None]     # d^k/ds^k at s = 1
-        self._tail = np.einsum("pk,ikn->ipn", _TAIL_INV, residual)     # (K-1, 5, n): c_5..c_9
-        self._left, self._knots, self._h, self._last = Y[:-1], knots, h, 0
-        self._rest = (Y[0], Y[-1])
+        self._polynomial = HermiteC4(knots, self.evaluate(knots))
+        self._knots = knots
 
     @single_thread_blas
     def evaluate(self, t):
@@ -281,20 +275,7 @@ class ShapedTrajectory:
             raise InputError(f"t: must be finite, got {t}")
         if self._knots is None:
             return tuple(self.evaluate([t])[0])
-        knots = self._knots
-        if t <= knots[0] or t >= knots[-1]:
-            rest = self._rest[0] if t <= knots[0] else self._rest[1]
-            out = np.zeros_like(rest)
-            out[0] = rest[0]
-            return tuple(out)
-        j = self._last
-        if not knots[j] <= t < knots[j + 1]:
-            j = self._last = int(np.searchsorted(knots, t, side="right")) - 1
-        h, delta = self._h[j], t - knots[j]
-        rows = (_TAYLOR * delta ** _STEP_EXPONENT) @ self._left[j]      # Taylor polynomial at the left knot
-        basis = _TAIL_FALLING * (delta / h) ** _TAIL_EXPONENT           # d^k s^p / ds^k, p = 5..9
-        rows += (basis @ self._tail[j]) * ((1.0 / h) ** np.arange(5.0))[:, None]
-        return tuple(rows)
+        return self._polynomial.sample(t)
 
 
 def shape_with(path: PiecewiseC4Trajectory, shaper, knot_rate_hz=None) -> ShapedTrajectory:

@@ -257,3 +257,4 @@ def insensitivity(shaper: Shaper, frequency_hz, damping_ratio, tolerance=DEFAULT
                 raise InputError("tolerance: the insensitive band does not close within 0..10 x the design frequency")
         edges.append(brentq(excess, r, r + step, xtol=1e-12) if step > 0 else brentq(excess, r + step, r, xtol=1e-12))
     return edges[1] - edges[0], edges[0], edges[1]
+

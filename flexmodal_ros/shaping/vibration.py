@@ -43,9 +43,10 @@ from ..control import Command, FailSafeController, Mode, SafetyLimits, saturate
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference
 from ..robot.model import create_data, with_overrides
-from ..simulation import DEFAULT_DT, run_closed_loop
+from ..simulation import DEFAULT_DT, SimulatedPlant, run_closed_loop
 from ..robot.trajectory import PiecewiseC4Trajectory
-from .reference import ShapedTrajectory, path_derivatives
+from .prediction import linearized_vibration, progress  # noqa: F401  (re-exported: the historical home)
+from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory
 
 LAWS = ("pd", "feedforward", "pd_only")
 DEFAULT_WINDOW = 1.0
@@ -61,11 +62,9 @@ def tool_positions(model, qs) -> np.ndarray:
     return out
 
 
-def rest_position(plant_model, controller_model, q_goal):
-    """(q_rest (n,), p_E,rest (3,)): static equilibrium of the plant (friction-free) under the hold
-    law (2.2)-(2.3) of ``controller_model`` about q_goal: g_p(q) + K_p W (W q − q_m) = 0 and
-    r − K_P q_m + K_p (W q − q_m) = 0 with r = :func:`~flexmodal_ros.flexible_joint.linear_model.setpoint_reference`
-    of the controller model (scipy's hybrid Powell solver from q_goal; InputError if it fails)."""
+def hold_equilibrium(plant_model, controller_model, q_goal):
+    """(q (n,), q_m (n,)): static equilibrium of the plant (friction-free) under the hold law
+    (2.2)-(2.3) of ``controller_model`` about q_goal (:func:`rest_position`)."""
     from ..robot.model import gravity_torque
     p, c = plant_model, controller_model
     data = create_data(p)
@@ -78,11 +77,29 @@ def rest_position(plant_model, controller_model, q_goal):
         spring = k * (W * q - qm)
         return np.concatenate([gravity_torque(p, data, q) + W * spring, r - c.kp * qm + spring])
 
-    from scipy.optimize import root
+    from scipy.optimize import root   # deferred: scipy.optimize
     z = root(residual, np.concatenate([q_goal, r / c.kp]), method="hybr", tol=1e-13).x
     if np.abs(residual(z)).max() > 1e-8:
         raise InputError("rest position: the static equilibrium under the hold law was not found")
-    return z[:n], tool_positions(p, [z[:n]])[0]
+    return z[:n], z[n:]
+
+
+def held_start(plant_model, controller_model, q_start):
+    """(state (4n,), motor torque) of the plant at rest under the controller's hold law about
+    q_start: where a robot waits before a move (for a controller whose model is the plant's, the
+    equilibrium (2.3) of q_start itself)."""
+    q, q_m = hold_equilibrium(plant_model, controller_model, np.asarray(q_start, float))
+    r = setpoint_reference(controller_model, create_data(controller_model), np.asarray(q_start, float))
+    return np.concatenate([q, q_m, np.zeros(2 * q.size)]), r - controller_model.kp * q_m
+
+
+def rest_position(plant_model, controller_model, q_goal):
+    """(q_rest (n,), p_E,rest (3,)): static equilibrium of the plant (friction-free) under the hold
+    law (2.2)-(2.3) of ``controller_model`` about q_goal: g_p(q) + K_p W (W q − q_m) = 0 and
+    r − K_P q_m + K_p (W q − q_m) = 0 with r = :func:`~flexmodal_ros.flexible_joint.linear_model.setpoint_reference`
+    of the controller model (scipy's hybrid Powell solver from q_goal; InputError if it fails)."""
+    q, _ = hold_equilibrium(plant_model, controller_model, q_goal)
+    return q, tool_positions(plant_model, [q])[0]
 
 
 @dataclass(frozen=True)
@@ -107,44 +124,6 @@ def residual_vibration(t, p_ee, p_rest, start, window=DEFAULT_WINDOW) -> Residua
                          f"[{start:.3f}, {start + window:.3f}] s ends")
     e = np.linalg.norm(np.asarray(p_ee)[inside] - p_rest, axis=1)
     return ResidualVibration(float(e.max()), float(np.sqrt(np.mean(e ** 2))), float(start), float(window))
-
-
-def progress(reference, t) -> np.ndarray:
-    """Progress σ(t) and σ'(t) (module docstring) of a path or shaped reference: (m, 2)."""
-    t = np.asarray(t, float)
-    if isinstance(reference, ShapedTrajectory):
-        A, tau = reference.schedule.at_times(reference.path, t)
-        out = np.zeros((t.size, 2))
-        for i in range(reference.schedule.num_impulses):
-            u = t - tau[:, 0, i]
-            _, p = path_derivatives(reference.path, u)
-            out[:, 0] += A[:, 0, i] * p[:, 0]
-            out[:, 1] += A[:, 1, i] * p[:, 0] + A[:, 0, i] * p[:, 1] * (1.0 - tau[:, 1, i])
-        return out
-    _, p = path_derivatives(reference, t)
-    return p[:, :2]
-
-
-def linearized_vibration(reference, path_modes, modes=None, rate_hz=2000.0) -> np.ndarray:
-    """Percentage residual vibration V_k on the linearized model (module docstring) of the tracked
-    modes ``modes`` (default: the selected ones) of :class:`~flexmodal_ros.shaping.PathModes`
-    ``path_modes`` (computed for ``reference``'s path), for the path or shaped ``reference``."""
-    from scipy.integrate import trapezoid  # deferred: scipy.integrate
-
-    modes = path_modes.selected if modes is None else tuple(modes)
-    t = np.linspace(0.0, reference.duration, max(3, int(np.ceil(reference.duration * rate_hz)) | 1))
-    sig = progress(reference, t)
-    sample_p = path_modes.segment + path_modes.eta               # path parameter of each AMA sample
-    out = []
-    for k in modes:
-        lam = -path_modes.damping_ratios[:, k] + 1j * np.sqrt(1.0 - path_modes.damping_ratios[:, k] ** 2)
-        lam = lam * 2.0 * np.pi * path_modes.frequencies_hz[:, k]
-        at = np.interp(sig[:, 0], sample_p, lam.real) + 1j * np.interp(sig[:, 0], sample_p, lam.imag)
-        phase = cumulative_simpson_uniform(at, t[1] - t[0])         # ∫_0^t λ
-        weight = np.exp(phase[-1] - phase)                           # exp(∫_t^{t_e} λ)
-        total = sig[-1, 0] - sig[0, 0]
-        out.append(abs(trapezoid(sig[:, 1] * weight, t)) / (total if total else 1.0))
-    return np.array(out)
 
 
 def cumulative_simpson_uniform(y, h):
@@ -195,13 +174,15 @@ class SetpointPD:
 class MoveResult:
     """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.closed_loop.ClosedLoopResult`),
     tool positions ``p_ee`` (N, 3), the tracked ``reference`` (path or shaped), ``added_delay`` [s],
-    the rest position ``p_rest`` (3,) and the shaper's ``path_modes`` (None unshaped)."""
+    the rest position ``p_rest`` (3,), the shaper's ``path_modes`` and its ``design``
+    (:class:`~flexmodal_ros.shaping.shaper_design.DesignChoice`) (None unshaped)."""
     run: object
     p_ee: np.ndarray
     reference: object
     added_delay: float
     p_rest: np.ndarray
     path_modes: object
+    design: object = None
 
     @property
     def end_time(self):
@@ -213,29 +194,53 @@ class MoveResult:
                                   self.end_time if start is None else start, window)
 
 
-def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiffness_scale=1.0, fixed=False,
-                  settle=DEFAULT_WINDOW, until=None, dt=DEFAULT_DT, control_rate_hz=1000.0, command_delay_cycles=0,
-                  **shaping_options) -> MoveResult:
-    """Closed loop of ``law`` (module docstring) on the plant ``plant_model`` tracking the waypoints
-    (times, positions), shaped by ``shaping`` (none | zv | zvd | ei; ``fixed``: the shaper of the
-    start configuration; ``shaping_options``: modes, threshold, max_damping, tolerance,
-    ama_rate_hz, modal of :func:`~flexmodal_ros.shaping.schedule.shape_trajectory`) with modes from the
-    controller's model, whose joint stiffness is ``stiffness_scale`` × the plant's; simulated until
-    the (shaped) reference ends + ``settle`` s, or until ``until`` s if later."""
-    from . import ReferenceShaper, check_shaping
-
-    check_shaping(shaping)
-    if law not in LAWS:
-        raise InputError(f"law: unknown controller {law!r} (choose from {', '.join(LAWS)})")
+def controller_model(plant_model, stiffness_scale=1.0):
+    """The controller's model: the plant's with its joint stiffness × ``stiffness_scale``."""
     if not (np.isfinite(stiffness_scale) and stiffness_scale > 0):
         raise InputError(f"stiffness_scale: must be > 0, got {stiffness_scale}")
-    ctrl_model = plant_model if stiffness_scale == 1.0 else with_overrides(plant_model, k=plant_model.k * stiffness_scale)
-    shaper = None if shaping == "none" else ReferenceShaper(ctrl_model, shaping,
-                                                            fixed=fixed, **shaping_options)
+    return plant_model if stiffness_scale == 1.0 else with_overrides(plant_model, k=plant_model.k * stiffness_scale)
+
+
+def prepare_reference(plant_model, times, positions, shaping="none", law="pd", stiffness_scale=1.0,
+                      shaper_design="auto", **shaping_options):
+    """The reference :func:`simulate_move` tracks: the waypoint path, or it shaped by ``shaping``
+    in ``shaper_design`` with the modes of the controller's model (a ShapedTrajectory carrying
+    ``design`` and ``path_modes``, or a PassThrough when no mode qualifies)."""
+    from . import ReferenceShaper, check_design, check_shaping
+
+    check_shaping(shaping)
+    check_design(shaper_design)
     path = PiecewiseC4Trajectory(times, positions)
-    reference = path if shaper is None else shaper(path)
-    modes = None if shaper is None else shaper.last_modes
-    given = None if shaper is None else _Precomputed(reference)    # the controller gets this result
+    if shaping == "none":
+        return path
+    shaper = ReferenceShaper(controller_model(plant_model, stiffness_scale), shaping, shaper_design=shaper_design,
+                             law=law, **shaping_options)
+    return shaper(path)
+
+
+def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiffness_scale=1.0, fixed=False,
+                  settle=DEFAULT_WINDOW, until=None, dt=DEFAULT_DT, control_rate_hz=1000.0, command_delay_cycles=0,
+                  shaper_design="auto", reference=None, **shaping_options) -> MoveResult:
+    """Closed loop of ``law`` (module docstring) on the plant ``plant_model`` tracking the waypoints
+    (times, positions), shaped by ``shaping`` (none | zv | zvd | ei) in the design
+    ``shaper_design`` (fixed | robust | time-varying | auto, :mod:`flexmodal_ros.shaping.shaper_design`;
+    ``fixed=True`` is ``shaper_design="fixed"``; ``shaping_options``: modes, threshold,
+    max_damping, tolerance, ama_rate_hz, modal of
+    :func:`~flexmodal_ros.shaping.shaper_design.shape_with_design`) with modes from the controller's
+    model, whose joint stiffness is ``stiffness_scale`` × the plant's; simulated until the (shaped)
+    reference ends + ``settle`` s, or until ``until`` s if later. The plant starts at rest under
+    the controller's hold law at the first waypoint (with the model stiffness off, that is not the
+    plant's own equilibrium there: starting from it left a start transient in the residual).
+    ``reference``: an already shaped reference of these waypoints (e.g. from
+    ``~/shape_trajectory``) tracked as is (``shaping`` only labels it)."""
+    if law not in LAWS:
+        raise InputError(f"law: unknown controller {law!r} (choose from {', '.join(LAWS)})")
+    ctrl_model = controller_model(plant_model, stiffness_scale)
+    if reference is None:
+        reference = prepare_reference(plant_model, times, positions, shaping, law, stiffness_scale,
+                                      "fixed" if fixed else shaper_design, **shaping_options)
+    modes, choice = getattr(reference, "path_modes", None), getattr(reference, "design", None)
+    given = _Precomputed(reference) if getattr(reference, "explicit", False) else None   # the controller gets it
     if law == "pd":
         ctrl = SetpointPD(ctrl_model, given)
     else:
@@ -244,11 +249,65 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
         ctrl.shaper = given
     duration = max(float(reference.duration) + settle, until or 0.0)
     duration = np.ceil(duration * control_rate_hz - 1e-6) / control_rate_hz     # whole control periods
-    run = run_closed_loop(plant_model, times, positions, duration, control_rate_hz=control_rate_hz, dt=dt,
-                          command_delay_cycles=command_delay_cycles, controller=ctrl)
+    start = None if ctrl_model is plant_model else held_start(plant_model, ctrl_model, np.asarray(positions, float)[0])
+    plant = SimulatedPlant(plant_model, np.asarray(positions, float)[0], dt, initial_state=start)
+    run = run_closed_loop(plant_model, times, positions, duration, control_rate_hz=control_rate_hz,
+                          command_delay_cycles=command_delay_cycles, controller=ctrl, plant=plant)
     _, p_rest = rest_position(plant_model, ctrl_model, np.asarray(positions, float)[-1])
     return MoveResult(run, tool_positions(plant_model, run.q), reference,
-                      float(getattr(reference, "added_delay", 0.0)), p_rest, modes)
+                      float(getattr(reference, "added_delay", 0.0)), p_rest, modes, choice)
+
+
+def compare_designs(plant_model, times, positions, shaping="zvd", law="pd", designs=("fixed", "auto"),
+                    stiffness_scale=1.0, window=DEFAULT_WINDOW, dt=DEFAULT_DT, **shaping_options):
+    """The move (times, positions) unshaped and shaped in each of ``designs``, simulated over one
+    common window (:func:`compare`): ({"none": ..., design: ...} residual dicts with
+    ``added_delay_s``, {design: DesignChoice or None}). A design whose reference is the same
+    impulse sequence as one already simulated (auto choosing fixed) reuses that run: the same
+    reference gives the same closed loop."""
+    references = {"none": prepare_reference(plant_model, times, positions)}
+    for name in sorted(designs, key=lambda d: d != "auto"):        # auto first: its candidates are reused
+        schedules = getattr(getattr(references.get("auto"), "design", None), "schedules", {})
+        if name in schedules:
+            references[name] = ShapedTrajectory(references["none"], schedules[name], name, DEFAULT_KNOT_RATE_HZ)
+            references[name].path_modes = references["auto"].path_modes
+        else:
+            references[name] = prepare_reference(plant_model, times, positions, shaping, law, stiffness_scale, name,
+                                                 **shaping_options)
+    end = max(float(r.duration) for r in references.values())
+    runs, done = {}, {}
+    for name, ref in references.items():
+        chosen = getattr(getattr(ref, "design", None), "chosen", name)
+        if chosen in done:
+            runs[name] = done[chosen]
+            continue
+        runs[name] = done[chosen] = simulate_move(plant_model, times, positions, shaping, law, stiffness_scale,
+                                                  reference=ref, until=end + window, dt=dt)
+    return compare(runs, window), {name: getattr(r, "design", None) for name, r in references.items()}
+
+
+def random_moves(model, seed, durations=(0.2, 1.0), margin=0.05, acceleration_per_velocity=10.0):
+    """Endless random point-to-point moves (times (2,), positions (2, n)) of ``model`` from the
+    NumPy generator ``seed``: start and goal uniform within the URDF position limits shrunk by
+    ``margin`` × the range at each end, duration uniform in ``durations`` [s]; the move q_f − q_0 is
+    then scaled down (same direction, the goal stays within the limits) until the 9th-order
+    profile's peak speed 2.46 |Δq|/T and acceleration 9.37 |Δq|/T² (ETA_PEAKS) are within the
+    URDF velocity limit and ``acceleration_per_velocity`` × it (the controller's default
+    acceleration limit) on every joint: moves a controller accepts."""
+    from ..robot.trajectory import ETA_PEAKS
+
+    rng = np.random.default_rng(seed)
+    lo, hi = np.asarray(model.position_lower, float), np.asarray(model.position_upper, float)
+    span = hi - lo
+    lo, hi = lo + margin * span, hi - margin * span
+    speed = np.where(np.isfinite(model.velocity_limit), model.velocity_limit, 10.0)
+    while True:
+        q0, goal = rng.uniform(lo, hi), rng.uniform(lo, hi)
+        T = float(rng.uniform(*durations))
+        move = goal - q0
+        cap = np.minimum(speed * T / ETA_PEAKS[0], acceleration_per_velocity * speed * T * T / ETA_PEAKS[1])
+        scale = min(1.0, float(np.min(cap / np.maximum(np.abs(move), 1e-12))))
+        yield np.array([0.0, T]), np.array([q0, q0 + scale * move])
 
 
 class _Precomputed:

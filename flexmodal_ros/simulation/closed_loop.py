@@ -34,12 +34,14 @@ class LoopPlant(Protocol):
 
 class SimulatedPlant:
     """The RK4 plant (2.1) as a :class:`LoopPlant`: at rest in the equilibrium (2.3) of ``q0``, held
-    by (2.2)."""
+    by (2.2); ``initial_state``: (state [q; q_m; q̇; q̇_m] (4n,), motor torque held before the first
+    command) instead (e.g. the plant at rest under a controller whose model differs from it)."""
     step_name = "dt"
 
-    def __init__(self, model, q0, dt=DEFAULT_DT):
-        x0, self.hold = rest_state(model, q0)
-        self.simulator = Simulator(FlexibleJointPlant(model, dt), x0, self.hold)
+    def __init__(self, model, q0, dt=DEFAULT_DT, initial_state=None):
+        x0, hold = rest_state(model, q0) if initial_state is None else initial_state
+        self.hold = np.asarray(hold, float)
+        self.simulator = Simulator(FlexibleJointPlant(model, dt), np.asarray(x0, float), self.hold)
         self.step = dt
 
     @property

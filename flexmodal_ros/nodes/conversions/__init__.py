@@ -7,13 +7,17 @@ functions and the core never sees a message.
 - :mod:`.commands` — the motor torque commands; :mod:`.trajectories` — JointTrajectory references;
 - :mod:`.modal_messages`, :mod:`.closed_chain_messages`, :mod:`.link_messages`,
   :mod:`.expansion_messages`, :mod:`.identification_messages`, :mod:`.modal_test_messages` — the
-  services and actions of flexmodal_interfaces.
+  services and actions of flexmodal_interfaces; :mod:`.excite_messages` — the Excite service (motor
+  excitation); :mod:`.calibration_messages` — the Calibrate action and :mod:`.shaping_messages` —
+  ShapeTrajectory and sampled JointTrajectory references (these two not imported here: they load the
+  calibration and shaping capabilities; their nodes import them by their full names).
 """
 from .cdr import SerializedMessage
 from .closed_chain_messages import (closed_chain_map_request_to_core, closed_chain_map_to_response,
                                     closed_chain_request_to_core, closed_chain_result_to_msg, closed_chain_values,
                                     joint_state_to_closed_chain)
 from .commands import TorqueCommandWriter, command_to_torque
+from .excite_messages import excite_request, excite_request_to_core
 from .expansion_messages import expansion_request_to_core, expansion_to_response
 from .identification_messages import identification_request_to_core, identification_result_to_response
 from .joint_states import (MOTOR_SUFFIX, STATE_INTERFACES_HINT, ByteLayout, JointStateReader, JointStateWriter,
@@ -28,7 +32,8 @@ from .trajectories import core_to_trajectory, max_trajectory_bytes, trajectory_t
 __all__ = ["ByteLayout", "JointStateReader", "JointStateWriter", "MOTOR_SUFFIX", "STATE_INTERFACES_HINT",
            "SerializedMessage", "TorqueCommandWriter", "closed_chain_map_request_to_core",
            "closed_chain_map_to_response", "closed_chain_request_to_core", "closed_chain_result_to_msg",
-           "closed_chain_values", "command_to_torque", "core_to_trajectory", "expansion_request_to_core",
+           "closed_chain_values", "command_to_torque", "core_to_trajectory", "excite_request", "excite_request_to_core",
+           "expansion_request_to_core",
            "expansion_to_response", "identification_request_to_core", "identification_result_to_response",
            "joint_state_to_closed_chain", "joint_state_to_configuration", "joint_state_to_sample",
            "link_modes_request_to_core", "link_modes_to_response", "max_trajectory_bytes",

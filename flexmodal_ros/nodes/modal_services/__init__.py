@@ -6,5 +6,6 @@ through :mod:`flexmodal_ros.nodes.conversions` and the ROS-free core, knowing no
   ``~/compute_modal_map`` and the live ``~/modal_parameters`` (exact or polynomial fast path);
 - :mod:`.closed_chain_service` — the same three for closed-chain robots (flexmodal_ros.constrained);
 - :mod:`.expansion_service` — ``~/expand_modal_parameters`` (polynomial eigenpairs);
-- :mod:`.link_service` — ``~/compute_link_modes`` (beam links).
+- :mod:`.link_service` — ``~/compute_link_modes`` (beam links);
+- :mod:`.shaping_service` — ``~/shape_trajectory`` (input-shaped references for any trajectory controller).
 """

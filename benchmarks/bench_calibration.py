@@ -1,0 +1,235 @@
+"""Calibration end to end (issue 31): wall time per robot and plant, where it goes, and accuracy.
+
+Parts (``--part``):
+
+- ``offline`` (default): hidden-truth calibrations of kuka_lwr4 and scompi on the suite's RK4 plant
+  (``sim``) and on MuJoCo (``mujoco``), offline, with the controller at 1 kHz and one period of
+  command delay, motor pulses only. Truth: k × U(0.7, 1.3), d_f and d_fm × U(0.5, 2) per joint
+  (``--seed``). Per run: wall time, robot time (the simulated seconds the robot moved, settled and
+  was recorded: what a real robot would take), wall/robot ratio, the stages' share, and the accuracy
+  (largest |error|/truth of k and of the identified dampings, largest |error|/σ, not identifiable
+  parameters), validation and tracking (kuka: the thesis trajectory), designed vs random.
+- ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
+  (``--noise-levels``): how the accuracy and the reported σ degrade against the noise-free run.
+- ``ros``: the ``calibration`` action on the ``flexible_joint_simulator`` + ``feedforward_pd_controller``
+  nodes (kuka_lwr4 without Coulomb friction, lockstep), the simulator paced at real time
+  (real_time_factor 1) and unpaced (0: as fast as the loop runs): wall time of the same goal.
+
+``--quick``: one short kuka_lwr4 run on the RK4 plant (budget 2, 30 candidates, no validation,
+design comparison or tracking). ``--repeats`` (default 1): the median is printed.
+
+Run: ``python benchmarks/bench_calibration.py [--quick] [--part offline|noise|ros|all] [--repeats 1]``.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from flexmodal_ros.calibration.campaign import CalibrationSettings, calibrate
+from flexmodal_ros.calibration.eigen_sensitivity import Unknowns
+from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
+from flexmodal_ros.cli.calibrate import random_truth
+from flexmodal_ros.calibration.experiment_design import sensor_std
+from flexmodal_ros.oma.impact import EncoderNoise, gear_ratios
+from flexmodal_ros.robot.registry import load_robot, robot_paths
+
+TRUTH_SEEDS = {"kuka_lwr4": 11, "scompi": 4}
+
+
+def one_run(robot, engine, settings, seed, noise=None):
+    nominal = load_robot(robot)
+    truth_model = random_truth(nominal, seed)
+    plant = make_plant(engine, truth_model, nominal, np.zeros(nominal.n), PlantOptions(noise=noise))
+    t0 = time.perf_counter()
+    result = calibrate(nominal, plant, settings, truth_model=truth_model)
+    wall = time.perf_counter() - t0
+    truth = Unknowns.build(nominal).values(truth_model)
+    return result, truth, wall, plant.t
+
+
+def accuracy(result, truth):
+    kinds = np.array([n.split("/")[0] for n in result.unknown_names])
+    ok, err = result.identifiable, result.values - truth
+    k = kinds == "k"
+    damp = ~k & ok & (truth > 0)
+    rel = lambda mask: float(np.max(np.abs(err[mask] / truth[mask]), initial=0.0))
+    sig = np.abs(err[ok]) / result.std[ok]
+    return {"k_max_rel_error": rel(k & ok), "damping_max_rel_error": rel(damp),
+            "max_error_over_std": float(sig.max(initial=0.0)),
+            "k_max_rel_std": float(np.max(result.std[k & ok] / truth[k & ok], initial=0.0)),
+            "damping_max_rel_std": float(np.max(result.std[damp] / truth[damp], initial=0.0)),
+            "not_identifiable": list(result.not_identifiable)}
+
+
+def report(label, result, truth, walls, robot_time):
+    wall = statistics.median(walls)
+    acc = accuracy(result, truth)
+    shares = {k: round(v / max(sum(result.timing.values()), 1e-9), 3) for k, v in result.timing.items() if v > 0}
+    line = (f"{label:<22} wall {wall:7.1f} s  robot time {robot_time:6.1f} s  wall/robot {wall / robot_time:5.2f}  "
+            f"configs {len(result.configurations)}+{len(result.validation)}  K_D x {result.experiment_kd_scale:g}\n"
+            f"{'':<22} k err {100 * acc['k_max_rel_error']:.3g} %  "
+            f"damping err {100 * acc['damping_max_rel_error']:.3g} %  max |err|/σ {acc['max_error_over_std']:.2f}  "
+            f"not identifiable: {', '.join(acc['not_identifiable']) or '-'}")
+    v = result.validation_errors()
+    if result.validation:
+        line += (f"\n{'':<22} validation max |Δf|/f {v['calibrated']['max_frequency_error_rel']:.2e} "
+                 f"(nominal {v['nominal']['max_frequency_error_rel']:.2e}), max |Δζ| "
+                 f"{100 * v['calibrated']['max_damping_error']:.3f} pp "
+                 f"(nominal {100 * v['nominal']['max_damping_error']:.3f})")
+    if result.tracking and "calibrated" in result.tracking:
+        t = result.tracking
+        line += (f"\n{'':<22} tracking max error: calibrated {t['calibrated']['max_tracking_error_rad']:.3g}, true "
+                 f"{t['true']['max_tracking_error_rad']:.3g}, nominal {t['nominal']['max_tracking_error_rad']:.3g} rad "
+                 f"(cal/true {t['calibrated_over_true']:.3g}, nominal/cal {t['nominal_over_calibrated']:.3g})")
+    if result.design is not None:
+        d = result.design
+        line += (f"\n{'':<22} design: {d.budget} designed configurations reach worst σ/scale {d.designed[-1]:.3g}; "
+                 f"random need {[None if not np.isfinite(x) else int(x) for x in d.needed_random]} "
+                 f"(ratio {d.ratio:.2f})")
+    line += f"\n{'':<22} time shares: {shares}"
+    print(line, flush=True)
+    return {"label": label, "wall_s": wall, "robot_time_s": robot_time, "accuracy": acc, "timing": result.timing,
+            "validation": v, "tracking": result.tracking,
+            "design": None if result.design is None else result.design.to_dict()}
+
+
+def offline(args):
+    settings = CalibrationSettings(budget=args.budget, validation=args.validation, candidates=args.candidates,
+                                   seed=2, random_seeds=0 if args.quick else 5, tracking=not args.quick)
+    runs = ([("kuka_lwr4", "sim")] if args.quick
+            else [(r, e) for r in ("kuka_lwr4", "scompi") for e in ("sim", "mujoco")])
+    out = []
+    for robot, engine in runs:
+        walls = []
+        for _ in range(args.repeats):
+            result, truth, wall, robot_time = one_run(robot, engine, settings, TRUTH_SEEDS[robot])
+            walls.append(wall)
+        out.append(report(f"{robot} {engine}", result, truth, walls, robot_time))
+    return out
+
+
+def noise(args):
+    settings = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
+                                   random_seeds=0, tracking=False)
+    out = []
+    for text in ["none"] + args.noise_levels.split(";"):
+        level, run_settings = None, settings
+        if text != "none":
+            kv = dict(item.split("=") for item in text.split(","))
+            level = EncoderNoise(float(kv["counts"]) if "counts" in kv else None, float(kv.get("std", 0.0)), 0)
+            model = load_robot("kuka_lwr4")      # the design is told the sensors' noise, as the CLI does
+            run_settings = replace(settings, sensor_std=sensor_std(model, "both", level.counts_per_rev, level.std,
+                                                                   gear_ratios(model)))
+        result, truth, wall, robot_time = one_run("kuka_lwr4", "sim", run_settings, TRUTH_SEEDS["kuka_lwr4"], level)
+        out.append(report(f"kuka_lwr4 noise {text}", result, truth, [wall], robot_time))
+    return out
+
+
+def ros(args):
+    """The action on real nodes (lockstep simulator), paced at real time and unpaced."""
+    urdf, params = robot_paths("kuka_lwr4")
+    raw = yaml.safe_load(Path(params).read_text())
+    raw["urdf"] = str(Path(urdf).resolve())
+    for joint in raw["joints"].values():
+        joint.pop("d_cm", None)
+    tmp = Path(tempfile.mkdtemp())
+    viscous = tmp / "kuka_viscous.yaml"
+    viscous.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    out = []
+    for rtf in (1.0, 0.0):
+        procs = []
+        model = ["-p", f"params_path:={viscous}"]
+        for argv in (["flexible_joint_simulator", "--ros-args", *model, "-p", "lockstep:=true", "-p",
+                      f"real_time_factor:={rtf}"],
+                     ["feedforward_pd_controller", "--ros-args", *model, "-p", "state_timeout_s:=1.0"],
+                     ["calibration_server", "--ros-args", *model, "-p", f"output_directory:={tmp}", "-p", "hold:=zoh"]):
+            exe = str(Path(sys.executable).parent / argv[0])
+            procs.append(subprocess.Popen([exe, *argv[1:]], env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        try:
+            out.append(_ros_goal(rtf, args))
+        finally:
+            for p in procs:
+                p.send_signal(2)
+            for p in procs:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    return out
+
+
+def _ros_goal(rtf, args):
+    import rclpy
+    from rclpy.action import ActionClient
+
+    from flexmodal_interfaces.action import Calibrate
+
+    rclpy.init()
+    node = rclpy.create_node("bench_calibration")
+    try:
+        client = ActionClient(node, Calibrate, "/calibration/calibrate")
+        while not client.wait_for_server(timeout_sec=1.0):
+            pass
+        stages = {}
+        last = [time.perf_counter(), None]
+
+        def feedback(msg):
+            now = time.perf_counter()
+            if last[1] is not None:
+                stages[last[1]] = stages.get(last[1], 0.0) + now - last[0]
+            last[:] = [now, msg.feedback.stage]
+        goal = Calibrate.Goal(budget=args.budget, validation=0, pulses_per_configuration=2,
+                              candidates=args.candidates, seed=2, output_name=f"rtf_{rtf:g}")
+        t0 = time.perf_counter()
+        sent = client.send_goal_async(goal, feedback_callback=feedback)
+        rclpy.spin_until_future_complete(node, sent)
+        result = sent.result().get_result_async()
+        rclpy.spin_until_future_complete(node, result)
+        wall = time.perf_counter() - t0
+        r = result.result().result
+        label = f"ros real_time_factor {rtf:g}" + (" (unpaced)" if rtf == 0 else "")
+        print(f"{label:<32} wall {wall:7.1f} s  success {r.success}  configurations {r.configurations_measured}  "
+              f"stage wall times {json.dumps({k: round(v, 1) for k, v in stages.items()})}", flush=True)
+        return {"label": label, "wall_s": wall, "success": r.success, "stages": stages}
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--part", default="offline", choices=("offline", "noise", "ros", "all"))
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--budget", type=int)
+    p.add_argument("--validation", type=int, default=2)
+    p.add_argument("--candidates", type=int)
+    p.add_argument("--noise-levels", default="counts=1048576,std=1e-6;counts=65536,std=1e-5",
+                   help="';'-separated counts=..,std=.. of the encoder noise (part noise)")
+    p.add_argument("--json", help="write the numbers to this file")
+    args = p.parse_args()
+    args.budget = args.budget or (2 if args.quick else 6)
+    args.candidates = args.candidates or (30 if args.quick else 60)
+    if args.quick:
+        args.validation = 0
+    results = {}
+    for part, fn in (("offline", offline), ("noise", noise), ("ros", ros)):
+        if args.part in (part, "all") and not (args.quick and part != "offline"):
+            results[part] = fn(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

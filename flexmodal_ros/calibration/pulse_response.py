@@ -1,0 +1,64 @@
+"""Free decay of the linearized closed loop after a motor torque pulse: the modal participation
+of each mode at each channel (what the experiment design expects a record to show).
+
+The closed loop linearized about q (2.14), ẋ = A x + b u with b = B_u τ (the motor rows of the
+input, B_u of :func:`~flexmodal_ros.flexible_joint.sampled.open_loop`), reaches x₁ = G_T B_u τ
+after a rectangular pulse τ of duration T, G_T = ∫₀ᵀ e^{As} ds (augmented matrix exponential, no
+inverse of A); with A V = V Λ and η = V⁻¹ x₁, mode j contributes y_c(t₁ + t) = Re(a_jc e^{λ_j t})
+at channel c, a_jc = 2 V_cj η_j. The same construction as the tool-point impact's
+(:func:`flexmodal_ros.oma.impact.free_decay_contributions`), with the motor torque as the input.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..flexible_joint.linear_model import state_matrix
+from ..flexible_joint.sampled import open_loop
+from ..robot.model import create_data
+
+
+def pulse_decay_amplitudes(model, q, torque, duration, rows, t_after=0.0, data=None):
+    """Free decay after a rectangular motor pulse ``torque`` (n,) [N·m] of ``duration`` [s] in the
+    continuous closed loop at ``q`` (module docstring), at the channels whose rows of [δq; δq_m]
+    are ``rows``, from ``t_after`` [s] after the pulse's end: (λ (m,) with Im > 0, amplitudes
+    (m, c) complex)."""
+    from scipy.linalg import expm     # deferred: scipy.linalg
+
+    data = create_data(model) if data is None else data
+    lin, _, B_u, _ = open_loop(model, data, np.asarray(q, float))
+    A = state_matrix(lin.M, lin.D, lin.K)
+    size = A.shape[0]
+    aug = np.zeros((2 * size, 2 * size))
+    aug[:size, :size], aug[:size, size:] = A, np.eye(size)
+    G = expm(aug * float(duration))[:size, size:]
+    x1 = G @ (B_u @ np.asarray(torque, float))
+    lam, V = np.linalg.eig(A)
+    eta = np.linalg.solve(V, x1) * np.exp(lam * float(t_after))
+    keep = lam.imag > 1e-9 * np.abs(lam)
+    part = V[list(rows)][:, keep] * eta[keep][None, :]
+    return lam[keep], 2.0 * part.T
+
+
+# A pulse should move the robot enough to stand out of the sensor noise and little enough to keep the
+# response linear: at the largest motion the nonlinear terms (products of modes, ~1e-3 of the
+# response here) start to merge close, heavily damped modes in the OMA (kuka_lwr4: 20 N m for 2 ms
+# on a motor moves it ~1e-3 rad and biases two modes by 1 %; 4 N m, ~2e-4 rad, does not).
+TARGET_MOTION = 2e-4       # [rad] bound of the linear response's peak at any channel
+TARGET_SNR = 200.0         # ... but at least this many times the sensor noise
+
+
+def pulse_amplitudes(model, q, duration, limit, rows, noise_std=0.0, data=None) -> np.ndarray:
+    """Per joint the motor pulse amplitude [N m] whose free decay at configuration ``q`` peaks at
+    max(TARGET_MOTION, TARGET_SNR × ``noise_std``) on the channels ``rows`` (bound: the sum of the
+    modes' amplitude moduli), at most ``limit`` (n,)."""
+    data = create_data(model) if data is None else data
+    target = max(TARGET_MOTION, TARGET_SNR * float(np.max(noise_std)))
+    out = np.empty(model.n)
+    for j in range(model.n):
+        unit = np.zeros(model.n)
+        unit[j] = 1.0
+        _, amps = pulse_decay_amplitudes(model, q, unit, duration, rows, 0.0, data)
+        peak = float(np.abs(amps).sum(axis=0).max()) if amps.size else 0.0
+        out[j] = limit[j] if peak <= 0 else min(limit[j], target / peak)
+    return out
+

@@ -1,0 +1,290 @@
+"""Calibration (issue 31): sensitivities against finite differences, the motor excitation in the
+controller, the experiment design against random configurations, the weighted fit, bounds and CLI
+errors. The end-to-end runs on hidden-truth plants are in test_calibration_acceptance.py, the ROS
+action in test_calibration_ros.py."""
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings
+from flexmodal_ros.calibration.eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
+from flexmodal_ros.calibration.experiment_design import (ExcitationPlan, MeasurementModel, candidate_configurations,
+                                                         choose_experiment_gains, compare_with_random, evaluate_pool,
+                                                         greedy_design, loop_damping, parameter_scale,
+                                                         prior_information)
+from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
+from flexmodal_ros.calibration.weighted_fit import MeasuredModes, fit_parameters
+from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit, pulse_on
+from flexmodal_ros.control import FailSafeController, JointSample, Mode
+from flexmodal_ros.core.blas import single_blas_thread
+from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.modes import track_modes
+from flexmodal_ros.modes.uncertainty import frequency_damping_jacobian
+from flexmodal_ros.oma.visibility import cramer_rao, single_mode_bounds
+from flexmodal_ros.robot.model import with_overrides
+from flexmodal_ros.robot.registry import load_robot
+
+SCOMPI_Q8 = np.array([0.0, -0.374, 1.9448, 0.0, -1.9448, 0.0])     # thesis (2.21)
+
+
+@pytest.fixture(scope="module")
+def lwr():
+    return load_robot("kuka_lwr4")
+
+
+@pytest.fixture(scope="module")
+def scompi():
+    return load_robot("scompi")
+
+
+def _finite_difference(model, q, unknowns, loop, rel=1e-6):
+    """p ∂λ/∂p of every mode by central differences of the loop's eigenvalues (modes followed by MAC)."""
+    p0 = unknowns.values(model)
+    base = loop_modes(model, q, loop)
+    out = np.empty((base.num_modes, unknowns.size), complex)
+    for i in range(unknowns.size):
+        h = rel * max(p0[i], 1e-3)
+        sets = []
+        for sign in (1, -1):
+            p = p0.copy()
+            p[i] += sign * h
+            modes = loop_modes(unknowns.apply(model, p), q, loop)
+            order, _ = track_modes([base, modes])
+            sets.append(modes.eigenvalues[order[1]])
+        out[:, i] = (sets[0] - sets[1]) / (2 * h) * max(p0[i], 1e-3)
+    return base, out
+
+
+@pytest.mark.parametrize("robot,loop", [("kuka_lwr4", CONTINUOUS), ("scompi", CONTINUOUS),
+                                        ("kuka_lwr4", LoopModel(1000.0, "zoh-delay")),
+                                        ("scompi", LoopModel(1000.0, "zoh"))])
+def test_eigenvalue_sensitivity_matches_finite_differences(robot, loop, lwr, scompi):
+    """dλ = ψ (∂A/∂p) φ (continuous A (2.14); sampled loops through the Fréchet derivative of
+    exp) against central differences, for every kind of unknown, scaled by the parameter."""
+    model = with_overrides(lwr, d_f=0.5) if robot == "kuka_lwr4" else scompi     # d_f > 0: central differences
+    q = np.full(model.n, 0.3) if robot == "kuka_lwr4" else SCOMPI_Q8
+    unknowns = Unknowns.build(model, ("k", "d_f", "d_fm"), joints=(0, 2, model.n - 1))
+    with single_blas_thread():
+        sens = mode_sensitivity(model, q, unknowns, loop)
+        base, fd = _finite_difference(model, q, unknowns, loop)
+    np.testing.assert_allclose(sens.modes.eigenvalues, base.eigenvalues, rtol=1e-7)   # expm_frechet vs expm
+    scale = np.maximum(unknowns.values(model), 1e-3)
+    analytic = sens.d_eigenvalues * scale
+    keep = sens.frequencies_hz * np.sqrt(1 - sens.damping_ratios ** 2) < 400     # measurable ones
+    # finite differences are good to ~1e-7 of |λ| (relative step 1e-6)
+    tol = 1e-6 * np.abs(base.eigenvalues)[:, None] + 1e-5 * np.abs(analytic)
+    assert np.all(np.abs(analytic - fd)[keep] <= tol[keep])
+    assert np.abs(analytic[keep]).max() > 1e-3 * np.abs(base.eigenvalues).min()      # not trivially zero
+
+
+def test_sampled_sensitivity_modes_are_the_sampled_data_ama(lwr):
+    from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis
+    q = np.full(lwr.n, -0.2)
+    ours = loop_modes(lwr, q, LoopModel(1000.0, "zoh-delay"))
+    theirs = sampled_modal_analysis(lwr, q, 1000.0, "zoh-delay")
+    keep = ~theirs.above_nyquist
+    np.testing.assert_allclose(ours.frequencies_hz[:keep.sum()], theirs.frequencies_hz[keep], rtol=1e-9)
+    np.testing.assert_allclose(ours.damping_ratios[:keep.sum()], theirs.damping_ratios[keep], atol=1e-10)
+
+
+def test_frequency_damping_gradients_match_finite_differences():
+    lam = np.array([-1.0 + 30j, -40.0 + 50j, -0.01 + 900j])
+    g = frequency_damping_jacobian(lam)
+    h = 1e-6
+    for k, d in enumerate((h, 1j * h)):
+        f_p, z_p = np.abs(lam + d) / (2 * np.pi), -(lam + d).real / np.abs(lam + d)
+        f_m, z_m = np.abs(lam - d) / (2 * np.pi), -(lam - d).real / np.abs(lam - d)
+        np.testing.assert_allclose(g[:, 0, k], (f_p - f_m) / (2 * h), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g[:, 1, k], (z_p - z_m) / (2 * h), rtol=1e-6, atol=1e-7)
+
+
+def test_single_mode_bounds_equal_cramer_rao_of_each_mode():
+    rng = np.random.default_rng(0)
+    lam = -rng.uniform(0.5, 20, 6) + 1j * rng.uniform(10, 300, 6)
+    amps = rng.normal(size=(2, 6, 5)) + 1j * rng.normal(size=(2, 6, 5))
+    noise = rng.uniform(1e-6, 3e-6, 5)
+    batched = single_mode_bounds(lam, amps, noise, [900, 700], 1000.0)
+    for j in range(6):
+        alone = cramer_rao(lam[[j]], amps[:, [j]], noise, [900, 700], 1000.0)
+        np.testing.assert_allclose([b[j] for b in batched], [a[0] for a in alone], rtol=1e-9)
+
+
+# -- excitation through the controller -------------------------------------------------------
+
+def _holding_controller(model, q):
+    ctrl = FailSafeController(model, compiled=False)
+    ctrl.update_state(JointSample(0.0, q, np.zeros(model.n), q, np.zeros(model.n)), 0.0)
+    assert ctrl.mode == Mode.HOLD
+    return ctrl
+
+
+def _cycle(ctrl, t, q):
+    ctrl.update_state(JointSample(t, q, np.zeros(len(q)), q, np.zeros(len(q))), t)
+    return ctrl.compute()
+
+
+def test_controller_adds_the_pulse_to_the_hold_law_and_saturates(lwr):
+    q = np.zeros(lwr.n)
+    ctrl = _holding_controller(lwr, q)
+    hold = _cycle(ctrl, 0.001, q).tau
+    limit = default_excitation_limit(lwr)
+    pulse = pulse_on(lwr, [1], limit[1], 0.002)
+    ctrl.excite(pulse.shifted(0.0035), start_now=False)
+    assert ctrl.steady_cycle() is None                     # the C cycles stand aside meanwhile
+    taus = {t: _cycle(ctrl, t, q).tau for t in (0.002, 0.003, 0.004, 0.005, 0.006)}
+    np.testing.assert_allclose(taus[0.003], hold)          # before the start
+    np.testing.assert_allclose(taus[0.004] - hold, pulse.torque, atol=1e-9)
+    np.testing.assert_allclose(taus[0.005] - hold, pulse.torque, atol=1e-9)
+    np.testing.assert_allclose(taus[0.006], hold)          # ended at 0.0055
+    assert ctrl.excitation is None and ctrl.steady_cycle() is not None
+    # saturation at the effort limit like any command: a tight effort limit on joint 2
+    tight = dataclasses.replace(lwr, effort_limit=np.where(np.arange(lwr.n) == 1, abs(hold[1]) + 5.0, lwr.effort_limit))
+    ctrl = _holding_controller(tight, q)
+    ctrl.set_excitation_limits(torque=20.0)
+    ctrl.excite(pulse_on(tight, [1], np.sign(hold[1] or 1.0) * 15.0, 0.002), start_now=True)
+    command = _cycle(ctrl, 0.001, q)
+    assert command.saturated[1] and abs(command.tau[1]) == pytest.approx(abs(hold[1]) + 5.0)
+
+
+def test_controller_refuses_excitations_beyond_bounds_and_outside_hold(lwr):
+    q = np.zeros(lwr.n)
+    ctrl = _holding_controller(lwr, q)
+    limit = default_excitation_limit(lwr)
+    with pytest.raises(InputError, match="max_excitation_torque"):
+        ctrl.excite(pulse_on(lwr, [0], 1.01 * limit[0], 0.002))
+    with pytest.raises(InputError, match="duration"):
+        ctrl.excite(pulse_on(lwr, [0], 1.0, 5.0))
+    with pytest.raises(InputError, match="in the past"):
+        ctrl.excite(pulse_on(lwr, [0], 1.0, 0.002, start=-1.0), start_now=False)
+    ctrl.set_excitation_limits(torque=2.0)
+    with pytest.raises(InputError, match="excitation limit of 2"):
+        ctrl.excite(pulse_on(lwr, [0], 3.0, 0.002))
+    waiting = FailSafeController(lwr, compiled=False)
+    with pytest.raises(InputError, match="only while holding"):
+        waiting.excite(pulse_on(lwr, [0], 1.0, 0.002))
+
+
+def test_excitation_cancelled_when_the_controller_leaves_hold(lwr):
+    q = np.zeros(lwr.n)
+    ctrl = _holding_controller(lwr, q)
+    ctrl.excite(MotorExcitation(np.full(lwr.n, 1.0), 0.0, 0.5), start_now=True)
+    _cycle(ctrl, 0.001, q)
+    assert ctrl.excitation is not None
+    hold = ctrl.watchdog(10.0)                              # joint states lost: STALE, static hold
+    assert ctrl.mode == Mode.STALE and ctrl.excitation is None
+    assert not np.any(ctrl.law.excitation)
+    assert any("excitation cancelled" in e for e in ctrl.events)
+    assert hold is not None
+
+
+# -- design, fit, bounds ----------------------------------------------------------------------
+
+def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
+    """Acceptance: the designed set reaches the predicted worst relative std of 4 designed
+    configurations with at most half as many as random ones (median over 5 seeds)."""
+    model = with_overrides(lwr, kd=lwr.kd * 0.5)
+    unknowns = Unknowns.build(model)
+    nominal = unknowns.values(model)
+    ranges = (np.where(nominal > 0, 0.5 * nominal, 0.0), np.where(nominal > 0, 2 * nominal, 10.0))
+    scale = parameter_scale(model, unknowns, ranges)
+    rows = list(range(2 * model.n))
+    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
+    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    pool = evaluate_pool(model, candidate_configurations(model, 40, seed=3), unknowns, CONTINUOUS, plan,
+                         MeasurementModel(), scale)
+    targets = np.where(np.array(unknowns.kinds) == "k", 0.005, 0.03)
+    with single_blas_thread():
+        steps = greedy_design(pool, 4, scale, prior_information(scale, ranges), target=targets)
+    comparison = compare_with_random(pool, steps, scale, seeds=5, random_budget=40)
+    assert comparison.ratio <= 0.5, comparison.to_dict()
+    assert np.all(np.diff(comparison.designed[1:]) <= 1e-12)          # more data, less uncertainty
+
+
+def test_weighted_fit_recovers_the_truth_and_flags_the_unidentifiable(scompi):
+    """Synthetic measured modes (the true sampled loop's, noise of their stated σ): k and d_f
+    within 3 σ; scompi's d_fm (≈1e-3 beside K_D = 52) reported not identifiable, nominal kept."""
+    loop = LoopModel(1000.0, "zoh")
+    unknowns = Unknowns.build(scompi)
+    rng = np.random.default_rng(4)
+    nominal = unknowns.values(scompi)
+    truth = nominal * np.concatenate([rng.uniform(0.8, 1.2, 6), rng.uniform(0.6, 1.6, 12)])
+    true_model = unknowns.apply(scompi, truth)
+    qs = candidate_configurations(scompi, 4, seed=7)
+    config, f, z, idx, refs = [], [], [], [], []
+    for i, q in enumerate(qs):
+        ref, tm = loop_modes(scompi, q, loop), loop_modes(true_model, q, loop)
+        order, _ = track_modes([ref, tm])
+        refs.append(ref)
+        for j in range(ref.num_modes - 1):                    # the 850 Hz mode is above Nyquist
+            config.append(i), idx.append(j)
+            f.append(tm.frequencies_hz[order[1][j]]), z.append(tm.damping_ratios[order[1][j]])
+    f, z = np.array(f), np.array(z)
+    sf, sz = 2e-4 * f, np.full(f.size, 2e-4)
+    meas = MeasuredModes(qs, np.array(config), f + rng.normal(size=f.size) * sf, z + rng.normal(size=f.size) * sz,
+                         sf, sz, np.array(idx), tuple(refs))
+    bounds = (0.5 * nominal, 2.0 * nominal)
+    fit = fit_parameters(scompi, unknowns, meas, loop, nominal, bounds)
+    kinds = np.array(unknowns.kinds)
+    assert not fit.identifiable[kinds == "d_fm"].any()
+    np.testing.assert_array_equal(fit.values[kinds == "d_fm"], nominal[kinds == "d_fm"])
+    ok = fit.identifiable
+    assert ok[kinds == "k"][:4].all()
+    assert np.all(np.abs(fit.values[ok] - truth[ok]) <= 3 * fit.std[ok])
+
+
+def test_experiment_gains_keep_the_sampled_loop_stable(scompi):
+    """K_D × 0.5 keeps scompi's continuous loop stable but not the 1 kHz loop with a period of
+    delay at every configuration: the choice skips it."""
+    delayed = LoopModel(1000.0, "zoh-delay")
+    qs = candidate_configurations(scompi, 12, seed=0)
+    meas = MeasurementModel()
+    half = with_overrides(scompi, kd=scompi.kd * 0.5)
+    assert min(loop_damping(half, q, CONTINUOUS, meas) for q in qs) > 0
+    assert min(loop_damping(half, q, delayed, meas) for q in qs) < 0
+    unknowns = Unknowns.build(scompi, ("k", "d_f"))
+    nominal = unknowns.values(scompi)
+    plan = ExcitationPlan(default_excitation_limit(scompi), 0.002, tuple(range(6)))
+    factor, table = choose_experiment_gains(scompi, qs, unknowns, plan, meas, (0.5 * nominal, 2 * nominal), delayed)
+    assert factor == 1.0 and 0.5 not in table and 0.2 not in table
+
+
+def test_bad_settings_are_refused_naming_the_field(lwr):
+    for change, field in (({"budget": 0}, "budget"), ({"budget": 101}, "budget"), ({"target_k": -1.0}, "target_k"),
+                          ({"unknowns": ("k", "x")}, "unknowns"), ({"ranges": {"k": (2.0, 3.0)}}, "ranges.k"),
+                          ({"experiment_kd_scale": 2.0}, "experiment_kd_scale"), ({"record_s": 100.0}, "record_s")):
+        with pytest.raises(InputError, match=field):
+            check_settings(lwr, CalibrationSettings(**change), 1000.0)
+
+
+def test_cli_bad_input_is_one_line(tmp_path, capsys):
+    out = subprocess.run([sys.executable, "-m", "flexmodal_ros.cli", "calibrate", "--robot", "kuka_lwr4", "--budget",
+                          "0", "-o", str(tmp_path / "c.yaml")], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "budget" in out.stderr
+    from flexmodal_ros.cli import main
+    assert main(["calibrate", "--robot", "kuka_lwr4", "--joints", "joint_9", "-o", str(tmp_path / "c.yaml")]) == 2
+    assert main(["calibrate", "--robot", "kuka_lwr4", "--pulse-torque", "500", "-o", str(tmp_path / "c.yaml")]) == 2
+    assert not (tmp_path / "c.yaml").exists()
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "joint_9" in err[0] and "excitation limit" in err[1]
+
+
+def test_calibration_node_is_wired_in_setup_and_launch():
+    import ast
+    import re
+    from pathlib import Path
+
+    from flexmodal_ros.nodes.bringup import OPTIONAL_ARGUMENTS, node_commands, optional_nodes
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = dict(re.findall(r'"(\w+) = flexmodal_ros\.nodes\.(\w+):main"', (root / "setup.py").read_text()))
+    assert scripts["calibration_server"] == "calibration_server"
+    assert optional_nodes({"calibration": "true"}) == (("calibration_server", "calibration"),)
+    assert optional_nodes({"calibration": "false"}) == ()
+    assert Path(node_commands("kuka_lwr4", extra=["calibration"])[-1][0]).name == "calibration_server"
+    launch = ast.parse((root / "launch" / "bringup.launch.py").read_text())
+    imported = {a.name for n in ast.walk(launch) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {"OPTIONAL_ARGUMENTS", "optional_nodes"} <= imported and "calibration" in OPTIONAL_ARGUMENTS
