@@ -1,6 +1,7 @@
 # Source me (from any directory): `. scripts/env.sh`
-# Activates the project virtualenv, exposes the flexmodal_interfaces build (make setup) to Python,
-# the dynamic linker and the ament index, and keeps ROS 2 traffic on this machine.
+# Activates the project virtualenv, exposes the flexmodal_interfaces and flexmodal_native builds
+# (make setup) to Python, the dynamic linker and the ament index, and keeps ROS 2 traffic on this
+# machine.
 _flexmodal_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 if [ ! -x "$_flexmodal_root/.venv/bin/python" ]; then
     echo "scripts/env.sh: $_flexmodal_root/.venv is missing; run 'make setup' first" >&2
@@ -26,6 +27,9 @@ _flexmodal_prepend AMENT_PREFIX_PATH "$VIRTUAL_ENV"
 _flexmodal_prepend AMENT_PREFIX_PATH "$_flexmodal_prefix"
 _flexmodal_prepend PYTHONPATH "$_flexmodal_prefix/lib/$_flexmodal_pyver/site-packages"
 _flexmodal_prepend LD_LIBRARY_PATH "$_flexmodal_prefix/lib"
+_flexmodal_native="$_flexmodal_root/build/native/install"
+_flexmodal_prepend AMENT_PREFIX_PATH "$_flexmodal_native"
+_flexmodal_prepend LD_LIBRARY_PATH "$_flexmodal_native/lib"
 
 # DDS discovery stays on loopback (never send traffic off this machine).
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
@@ -35,4 +39,4 @@ export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_flexmod
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-42}"
 
 unset -f _flexmodal_prepend
-unset _flexmodal_root _flexmodal_prefix _flexmodal_pyver
+unset _flexmodal_root _flexmodal_prefix _flexmodal_pyver _flexmodal_native

@@ -33,14 +33,20 @@ class Probe:
         self.ros, self.model = ros, model
         self.node = ros.node("flexmodal_test_probe")
         self.commands, self.statuses = [], []
-        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                      lambda m: self.commands.append(np.array(m.data)), 100)
+        self.command_sub = self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                                         lambda m: self.commands.append(np.array(m.data)), 100)
         self.node.create_subscription(String, "/feedforward_pd_controller/status",
                                       lambda m: self.statuses.append(m.data),
                                       QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.states = self.node.create_publisher(JointState, "/joint_states", 10)
         self.trajectories = self.node.create_publisher(JointTrajectory,
                                                        "/feedforward_pd_controller/reference_trajectory", 10)
+
+    def connected(self, controller):
+        """The probe and ``controller`` matched each other's joint states and commands, both ways
+        (:func:`matched_both_ways`)."""
+        return (self.states.get_subscription_count() > 0 and self.command_sub.get_publisher_count() > 0
+                and matched_both_ways(controller))
 
     def publish_state(self, t, q, mutate=None):
         from flexmodal_ros.nodes.conversions import plant_joint_state
@@ -61,6 +67,16 @@ class Probe:
         return self.commands[-1]
 
 
+def matched_both_ways(controller):
+    """True when a controller with native cycles has its C reader and writer matched with a
+    joint-state publisher and a command subscriber. They are a DDS participant of their own
+    (nodes/native_cycle.py), which matches another participant's endpoints on its own schedule: a
+    publisher may see the controller subscribed before the controller's reader accepts its samples.
+    Always true for the Python cycles (the test's own participant)."""
+    native = controller.native_cycle
+    return native is None or min(native.matched()) > 0
+
+
 @pytest.fixture
 def controller(ros, lwr):
     from rclpy.parameter import Parameter
@@ -70,7 +86,7 @@ def controller(ros, lwr):
         Parameter("robot", value="kuka_lwr4"), Parameter("state_timeout_s", value=0.2)])
     ros.add_node(node)
     probe = Probe(ros, lwr)
-    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
     return node, probe
 
 
@@ -392,7 +408,7 @@ def test_gains_and_thresholds_are_settable_parameters(ros, lwr):
         return ros.call(client, request).results[0]
 
     q = np.full(lwr.n, 0.2)
-    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
     probe.publish_state(1.0, q)
     probe.wait_commands(1)
     ok = set_param("kp", ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=[2500.0] * lwr.n)
@@ -497,7 +513,7 @@ def test_shaping_a_reference_does_not_stop_the_cycles(ros, lwr):
         Parameter("robot", value="kuka_lwr4"), Parameter("shaping", value="zvd"),
         Parameter("state_timeout_s", value=1.0)]))
     probe = Probe(ros, lwr)
-    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
     path = read_waypoints(lwr, Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml")
     q0 = np.array(path.positions[0])
     during_shaping, shape = [], node.ctrl.shape_trajectory
@@ -568,7 +584,8 @@ def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link
     assert nodes["ctrl_c"].native_cycle is not None and nodes["ctrl_py"].native_cycle is None
     states = probe.create_publisher(JointState, "/joint_states", 10)
     ros.spin_until(lambda: states.get_subscription_count() == 2
-                   and all(p.get_subscription_count() for p in trajectories.values()), 10.0, "controllers subscribed")
+                   and all(p.get_subscription_count() for p in trajectories.values())
+                   and all(matched_both_ways(node) for node in nodes.values()), 10.0, "controllers subscribed")
     convention, n = StateConvention(lwr, link_state), lwr.n
 
     def processed(node):
@@ -630,23 +647,54 @@ def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link
 
 
 def test_native_cycle_refuses_what_it_cannot_run(ros, lwr, tmp_path, monkeypatch):
-    """The C cycles need the compiled law and rcl's headers: BuildError naming what is missing
-    (the node then warns and runs every cycle in Python)."""
-    import sys
+    """The C cycles need the compiled law and the flexmodal_native package installed (make setup,
+    colcon build): BuildError naming what is missing (the node then warns and runs every cycle in
+    Python)."""
     from flexmodal_ros.control.law import FailSafeController
     from flexmodal_ros.core.errors import BuildError
     from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter
-    from flexmodal_ros.nodes.native_cycle import NativeCycleThread, rcl_build_flags
+    from flexmodal_ros.nodes.native_cycle import NativeCycleThread, native_library_path
     from flexmodal_ros.nodes.realtime import TimingWindow
-    from std_msgs.msg import Float64MultiArray
 
     node = ros.node("native_cycle_refusals")
-    ctrl = FailSafeController(lwr, compiled=False)
+
+    def start(ctrl):
+        return NativeCycleThread(node, "/joint_states", 1, "/commands", 1, ctrl, JointStateReader(lwr),
+                                 TorqueCommandWriter(lwr.n), TimingWindow(10), print, print, 0.01, 0.001)
+
     with pytest.raises(BuildError, match="not compiled C"):
-        NativeCycleThread(node, "/joint_states", 1, ctrl, JointStateReader(lwr), TorqueCommandWriter(lwr.n),
-                          node.create_publisher(Float64MultiArray, "/commands", 1), TimingWindow(10),
-                          print, print, 0.01, 0.001)
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    monkeypatch.setenv("AMENT_PREFIX_PATH", "")
-    with pytest.raises(BuildError, match=f"rcl headers not found .*{tmp_path}"):
-        rcl_build_flags()
+        start(FailSafeController(lwr, compiled=False))
+    assert native_library_path().is_file()                   # make setup built and exposed it
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path))
+    with pytest.raises(BuildError, match="the flexmodal_native package is not installed .*make setup"):
+        start(FailSafeController(lwr))
+
+
+def test_native_cycle_checks_the_c_state_layout_field_by_field():
+    """native_cycle.py's ctypes mirror of fm_cycle_t matches the library's table of field names,
+    offsets and sizes; a mirror with two fields swapped, a field of another size, a missing or an
+    extra field is refused with the field named, even when the total size is the same."""
+    import ctypes
+    from flexmodal_ros.core.errors import BuildError
+    from flexmodal_ros.nodes.native_cycle import _CycleState, _library, check_layout, layout_table
+
+    lib = _library()                                      # checked on load
+    table, size = layout_table(lib), lib.fm_state_size()
+    assert [row[0] for row in table] == [name for name, *_ in _CycleState._fields_]
+    check_layout(_CycleState, table, size)
+    fields = list(_CycleState._fields_)
+
+    def mirror(changed):
+        return type("Mirror", (ctypes.Structure,), {"_fields_": changed})
+
+    k = [name for name, *_ in fields].index("previous_t")
+    swapped = fields[:k] + [fields[k + 1], fields[k]] + fields[k + 2:]      # same size, same total
+    with pytest.raises(BuildError, match=f"disagree on field {k}: previous_t in C, tracking in Python"):
+        check_layout(mirror(swapped), table, size)
+    resized = [(name, ctypes.c_int32) if name == "armed" else (name, kind) for name, kind in fields]
+    with pytest.raises(BuildError, match="disagree on field armed: offset 0 / size 8 in C, offset 0 / size 4 in Py"):
+        check_layout(mirror(resized), table, size)
+    with pytest.raises(BuildError, match="field error only in C"):
+        check_layout(mirror(fields[:-1]), table, size)
+    with pytest.raises(BuildError, match="field spare only in Python"):
+        check_layout(mirror(fields + [("spare", ctypes.c_int64)]), table, size)
