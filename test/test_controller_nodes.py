@@ -698,3 +698,75 @@ def test_native_cycle_checks_the_c_state_layout_field_by_field():
         check_layout(mirror(fields[:-1]), table, size)
     with pytest.raises(BuildError, match="field spare only in Python"):
         check_layout(mirror(fields + [("spare", ctypes.c_int64)]), table, size)
+
+
+def test_controller_without_a_c_compiler_starts_serves_and_stops_cleanly(ros_env, tmp_path, ros):
+    """No C compiler (PATH without cc/gcc, CC naming a missing binary) and an empty cache: the
+    generated law cannot be compiled, so the console-script controller warns once (reason and
+    cost), runs the law on CasADi's virtual machine (every cycle in Python), answers ~/statistics,
+    and ends with exit code 0 on SIGINT, without the AttributeError a half-built node used to raise
+    at shutdown."""
+    from conftest import RosProcess, _resolve_executable, _wait_until_served
+    from std_srvs.srv import Trigger
+
+    (tmp_path / "bin").mkdir()
+    env = {**ros_env, "PATH": str(tmp_path / "bin"), "CC": str(tmp_path / "no_such_cc"),
+           "FLEXMODAL_CACHE": str(tmp_path / "cache")}
+    process = RosProcess([_resolve_executable("feedforward_pd_controller"), "--ros-args", "-p", "robot:=planar_2r"],
+                         env, tmp_path / "controller.log")
+    try:
+        _wait_until_served(process, "/feedforward_pd_controller/statistics", Trigger, 60.0)
+        client = ros.node("no_compiler_probe").create_client(Trigger, "/feedforward_pd_controller/statistics")
+        stats = json.loads(ros.call(client, Trigger.Request()).message)
+        assert stats["mode"] == "waiting" and stats["native_cycles"] == 0
+    finally:
+        code = process.stop()
+    log = process.log(100)
+    assert code == 0 and "Traceback" not in log, log
+    assert log.count("control law: cannot compile it (no C compiler found") == 1, log
+    assert "CasADi's virtual machine instead: ~25x the compiled law's time per cycle" in log
+    assert "native_cycle: the C cycles are unavailable" not in log          # one warning, not two
+    assert "steady cycles in Python" in log
+
+
+def test_controller_with_a_read_only_home_runs_the_law_uncompiled(ros, lwr, monkeypatch, capfd):
+    """A home where the compiled-law cache cannot be created (FLEXMODAL_CACHE unset): the warning
+    names the directory and FLEXMODAL_CACHE, and the controller holds with the same commands as
+    with the compiled law."""
+    from rclpy.parameter import Parameter
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+
+    monkeypatch.delenv("FLEXMODAL_CACHE", raising=False)
+    monkeypatch.setenv("HOME", "/proc/1")              # procfs: no ~/.cache can be made, even as root
+    node = ros.add_node(FeedforwardPdController(context=ros.context, parameter_overrides=[
+        Parameter("robot", value="kuka_lwr4"), Parameter("state_timeout_s", value=5.0)]))
+    assert node.ctrl.law.compiled is None and node.native_cycle is None
+    err = capfd.readouterr().err
+    assert re.search(r"control law: cannot compile it \(cache directory /proc/1/\.cache/flexmodal_ros not writable "
+                     r".*set FLEXMODAL_CACHE\); evaluating it with CasADi's virtual machine", err), err
+    probe = Probe(ros, lwr)
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
+    q = np.full(lwr.n, 0.2)
+    probe.publish_state(1.0, q)
+    hold = probe.wait_commands(1)
+    np.testing.assert_allclose(hold, static_compensation(lwr, create_data(lwr), q) / lwr.W, atol=1e-8)
+
+
+def test_a_controller_that_fails_to_start_shuts_its_context_down_cleanly(ros_env):
+    """rclpy (Kilted) destroys every node of a context at shutdown, also one whose constructor
+    raised: destroy_node stops only what was made."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+    from flexmodal_ros.core.errors import FlexmodalError
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        with pytest.raises(FlexmodalError, match="realtime_priority") as failure:
+            FeedforwardPdController(context=context, parameter_overrides=[
+                Parameter("robot", value="kuka_lwr4"), Parameter("realtime_priority", value=150)])
+        assert failure.traceback                  # keeps the half-built node alive until the shutdown
+    finally:
+        rclpy.shutdown(context=context)
