@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flexmodal_ros.control.law import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
+from flexmodal_ros.control import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
 from flexmodal_ros.flexible_joint.linear_model import setpoint_reference
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.nodes.native_cycle import BARE_LIBRARY, native_library_path

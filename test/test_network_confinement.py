@@ -82,7 +82,7 @@ def test_native_cycle_participant_stays_on_loopback(ros):
     from flexmodal_ros.nodes.conversions import plant_joint_state
     from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
     from flexmodal_ros.robot.registry import load_robot
-    from flexmodal_ros.simulation.plant import rest_state
+    from flexmodal_ros.simulation import rest_state
 
     model = load_robot("planar_2r")
     with Capture() as capture:

@@ -25,7 +25,7 @@ from ..robot.model import with_overrides
 from ..shaping import SHAPING_CHOICES
 from ..shaping.trajectory_file import read_waypoints
 from ..shaping.vibration import LAWS, compare, plot_residual, simulate_move
-from ..simulation.plant import DEFAULT_DT, save_closed_loop_plot, thesis_trajectory
+from ..simulation import DEFAULT_DT, save_closed_loop_plot, thesis_trajectory
 from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
 from .shape import add_shaping_options, shaping_options
 

@@ -10,7 +10,8 @@ loaded into the generated law, a sample of the learned byte layout whose stamp a
 values are within the state bounds, a finite and unsaturated result — runs in C; every other
 sample, and the watchdog once a sample is overdue, runs the node's Python cycle with the same
 bytes. Which cycles are steady is decided by
-:meth:`~flexmodal_ros.control.law.FailSafeController.steady_cycle` (the policy stays in control).
+:meth:`~flexmodal_ros.control.FailSafeController.steady_cycle` (the policy stays in
+flexmodal_ros/control/failsafe.py).
 
 The C side reads the joint states and writes the commands on an rcl context and node of its own
 (no rclpy object is handed to C): a hidden node ``_<node>_native_cycle`` in the node's namespace,
@@ -21,7 +22,7 @@ rclpy). While it runs, the node's Python cycles publish their commands through t
 
 Consistency: the C side and Python share one mutex (:class:`CycleLock`, the node's ``lock``).
 Whenever Python holds it, it first adopts the cycles run in C (last sample, receipt time, cycle
-count, compute times: :meth:`~flexmodal_ros.control.law.FailSafeController.adopt_steady_cycles`), so
+count, compute times: :meth:`~flexmodal_ros.control.FailSafeController.adopt_steady_cycles`), so
 it sees the state it would have had running every cycle itself; when it lets go, it arms the C
 side again from the controller's state (mode, trajectory segment, bounds, layout). Gains, the
 feedforward switch and the hold reference live in the law's input vector, which both sides use.

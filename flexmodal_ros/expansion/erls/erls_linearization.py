@@ -213,7 +213,6 @@ class ErlsSystem:
 
     def taylor(self, x0, order: int):
         """(MultiIndexSet, M̄^(σ), C̄^(σ), K̄^(σ)) with coefficient stacks (N, n, n) at x0."""
-        from ..taylor import TaylorMap
 
         tm = self._taylor_map(order)
         nf, n = self.model.n_f, self.model.n
