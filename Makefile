@@ -33,6 +33,8 @@ NUMERICS_FILE := $(if $(filter-out pinned,$(NUMERICS)),requirements-numerics-$(N
 
 IF_DIR := $(BUILD)/interfaces
 IF_PREFIX := $(abspath $(IF_DIR)/install)
+NATIVE_DIR := $(BUILD)/native
+NATIVE_PREFIX := $(abspath $(NATIVE_DIR)/install)
 STAMPS := $(BUILD)/stamps
 # Lives inside the virtualenv so that a new virtualenv reinstalls the requirements; one per
 # (distribution, NUMERICS) choice.
@@ -41,11 +43,14 @@ REQ_STAMP := $(VENV)/.flexmodal-requirements-$(ROS_DISTRO)-$(NUMERICS).stamp
 # another distribution (possible only with VENV=... given) is recreated, never installed over.
 DISTRO_MARKER := $(VENV)/.flexmodal-ros-distro
 IF_STAMP := $(STAMPS)/interfaces.stamp
+NATIVE_STAMP := $(STAMPS)/native.stamp
 PKG_STAMP := $(STAMPS)/flexmodal_ros.stamp
 
 IF_SOURCES := flexmodal_interfaces/CMakeLists.txt flexmodal_interfaces/package.xml \
 	flexmodal_interfaces/msg flexmodal_interfaces/srv flexmodal_interfaces/action \
 	$(wildcard flexmodal_interfaces/msg/*.msg flexmodal_interfaces/srv/*.srv flexmodal_interfaces/action/*.action)
+NATIVE_SOURCES := flexmodal_native/CMakeLists.txt flexmodal_native/package.xml flexmodal_native/src \
+	$(wildcard flexmodal_native/src/*.c flexmodal_native/src/*.h)
 PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile \
 	flexmodal_ros/linalg/lapack_kernel.pyx flexmodal_ros/linalg/lapack_batch.c flexmodal_ros/linalg/lapack_batch.h
 PKG_SHARE := $(VENV)/share/flexmodal_ros
@@ -59,7 +64,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup venv test test-quick test-jazzy test-numerics demo demo-mujoco clean distclean
 
-setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP) $(LAYOUT_STAMP)
+setup: $(REQ_STAMP) $(IF_STAMP) $(NATIVE_STAMP) $(PKG_STAMP) $(LAYOUT_STAMP)
 
 # Only the virtualenv with its pinned wheels (.ci/run fills both distributions' in parallel).
 venv: $(REQ_STAMP)
@@ -91,6 +96,17 @@ $(IF_STAMP): $(IF_SOURCES) $(REQ_STAMP)
 		-DCMAKE_INSTALL_PREFIX=$(IF_PREFIX) -DBUILD_TESTING=OFF
 	cmake --build $(IF_DIR)/build -j $(JOBS)
 	cmake --install $(IF_DIR)/build
+	mkdir -p $(STAMPS)
+	touch $@
+
+# The C parts (the controller's native cycle, the benchmark's bare loop): an ament_cmake package built
+# the same way against the virtualenv prefix (flexmodal_native/CMakeLists.txt).
+$(NATIVE_STAMP): $(NATIVE_SOURCES) $(REQ_STAMP)
+	rm -rf $(NATIVE_DIR)
+	AMENT_PREFIX_PATH=$(abspath $(VENV)) cmake -S flexmodal_native -B $(NATIVE_DIR)/build \
+		-DCMAKE_PREFIX_PATH=$(abspath $(VENV)) -DCMAKE_INSTALL_PREFIX=$(NATIVE_PREFIX) -DBUILD_TESTING=OFF
+	cmake --build $(NATIVE_DIR)/build -j $(JOBS)
+	cmake --install $(NATIVE_DIR)/build
 	mkdir -p $(STAMPS)
 	touch $@
 

@@ -8,9 +8,11 @@ loopback only), one after the other in interleaved rounds (drift hits them alike
    over each round: compute time = serialized sample in hand → command handed to rmw, late cycles;
 2. the same node with ``native_cycle:=false`` (every cycle in Python), the same statistics;
 3. the limit: the bare per-sample work in C on rcl with no fail-safe policy and no Python at all
-   (``rcl_control_cycle.c``, compiled here against the installed rcl): take, parse, the node's
-   generated control law (hold), serialize, publish, measured the same way, and split into the work
-   before the publish and the publish itself (rmw's publish is most of it on this machine).
+   (flexmodal_native/src/bare_control_cycle.c, built at install time as libflexmodal_bare_cycle.so,
+   reading and writing on an rcl context and node of its own as the node's C cycles do): take,
+   parse, the node's generated control law (hold), serialize, publish, measured the same way, and
+   split into the work before the publish and the publish itself (rmw's publish is most of it on
+   this machine).
 Options: --rounds, --seconds (per round and side), --realtime PRIORITY (SCHED_FIFO and the 0 µs
 wake-up latency request, flexmodal_ros/nodes/realtime.py, for the simulator, the controller nodes
 and this process's C loop alike).
@@ -26,11 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from flexmodal_ros.core.ccompile import kernel_library
 from flexmodal_ros.control import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
 from flexmodal_ros.flexible_joint.linear_model import setpoint_reference
 from flexmodal_ros.robot.model import create_data
-from flexmodal_ros.nodes.native_cycle import rcl_build_flags
+from flexmodal_ros.nodes.native_cycle import BARE_LIBRARY, native_library_path
 from flexmodal_ros.nodes.realtime import apply_realtime
 from flexmodal_ros.robot.registry import load_robot
 
@@ -40,10 +41,14 @@ SIDES = {"native": "true", "python": "false"}     # the node's native_cycle para
 
 
 def cycle_library():
-    """The bare C cycle compiled against the installed rcl."""
-    lib = ctypes.CDLL(str(kernel_library(Path(__file__).with_name("rcl_control_cycle.c"), rcl_build_flags())))
+    """The bare C cycle installed by the flexmodal_native package."""
+    lib = ctypes.CDLL(str(native_library_path(BARE_LIBRARY)))
+    lib.bare_open.restype = ctypes.c_void_p
+    lib.bare_open.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_int64]
+    lib.bare_error.restype = ctypes.c_char_p
+    lib.bare_error.argtypes = lib.bare_close.argtypes = [ctypes.c_void_p]
     lib.run_cycles.restype = ctypes.c_int
-    lib.run_cycles.argtypes = ([ctypes.c_size_t] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 4)
+    lib.run_cycles.argtypes = ([ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 6 + [ctypes.c_int] * 4)
     return lib
 
 
@@ -61,11 +66,6 @@ def main():
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
     import rclpy
-    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from rclpy.type_support import check_is_valid_msg_type
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
 
     model = load_robot(ROBOT)
     n, cycles = model.n, int(args.seconds * RATE_HZ)
@@ -82,12 +82,11 @@ def main():
     node = rclpy.create_node("bench_controller_ros")
     if args.realtime:
         apply_realtime(node.get_logger(), args.realtime, -1)     # the C loop below as the nodes
-    check_is_valid_msg_type(JointState)
-    with node.handle:
-        states = _rclpy.Subscription(node.handle, JointState, "/joint_states",
-                                     QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT).get_c_qos_profile(),
-                                     None)
-    commands = node.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+    error = ctypes.create_string_buffer(256)
+    bare = lib.bare_open(b"_bench_controller_ros_bare_cycle", b"/joint_states", b"/effort_controller/commands",
+                         error, len(error))
+    if not bare:
+        raise SystemExit(f"bare C cycle: {error.value.decode()}")
     times = np.zeros(3 * cycles)
     node_stats, c_ready, c_published, c_late = {side: [] for side in SIDES}, [], [], []
     try:
@@ -95,11 +94,10 @@ def main():
             for side, native in SIDES.items():
                 node_stats[side].append(run_node(node, bindir, native, args.seconds, args.realtime))
             time.sleep(0.5)
-            done = lib.run_cycles(states.pointer, commands.handle.pointer, node.context.handle.pointer, cycles,
-                                  times.ctypes.data, *law.compiled.pointers(), n, inputs["q_m"].start,
-                                  inputs["qd_m"].start, outputs["tau"].start)
+            done = lib.run_cycles(bare, cycles, times.ctypes.data, *law.compiled.pointers(), n,
+                                  inputs["q_m"].start, inputs["qd_m"].start, outputs["tau"].start)
             if done != cycles:
-                raise SystemExit(f"C cycle failed with code {done}")
+                raise SystemExit(f"C cycle failed with code {done} ({lib.bare_error(bare).decode()})")
             per_cycle = times.reshape(-1, 3)
             c_ready.append(per_cycle[:, 0].copy())
             c_published.append(per_cycle[:, 1].copy())
@@ -108,6 +106,7 @@ def main():
                   + f" | C on rcl: to the command {percentiles(c_ready[-1])}; handed to rmw "
                   f"{percentiles(c_published[-1])}, late {c_late[-1]:.3f} %")
     finally:
+        lib.bare_close(bare)
         node.destroy_node()
         rclpy.shutdown()
         simulator.terminate()

@@ -12,8 +12,8 @@ Every figure is measured in the same run as its baseline and printed as a ratio 
    run in interleaved rounds (medians over the rounds).
 3. `~/compute_modal_parameters` round trip to the `modal_analysis_server` executable (targets
    p50 <= 0.6 ms, p99 <= 2 ms over 1,000 calls) from two clients: `PolledClient` (a blocking call
-   waiting on its own wait set) and rclpy's (`call_async` + a persistent executor, as a client
-   stack spins one); next to it, the same service type answered by an empty handler through an
+   spinning the executor of its own helper node in the calling thread) and rclpy's (`call_async` +
+   a persistent executor, as a client stack spins one); next to it, the same service type answered by an empty handler through an
    rclpy executor and through a ServiceThread (the server's dispatch), in interleaved rounds, and
    the limit of this machine: the PolledClient -> ServiceThread floor + bare `eig` of the state
    matrix run after a sleep, as a handler runs between requests; the server's resident memory
@@ -139,7 +139,7 @@ def _resident_mib(pid):
 def bench_service(calls):
     """Round trip of ~/compute_modal_parameters to the console-script node (loopback only), from
     two clients: rclpy's (``call_async`` + a persistent executor, as a client stack spins one) and
-    :class:`flexmodal_ros.nodes.polled.PolledClient` (a blocking call on a wait set of its own).
+    :class:`flexmodal_ros.nodes.polled.PolledClient` (a blocking call spinning its helper node's executor).
     Next to it, the same service type answered by an empty handler, through an rclpy executor and
     through a ServiceThread (the server's dispatch): the floors. Every (client, server) pair is
     called in interleaved rounds (drift hits them alike)."""
@@ -148,7 +148,7 @@ def bench_service(calls):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from flexmodal_interfaces.srv import ComputeModalParameters
-    from flexmodal_ros.nodes.polled import PolledClient
+    from flexmodal_ros.nodes.polled import PolledClient, executor_kind
 
     rclpy.init()
     node = rclpy.create_node("bench_modal_client")
@@ -203,7 +203,7 @@ def bench_service(calls):
         spaced_eig = _after_sleep(np.linalg.eig, _state_matrix_lwr(), calls // 2)
         print(f"service round trip kuka_lwr4 ({calls} calls per client and server, 10 interleaved rounds), p50 / p99 "
               f"(targets <= 0.6 / <= 2 ms):")
-        for client, label in (("polled", "PolledClient (blocking call, own wait set)"),
+        for client, label in (("polled", f"PolledClient (blocking call, own {executor_kind()} executor)"),
                               ("rclpy", "rclpy client (call_async + executor)")):
             floors = ", ".join(f"{key[1][7:]} {p50[key]:.2f} / {p99[key]:.2f} ms" for key in calls_to
                                if key[0] == client and key[1] != "modal")

@@ -1,7 +1,7 @@
 # Source me (from any directory): `. scripts/env.sh [kilted|jazzy]`
 # Activates the virtualenv of one ROS 2 distribution (`make setup ROS_DISTRO=<distro>`): the one
 # named as argument, else $ROS_DISTRO, else kilted (kilted: .venv + build/, another: .venv-<distro>
-# + build-<distro>/). Exposes the flexmodal_interfaces build to Python, the dynamic linker and the
+# + build-<distro>/). Exposes the flexmodal_interfaces and flexmodal_native builds to Python, the dynamic linker and the
 # ament index, exports ROS_DISTRO, and keeps ROS 2 traffic on this machine. Sourcing it again with
 # another distribution replaces the first one's paths (nothing of two wheel sets is mixed).
 _flexmodal_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
@@ -59,6 +59,9 @@ _flexmodal_prepend AMENT_PREFIX_PATH "$VIRTUAL_ENV"
 _flexmodal_prepend AMENT_PREFIX_PATH "$_flexmodal_prefix"
 _flexmodal_prepend PYTHONPATH "$_flexmodal_prefix/lib/$_flexmodal_pyver/site-packages"
 _flexmodal_prepend LD_LIBRARY_PATH "$_flexmodal_prefix/lib"
+_flexmodal_native="$_flexmodal_build/native/install"
+_flexmodal_prepend AMENT_PREFIX_PATH "$_flexmodal_native"
+_flexmodal_prepend LD_LIBRARY_PATH "$_flexmodal_native/lib"
 
 # DDS discovery stays on loopback (never send traffic off this machine).
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
@@ -80,4 +83,4 @@ export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-42}"
 
 unset -f _flexmodal_prepend _flexmodal_strip
 unset _flexmodal_root _flexmodal_distro _flexmodal_suffix _flexmodal_venv _flexmodal_build _flexmodal_prefix \
-    _flexmodal_pyver _flexmodal_var _flexmodal_other _flexmodal_profile
+    _flexmodal_pyver _flexmodal_var _flexmodal_other _flexmodal_profile _flexmodal_native

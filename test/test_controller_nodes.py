@@ -33,14 +33,20 @@ class Probe:
         self.ros, self.model = ros, model
         self.node = ros.node("flexmodal_test_probe")
         self.commands, self.statuses = [], []
-        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                      lambda m: self.commands.append(np.array(m.data)), 100)
+        self.command_sub = self.node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                                         lambda m: self.commands.append(np.array(m.data)), 100)
         self.node.create_subscription(String, "/feedforward_pd_controller/status",
                                       lambda m: self.statuses.append(m.data),
                                       QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.states = self.node.create_publisher(JointState, "/joint_states", 10)
         self.trajectories = self.node.create_publisher(JointTrajectory,
                                                        "/feedforward_pd_controller/reference_trajectory", 10)
+
+    def connected(self, controller):
+        """The probe and ``controller`` matched each other's joint states and commands, both ways
+        (:func:`matched_both_ways`)."""
+        return (self.states.get_subscription_count() > 0 and self.command_sub.get_publisher_count() > 0
+                and matched_both_ways(controller))
 
     def publish_state(self, t, q, mutate=None):
         from flexmodal_ros.nodes.conversions import plant_joint_state
@@ -61,6 +67,16 @@ class Probe:
         return self.commands[-1]
 
 
+def matched_both_ways(controller):
+    """True when a controller with native cycles has its C reader and writer matched with a
+    joint-state publisher and a command subscriber. They are a DDS participant of their own
+    (nodes/native_cycle.py), which matches another participant's endpoints on its own schedule: a
+    publisher may see the controller subscribed before the controller's reader accepts its samples.
+    Always true for the Python cycles (the test's own participant)."""
+    native = controller.native_cycle
+    return native is None or min(native.matched()) > 0
+
+
 @pytest.fixture
 def controller(ros, lwr):
     from rclpy.parameter import Parameter
@@ -70,7 +86,7 @@ def controller(ros, lwr):
         Parameter("robot", value="kuka_lwr4"), Parameter("state_timeout_s", value=0.2)])
     ros.add_node(node)
     probe = Probe(ros, lwr)
-    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
     return node, probe
 
 
@@ -393,7 +409,7 @@ def test_gains_and_thresholds_are_settable_parameters(ros, lwr):
         return ros.call(client, request).results[0]
 
     q = np.full(lwr.n, 0.2)
-    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
     probe.publish_state(1.0, q)
     probe.wait_commands(1)
     ok = set_param("kp", ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=[2500.0] * lwr.n)
@@ -498,7 +514,7 @@ def test_shaping_a_reference_does_not_stop_the_cycles(ros, lwr):
         Parameter("robot", value="kuka_lwr4"), Parameter("shaping", value="zvd"),
         Parameter("state_timeout_s", value=1.0)]))
     probe = Probe(ros, lwr)
-    ros.spin_until(lambda: probe.states.get_subscription_count() > 0, 10.0, "controller subscribed")
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
     path = read_waypoints(lwr, Path(__file__).resolve().parent.parent / "docs" / "shaping" / "kuka_lwr4_move.yaml")
     q0 = np.array(path.positions[0])
     during_shaping, shape = [], node.ctrl.shape_trajectory
@@ -569,7 +585,8 @@ def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link
     assert nodes["ctrl_c"].native_cycle is not None and nodes["ctrl_py"].native_cycle is None
     states = probe.create_publisher(JointState, "/joint_states", 10)
     ros.spin_until(lambda: states.get_subscription_count() == 2
-                   and all(p.get_subscription_count() for p in trajectories.values()), 10.0, "controllers subscribed")
+                   and all(p.get_subscription_count() for p in trajectories.values())
+                   and all(matched_both_ways(node) for node in nodes.values()), 10.0, "controllers subscribed")
     convention, n = StateConvention(lwr, link_state), lwr.n
 
     def processed(node):
@@ -631,23 +648,126 @@ def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link
 
 
 def test_native_cycle_refuses_what_it_cannot_run(ros, lwr, tmp_path, monkeypatch):
-    """The C cycles need the compiled law and rcl's headers: BuildError naming what is missing
-    (the node then warns and runs every cycle in Python)."""
-    import sys
+    """The C cycles need the compiled law and the flexmodal_native package installed (make setup,
+    colcon build): BuildError naming what is missing (the node then warns and runs every cycle in
+    Python)."""
     from flexmodal_ros.control import FailSafeController
     from flexmodal_ros.core.errors import BuildError
     from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter
-    from flexmodal_ros.nodes.native_cycle import NativeCycleThread, rcl_build_flags
+    from flexmodal_ros.nodes.native_cycle import NativeCycleThread, native_library_path
     from flexmodal_ros.nodes.realtime import TimingWindow
-    from std_msgs.msg import Float64MultiArray
 
     node = ros.node("native_cycle_refusals")
-    ctrl = FailSafeController(lwr, compiled=False)
+
+    def start(ctrl):
+        return NativeCycleThread(node, "/joint_states", 1, "/commands", 1, ctrl, JointStateReader(lwr),
+                                 TorqueCommandWriter(lwr.n), TimingWindow(10), print, print, 0.01, 0.001)
+
     with pytest.raises(BuildError, match="not compiled C"):
-        NativeCycleThread(node, "/joint_states", 1, ctrl, JointStateReader(lwr), TorqueCommandWriter(lwr.n),
-                          node.create_publisher(Float64MultiArray, "/commands", 1), TimingWindow(10),
-                          print, print, 0.01, 0.001)
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    monkeypatch.setenv("AMENT_PREFIX_PATH", "")
-    with pytest.raises(BuildError, match=f"rcl headers not found .*{tmp_path}"):
-        rcl_build_flags()
+        start(FailSafeController(lwr, compiled=False))
+    assert native_library_path().is_file()                   # make setup built and exposed it
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path))
+    with pytest.raises(BuildError, match="the flexmodal_native package is not installed .*make setup"):
+        start(FailSafeController(lwr))
+
+
+def test_native_cycle_checks_the_c_state_layout_field_by_field():
+    """native_cycle.py's ctypes mirror of fm_cycle_t matches the library's table of field names,
+    offsets and sizes; a mirror with two fields swapped, a field of another size, a missing or an
+    extra field is refused with the field named, even when the total size is the same."""
+    import ctypes
+    from flexmodal_ros.core.errors import BuildError
+    from flexmodal_ros.nodes.native_cycle import _CycleState, _library, check_layout, layout_table
+
+    lib = _library()                                      # checked on load
+    table, size = layout_table(lib), lib.fm_state_size()
+    assert [row[0] for row in table] == [name for name, *_ in _CycleState._fields_]
+    check_layout(_CycleState, table, size)
+    fields = list(_CycleState._fields_)
+
+    def mirror(changed):
+        return type("Mirror", (ctypes.Structure,), {"_fields_": changed})
+
+    k = [name for name, *_ in fields].index("previous_t")
+    swapped = fields[:k] + [fields[k + 1], fields[k]] + fields[k + 2:]      # same size, same total
+    with pytest.raises(BuildError, match=f"disagree on field {k}: previous_t in C, tracking in Python"):
+        check_layout(mirror(swapped), table, size)
+    resized = [(name, ctypes.c_int32) if name == "armed" else (name, kind) for name, kind in fields]
+    with pytest.raises(BuildError, match="disagree on field armed: offset 0 / size 8 in C, offset 0 / size 4 in Py"):
+        check_layout(mirror(resized), table, size)
+    with pytest.raises(BuildError, match="field error only in C"):
+        check_layout(mirror(fields[:-1]), table, size)
+    with pytest.raises(BuildError, match="field spare only in Python"):
+        check_layout(mirror(fields + [("spare", ctypes.c_int64)]), table, size)
+
+
+def test_controller_without_a_c_compiler_starts_serves_and_stops_cleanly(ros_env, tmp_path, ros):
+    """No C compiler (PATH without cc/gcc, CC naming a missing binary) and an empty cache: the
+    generated law cannot be compiled, so the console-script controller warns once (reason and
+    cost), runs the law on CasADi's virtual machine (every cycle in Python), answers ~/statistics,
+    and ends with exit code 0 on SIGINT, without the AttributeError a half-built node used to raise
+    at shutdown."""
+    from conftest import RosProcess, _resolve_executable, _wait_until_served
+    from std_srvs.srv import Trigger
+
+    (tmp_path / "bin").mkdir()
+    env = {**ros_env, "PATH": str(tmp_path / "bin"), "CC": str(tmp_path / "no_such_cc"),
+           "FLEXMODAL_CACHE": str(tmp_path / "cache")}
+    process = RosProcess([_resolve_executable("feedforward_pd_controller"), "--ros-args", "-p", "robot:=planar_2r"],
+                         env, tmp_path / "controller.log")
+    try:
+        _wait_until_served(process, "/feedforward_pd_controller/statistics", Trigger, 60.0)
+        client = ros.node("no_compiler_probe").create_client(Trigger, "/feedforward_pd_controller/statistics")
+        stats = json.loads(ros.call(client, Trigger.Request()).message)
+        assert stats["mode"] == "waiting" and stats["native_cycles"] == 0
+    finally:
+        code = process.stop()
+    log = process.log(100)
+    assert code == 0 and "Traceback" not in log, log
+    assert log.count("control law: cannot compile it (no C compiler found") == 1, log
+    assert "CasADi's virtual machine instead: ~25x the compiled law's time per cycle" in log
+    assert "native_cycle: the C cycles are unavailable" not in log          # one warning, not two
+    assert "steady cycles in Python" in log
+
+
+def test_controller_with_a_read_only_home_runs_the_law_uncompiled(ros, lwr, monkeypatch, capfd):
+    """A home where the compiled-law cache cannot be created (FLEXMODAL_CACHE unset): the warning
+    names the directory and FLEXMODAL_CACHE, and the controller holds with the same commands as
+    with the compiled law."""
+    from rclpy.parameter import Parameter
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+
+    monkeypatch.delenv("FLEXMODAL_CACHE", raising=False)
+    monkeypatch.setenv("HOME", "/proc/1")              # procfs: no ~/.cache can be made, even as root
+    node = ros.add_node(FeedforwardPdController(context=ros.context, parameter_overrides=[
+        Parameter("robot", value="kuka_lwr4"), Parameter("state_timeout_s", value=5.0)]))
+    assert node.ctrl.law.compiled is None and node.native_cycle is None
+    err = capfd.readouterr().err
+    assert re.search(r"control law: cannot compile it \(cache directory /proc/1/\.cache/flexmodal_ros not writable "
+                     r".*set FLEXMODAL_CACHE\); evaluating it with CasADi's virtual machine", err), err
+    probe = Probe(ros, lwr)
+    ros.spin_until(lambda: probe.connected(node), 10.0, "controller subscribed")
+    q = np.full(lwr.n, 0.2)
+    probe.publish_state(1.0, q)
+    hold = probe.wait_commands(1)
+    np.testing.assert_allclose(hold, static_compensation(lwr, create_data(lwr), q) / lwr.W, atol=1e-8)
+
+
+def test_a_controller_that_fails_to_start_shuts_its_context_down_cleanly(ros_env):
+    """rclpy (Kilted) destroys every node of a context at shutdown, also one whose constructor
+    raised: destroy_node stops only what was made."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+    from flexmodal_ros.core.errors import FlexmodalError
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+
+    context = Context()
+    rclpy.init(context=context)
+    try:
+        with pytest.raises(FlexmodalError, match="realtime_priority") as failure:
+            FeedforwardPdController(context=context, parameter_overrides=[
+                Parameter("robot", value="kuka_lwr4"), Parameter("realtime_priority", value=150)])
+        assert failure.traceback                  # keeps the half-built node alive until the shutdown
+    finally:
+        rclpy.shutdown(context=context)

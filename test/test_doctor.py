@@ -54,10 +54,10 @@ def test_doctor_json_names_versions_distribution_and_active_paths(tmp_path):
     assert paths["c_compiler"]["active"] is True and os.access(paths["c_compiler"]["detail"], os.X_OK)
     assert paths["codegen_cache"]["active"] is True and "will be created" in paths["codegen_cache"]["detail"]
     assert not (tmp_path / "cache").exists()          # the check leaves nothing behind
-    native = paths["native_control_cycle"]
-    assert isinstance(native["active"], bool) and native["detail"]
-    if not native["active"]:
-        assert "flexmodal_native" in native["detail"] and native["instead"]
+    from flexmodal_ros.nodes.native_cycle import LIBRARY, native_library_path
+    native = paths["native_control_cycle"]                # make setup builds flexmodal_native
+    assert native == {"active": True, "detail": str(native_library_path())}
+    assert native["detail"].endswith("/lib/" + LIBRARY)
 
 
 def test_doctor_text_says_a_forced_fallback_is_off_and_why(tmp_path):

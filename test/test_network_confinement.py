@@ -69,3 +69,43 @@ def test_rtps_traffic_only_on_loopback(ros):
     assert capture.counts.get("lo", 0) > 0, f"capture saw no RTPS on lo at all: {capture.counts}"
     leaked = {name: count for name, count in capture.counts.items() if name != "lo"}
     assert not leaked, f"RTPS frames left loopback on {leaked} (interfaces: {interfaces()})"
+
+
+def test_native_cycle_participant_stays_on_loopback(ros):
+    """The controller's native cycle reads joint states and writes commands on an rcl context of
+    its own (nodes/native_cycle.py): rcl_init in C reads ROS_AUTOMATIC_DISCOVERY_RANGE and
+    ROS_DOMAIN_ID as rclpy does, so its traffic stays on loopback as well."""
+    import numpy as np
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from flexmodal_ros.nodes.conversions import plant_joint_state
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+    from flexmodal_ros.robot.registry import load_robot
+    from flexmodal_ros.simulation import rest_state
+
+    model = load_robot("planar_2r")
+    with Capture() as capture:
+        controller = ros.add_node(FeedforwardPdController(context=ros.context, parameter_overrides=[
+            Parameter("robot", value="planar_2r"), Parameter("state_timeout_s", value=5.0)]))
+        assert controller.native_cycle is not None
+        probe = ros.node("confinement_probe")
+        commands = []
+        probe.create_subscription(Float64MultiArray, "/effort_controller/commands", commands.append, 100)
+        states = probe.create_publisher(JointState, "/joint_states", 10)
+        x, hold = rest_state(model, np.zeros(model.n))
+        n = model.n
+        deadline = time.monotonic() + 10.0
+        k = 0
+        while len(commands) < 20 and time.monotonic() < deadline:
+            k += 1
+            states.publish(plant_joint_state(model, 1.0 + 1e-3 * k, x[:n], x[2 * n:3 * n], x[n:2 * n], x[3 * n:],
+                                             hold, hold))
+            ros.executor.spin_once(timeout_sec=0.005)
+        assert len(commands) >= 20
+        assert controller.statistics()["native_cycles"] > 0           # the C participant's traffic
+        settle = time.monotonic() + 2.0
+        ros.spin_until(lambda: time.monotonic() > settle, timeout=5.0, what="capture window")
+    assert capture.counts.get("lo", 0) > 0, f"capture saw no RTPS on lo at all: {capture.counts}"
+    leaked = {name: count for name, count in capture.counts.items() if name != "lo"}
+    assert not leaked, f"RTPS frames left loopback on {leaked} (interfaces: {interfaces()})"

@@ -30,6 +30,9 @@ from .options import add_json_option, print_json
 # rclpy's major version per ROS 2 distribution (the ros-rclpy wheels: Jazzy 7.1.6, Kilted 9.1.2)
 RCLPY_MAJOR_TO_DISTRO = {7: "jazzy", 9: "kilted"}
 NATIVE_PACKAGE = "flexmodal_native"
+# The controller's C cycles (flexmodal_native/CMakeLists.txt; nodes/native_cycle.py LIBRARY, not
+# imported here: that module imports rclpy).
+NATIVE_LIBRARY = "libflexmodal_control_cycle.so"
 NATIVE_INSTEAD = "the controller cannot run its steady cycles in C from this library (they run in Python)"
 NOT_INSTALLED = "not installed"
 
@@ -135,12 +138,12 @@ def native_cycle_path() -> dict:
     prefix, why = _ament_prefix(NATIVE_PACKAGE)
     if prefix is None:
         return {"active": False, "detail": why, "instead": NATIVE_INSTEAD}
-    libraries = sorted(str(p) for p in (Path(prefix) / "lib").glob(f"*{NATIVE_PACKAGE}*.so*"))
-    if not libraries:
+    library = Path(prefix) / "lib" / NATIVE_LIBRARY
+    if not library.is_file():
         return {"active": False, "detail": f"{NATIVE_PACKAGE} is in the ament index ({prefix}) but "
-                                           f"{prefix}/lib has no lib{NATIVE_PACKAGE} library",
+                                           f"{library} is missing; rebuild it (colcon build, or make setup)",
                 "instead": NATIVE_INSTEAD}
-    return {"active": True, "detail": libraries[0]}
+    return {"active": True, "detail": str(library)}
 
 
 def compiler_path() -> dict:

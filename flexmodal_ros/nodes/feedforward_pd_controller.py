@@ -9,11 +9,14 @@ motor torques [N m] in URDF joint order). Topic names are relative (``-r __ns:=/
 own that waits for joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the
 executor keeps the trajectories, parameters and services, which never run during a cycle), and the
 same thread checks a watchdog ``watchdog_rate_hz`` times per second. With ``native_cycle`` (true,
-read-only) that thread runs in C (flexmodal_ros/nodes/native_cycle.py): the steady cycles (HOLD, or
-TRACKING inside the loaded segment, with a plausible new sample and a finite, unsaturated command)
-run there without Python, every other sample and the overdue watchdog run the Python cycle, with
-the same commands to the bit; false, or no C compiler or rcl headers (a warning says so): every
-cycle in Python. With ``use_sim_time`` the
+read-only) that thread runs in C (flexmodal_ros/nodes/native_cycle.py, the flexmodal_native
+package built at install time, reading the joint states and writing every command on an rcl node
+of its own): the steady cycles (HOLD, or TRACKING inside the loaded segment, with a plausible new
+sample and a finite, unsaturated command) run there without Python, every other sample and the
+overdue watchdog run the Python cycle, with the same commands to the bit; false, or flexmodal_native
+not installed (a warning says so): every cycle in Python. The generated control law is compiled at
+start (cached); without a C compiler or a writable cache (``FLEXMODAL_CACHE``) it runs on CasADi's
+virtual machine instead (a warning says so; every cycle in Python). With ``use_sim_time`` the
 executor runs both (a joint-state callback and a timer on simulation time): it also takes /clock,
 and a watchdog on another thread could read a simulation time newer than the states it has seen.
 The watchdog publishes the STALE static-hold command when no valid joint state arrived for
@@ -110,6 +113,8 @@ from .polled import SubscriptionThread, locked
 from .conversions.shaping_messages import trajectory_rates_to_core
 from .realtime import CycleTiming, TimingWindow, apply_realtime, declare_realtime
 
+STATES, COMMANDS = "joint_states", "effort_controller/commands"   # relative: namespaces apply
+COMMAND_QOS = QoSProfile(depth=10)        # reliable, volatile, keep last 10
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
 COMPUTE_BUDGET_US = 200.0   # issue 6 acceptance: p99 compute per cycle <= 200 µs
 
@@ -134,14 +139,13 @@ class FeedforwardPdController(GuardedNode):
                 raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
         realtime = declare_realtime(self)
         self.settable = self._declare_settable()
-        self.ctrl = FailSafeController(self.model)
+        self.ctrl = self._controller()
         self.ctrl.set_excitation_limits(p["max_excitation_torque"], p["max_excitation_duration_s"])
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
         self.compute_us = TimingWindow(STATS_WINDOW)
         self._throttle = MessageThrottle(1.0)
         self._event_mode = None             # mode of the last reported controller event
-        self.command_pub = self.create_publisher(Float64MultiArray, "effort_controller/commands", 10)
         self._serialize_command = TorqueCommandWriter(
             self.model.n, self.model.W if link_state == "deflection" else None)
         self.status_pub = self.create_publisher(
@@ -155,21 +159,22 @@ class FeedforwardPdController(GuardedNode):
         states_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
         self.period = 1.0 / p["rate_hz"]
         watchdog_period = 1.0 / p["watchdog_rate_hz"]
-        self.native_cycle = None
+        self.command_pub = self.native_cycle = None
         if self.timing_clock.clock_type is not ClockType.STEADY_TIME:
             # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
             self.control_thread, self.lock, self.timing = None, threading.Lock(), CycleTiming(self.period)
-            self.create_subscription(JointState, "joint_states", locked(self.lock, on_joint_state), states_qos,
-                                     raw=True)
+            self.create_subscription(JointState, STATES, locked(self.lock, on_joint_state), states_qos, raw=True)
             self.create_timer(watchdog_period, locked(self.lock, on_watchdog), clock=self.timing_clock)
         elif p["native_cycle"] and (native := self._native_cycle(states_qos, watchdog_period, on_joint_state,
                                                                  on_watchdog)) is not None:
-            self.control_thread = self.native_cycle = native
+            self.control_thread = self.native_cycle = native      # it writes the commands too
             self.lock, self.timing = native.lock, native.timing
         else:
             self.lock, self.timing = threading.Lock(), CycleTiming(self.period)
-            self.control_thread = SubscriptionThread(self, JointState, "joint_states", states_qos, on_joint_state,
+            self.control_thread = SubscriptionThread(self, JointState, STATES, states_qos, on_joint_state,
                                                      on_watchdog, watchdog_period, self.lock, raw=True)
+        if self.native_cycle is None:
+            self.command_pub = self.create_publisher(Float64MultiArray, COMMANDS, COMMAND_QOS)
         self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
@@ -185,15 +190,30 @@ class FeedforwardPdController(GuardedNode):
                                f"({self.shaping_modal} modes), steady cycles in "
                                f"{'C' if self.native_cycle else 'Python'}, {scheduling}")
 
+    def _controller(self):
+        """The FailSafeController with the generated law compiled (user code generation, cached:
+        flexmodal_ros/robot/inverse_dynamics/build.py); without a C compiler or a writable cache,
+        the same law on CasADi's virtual machine, with a warning saying why and what it costs."""
+        try:
+            return FailSafeController(self.model)
+        except BuildError as exc:
+            self.get_logger().warning(
+                f"control law: cannot compile it ({exc}); evaluating it with CasADi's virtual machine instead: "
+                "~25x the compiled law's time per cycle (~0.1 ms instead of ~4 us), and every cycle runs in "
+                "Python (no native_cycle)")
+            return FailSafeController(self.model, compiled=False)
+
     def _native_cycle(self, states_qos, watchdog_period, on_joint_state, on_watchdog):
         """The C cycles (native_cycle.py), or None with a warning saying why they cannot run."""
         try:
-            return NativeCycleThread(self, "joint_states", states_qos, self.ctrl, self._read_state,
-                                     self._serialize_command, self.command_pub, self.compute_us, on_joint_state,
+            return NativeCycleThread(self, STATES, states_qos, COMMANDS, COMMAND_QOS, self.ctrl, self._read_state,
+                                     self._serialize_command, self.compute_us, on_joint_state,
                                      on_watchdog, watchdog_period, self.period)
         except BuildError as exc:
-            self.get_logger().warning(f"native_cycle: the C cycles are unavailable ({exc}); every cycle runs "
-                                      "in Python")
+            if self.ctrl.law.compiled is not None:        # else the law's warning said so
+                self.get_logger().warning(
+                    f"native_cycle: the C cycles are unavailable ({exc}); every cycle runs in Python: ~3x the "
+                    "compute time per cycle at p99 (benchmarks/bench_controller_ros.py)")
             return None
 
     def _declare_settable(self):
@@ -218,7 +238,8 @@ class FeedforwardPdController(GuardedNode):
         return settable
 
     def destroy_node(self):
-        if getattr(self, "control_thread", None) is not None:     # None also when construction failed
+        # also called by rclpy on a node whose construction failed: only what was made is stopped
+        if getattr(self, "control_thread", None) is not None:
             self.control_thread.stop()
         return super().destroy_node()
 
@@ -358,7 +379,11 @@ class FeedforwardPdController(GuardedNode):
         return {**out, **self.compute_us.distribution("compute_us", COMPUTE_BUDGET_US, compute_us)}
 
     def _send(self, command):
-        self.command_pub.publish(self._serialize_command(command.tau))
+        serialized = self._serialize_command(command.tau)
+        if self.native_cycle is not None:
+            self.native_cycle.publish(serialized)     # the C cycles' writer: one writer, in cycle order
+        else:
+            self.command_pub.publish(serialized)
         if command.saturated.any():
             joints = [j for j, s in zip(self.model.joint_names, command.saturated) if s]
             self._report_throttled(f"torque saturated at the effort limit: {', '.join(joints)}")

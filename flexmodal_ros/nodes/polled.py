@@ -1,33 +1,88 @@
-"""A subscription read by polling instead of by an executor callback (for 1 kHz topics).
+"""Subscriptions, services and clients served off the node's executor, on public rclpy only.
 
-rclpy's executor costs ~200 µs of CPU per received message on this project's machine (wait-set
-rebuild, take, callback dispatch in Python): at 1 kHz that is a fifth of a core per subscriber. A
-reader that needs each message only at its own pace (the simulator samples the latest command
-once per period; the modal server needs the latest joint state at publish_rate_hz; the demo
-recorder drains the queue every few ms) takes the messages itself with rclpy's take/wait calls,
-as ``rclpy.wait_for_message`` does. The subscription is created on the node's own rcl handle but
-not registered with the node, so no executor sees it (an executor would take the messages
-first), and no second node exists: the node's resolved name, namespace and remappings
-(``-r __node:=NAME``, ``-r __ns:=/ns``, ``-r /joint_states:=...``) apply to it as to any of its
-subscriptions. DDS still receives and queues every message (up to the history depth) in its own
-threads.
+rclpy's SingleThreadedExecutor costs ~200 µs of CPU per received message on this project's machine
+(wait-set rebuild over every entity of the node, take, task, callback in Python): at 1 kHz a fifth
+of a core per subscription, and a request waits behind the node's other callbacks. The entities
+here therefore live on a small **helper node** of their own, spun by an executor of their own:
 
-:class:`SubscriptionThread` serves such a subscription on a thread of its own, for a node that
-must answer every message at once (the controller's 1 kHz joint states) while its executor keeps
-the node's other, rarer callbacks. :class:`ServiceThread` does the same for a service whose
-round trip counts (the modal server's ~/compute_modal_parameters): a request costs the take, the
-handler and the send, not the executor's wait-set rebuild, task and future. Both hold a lock
-that the node's executor callbacks take as well (:func:`locked`). :class:`PolledClient` is the
-caller's side: a blocking call that waits for its own response on a wait set of its own (for a
-Python stack that calls ~/compute_modal_parameters in a loop, e.g. a gain scheduler).
+- the helper node is created in the main node's context and namespace, with no parameter
+  services, no rosout and no type-description service, and without the context's global
+  arguments; the entity is created on it under the name the **main** node resolves
+  (``Node.resolve_topic_name`` / ``resolve_service_name``: the main node's name, namespace and
+  remappings apply as to its own entities, and nothing is remapped twice). Its name is the main
+  node's with a leading underscore and the entity's name (``_feedforward_pd_controller_joint_states``):
+  a hidden node (``ros2 node list`` lists it with ``--all`` only), unique as its main node is;
+- its executor is rclpy's ``EventsExecutor`` (``rclpy.experimental``, Jazzy and Kilted: messages
+  are taken in C++ as rmw reports them, ~5 % of a core per 1 kHz subscription, and a service round
+  trip costs what a wait set of its own did) when this rclpy has it, otherwise
+  ``SingleThreadedExecutor`` (warned once: ~4x the CPU per message, ~0.2 ms more per service round
+  trip). ``FLEXMODAL_EXECUTOR=single`` forces the latter (``events``, the default, takes the former
+  when available), e.g. to rule the experimental executor out.
+
+:class:`PolledSubscription`: messages kept for a reader that takes them at its own pace (the
+simulator samples the latest command once per period; the modal server needs the latest joint
+state at publish_rate_hz; recorders drain the queue every few ms). :class:`SubscriptionThread`
+serves a subscription on its helper's thread for a node that must answer every message at once
+(the controller's 1 kHz joint states) while its own executor keeps the node's other, rarer
+callbacks; :class:`ServiceThread` does the same for a service whose round trip counts (the modal
+server's ~/compute_modal_parameters). Both run their callbacks holding a lock that the node's
+executor callbacks take as well (:func:`locked`). :class:`PolledClient` is the caller's side: a
+blocking call that spins its helper's executor in the calling thread until the answer is in (for
+a Python stack that calls ~/compute_modal_parameters in a loop, e.g. a gain scheduler).
 """
 import math
+import os
+import re
 import threading
 import time
+from collections import deque
 
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.qos import QoSProfile, qos_profile_services_default
-from rclpy.type_support import check_is_valid_msg_type, check_is_valid_srv_type
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_services_default
+
+from ..core.errors import FlexmodalError
+
+try:        # Jazzy's rclpy 7.1.6 and Kilted's 9.1.2 have it; older ones do not
+    from rclpy.experimental import EventsExecutor
+except ImportError:
+    EventsExecutor = None
+
+EXECUTOR_ENV = "FLEXMODAL_EXECUTOR"
+SPIN_SLICE_S = 0.1       # longest wait of a helper executor before it checks whether to stop [s]
+STOP_JOIN_S = 2.0        # stop(): longest wait for the helper thread's callback in progress [s]
+SERVICE_POLL_S = 0.01    # PolledClient.wait_for_service: discovery checked this often [s]
+_FALLBACK_COST = ("about 4x the CPU per received message (~20 % of a core per 1 kHz subscription) and ~0.2 ms "
+                  "more per service round trip")
+_announced = set()       # executor notices already logged in this process
+_helper_names = set()    # helper node names in use in this process
+
+
+def executor_kind():
+    """"events" (rclpy's EventsExecutor) or "single" (SingleThreadedExecutor, the public fallback):
+    what the helper nodes use, from ``$FLEXMODAL_EXECUTOR`` (events | single; empty = events) and
+    whether this rclpy has the EventsExecutor. FlexmodalError naming the variable for other values."""
+    wanted = os.environ.get(EXECUTOR_ENV, "").strip().lower() or "events"
+    if wanted not in ("events", "single"):
+        raise FlexmodalError(f"{EXECUTOR_ENV}: expected events or single, got {wanted!r}")
+    return "events" if wanted == "events" and EventsExecutor is not None else "single"
+
+
+def _make_executor(node):
+    """A new executor for a helper of ``node``; the fallback is logged once per process."""
+    kind = executor_kind()
+    if kind == "single" and kind not in _announced:
+        _announced.add(kind)
+        if EventsExecutor is None:
+            node.get_logger().warning(
+                "rclpy.experimental.EventsExecutor is not available in this rclpy: subscriptions and services "
+                f"served off the executor (nodes/polled.py) use SingleThreadedExecutor, {_FALLBACK_COST}")
+        else:
+            node.get_logger().info(f"{EXECUTOR_ENV}=single: subscriptions and services served off the executor "
+                                   f"(nodes/polled.py) use SingleThreadedExecutor, {_FALLBACK_COST}")
+    return EventsExecutor(context=node.context) if kind == "events" else SingleThreadedExecutor(context=node.context)
 
 
 def locked(lock, callback):
@@ -39,67 +94,44 @@ def locked(lock, callback):
     return holding
 
 
-class PolledSubscription:
-    """``topic`` of ``msg_type`` on ``node`` with ``qos`` (a QoSProfile or a history depth);
-    ``raw=True`` keeps serialized messages."""
+class _Helper:
+    """A hidden helper node of ``node`` for the entity named ``resolved`` (see the module
+    docstring) and the executor that spins it; :meth:`destroy` releases both."""
 
-    def __init__(self, node, msg_type, topic, qos, raw=False):
-        check_is_valid_msg_type(msg_type)          # imports the type support
-        qos = qos if isinstance(qos, QoSProfile) else QoSProfile(depth=qos)
-        self.msg_type, self.raw = msg_type, raw
-        with node.handle:
-            self.handle = _rclpy.Subscription(node.handle, msg_type, topic, qos.get_c_qos_profile(), None)
-        self.topic = self.handle.get_topic_name()    # resolved (namespace, remapping)
-        self._wake = _rclpy.GuardCondition(node.context.handle)
-        self._wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, node.context.handle)
-
-    def take_all(self):
-        """Every message queued since the last call, oldest first."""
-        messages = []
-        while (taken := self.handle.take_message(self.msg_type, self.raw)) is not None:
-            messages.append(taken[0])
-        return messages
-
-    def take_latest(self):
-        """The newest queued message (older ones are dropped), or None."""
-        messages = self.take_all()
-        return messages[-1] if messages else None
-
-    def wait(self, timeout):
-        """Block until a message is queued, :meth:`wake` is called or ``timeout`` [s] passed."""
-        self._wait_set.clear_entities()
-        self._wait_set.add_subscription(self.handle)
-        self._wait_set.add_guard_condition(self._wake)
-        self._wait_set.wait(int(timeout * 1e9))
-
-    def wake(self):
-        """End a :meth:`wait` in another thread now."""
-        self._wake.trigger_guard_condition()
-
-    @property
-    def wake_condition(self):
-        """The guard condition :meth:`wake` triggers (for a C waiter on the same subscription)."""
-        return self._wake
+    def __init__(self, node, resolved):
+        base = re.sub(r"[^A-Za-z0-9_]", "_", f"_{node.get_name()}_{resolved.strip('/').split('/')[-1]}")
+        name, k = base, 1
+        while name in _helper_names:
+            k += 1
+            name = f"{base}_{k}"
+        self.node = Node(name, context=node.context, namespace=node.get_namespace(), use_global_arguments=False,
+                         enable_rosout=False, start_parameter_services=False,
+                         parameter_overrides=[Parameter("start_type_description_service", value=False)])
+        _helper_names.add(name)
+        self.name = name
+        try:
+            self.executor = _make_executor(node)
+            self.executor.add_node(self.node)
+        except BaseException:
+            self.destroy()
+            raise
 
     def destroy(self):
-        """Release the subscription (before the node is destroyed)."""
-        self.handle.destroy_when_not_in_use()
-        self._wake.destroy_when_not_in_use()
-        self._wait_set.destroy_when_not_in_use()
-
-
-SERVICE_WAIT_NS = 100_000_000     # longest wait of ServiceThread / PolledClient before it checks its context [ns]
-SERVICE_POLL_S = 0.01             # PolledClient.wait_for_service: discovery checked this often [s]
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.shutdown()
+        self.node.destroy_node()
+        _helper_names.discard(self.name)
 
 
 class _ServingThread:
-    """What :class:`SubscriptionThread` and :class:`ServiceThread` share: a thread named
-    ``name`` that serves one entity (:meth:`_serve`, until :meth:`stop`) holding ``lock`` for its
-    callbacks. An exception other than the context's shutdown ends the thread and is raised again
-    in the executor (``failure`` guard condition): the node fails as it would in an executor
-    callback. Started by :meth:`start` (threads inherit the scheduling policy and CPU affinity of
-    the starting thread: flexmodal_ros/nodes/realtime.py), ended by :meth:`stop` (before the node
-    is destroyed; a second call does nothing)."""
+    """What :class:`SubscriptionThread`, :class:`ServiceThread` and the controller's native cycle
+    share: a thread named ``name`` that serves one entity (:meth:`_serve`, until :meth:`stop`)
+    holding ``lock`` for its callbacks. An exception other than the context's shutdown ends the
+    thread and is raised again in the node's executor (``failure`` guard condition): the node fails
+    as it would in an executor callback. Started by :meth:`start` (threads inherit the scheduling
+    policy and CPU affinity of the starting thread: flexmodal_ros/nodes/realtime.py), ended by
+    :meth:`stop` (before the node is destroyed; a second call does nothing)."""
 
     def __init__(self, node, name, lock):
         self._lock, self._context, self._running, self._stopped = lock, node.context, False, False
@@ -118,7 +150,7 @@ class _ServingThread:
         self._stopped, self._running = True, False
         self._wake()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(STOP_JOIN_S)
         self._release()
 
     def _guarded(self):
@@ -133,107 +165,133 @@ class _ServingThread:
         raise self._error
 
 
-class SubscriptionThread(_ServingThread):
-    """A :class:`PolledSubscription` served by a thread of its own (:class:`_ServingThread`):
-    after each wake-up, ``on_message(newest)`` for the newest queued message (older ones are
-    dropped), then ``on_idle()`` once every ``idle_period`` [s] of steady time (also when no
-    message comes), both while holding ``lock`` (the node's executor callbacks take the same
-    lock, so they never run during either). The thread waits on this subscription alone: a
-    message costs the take and the callback only, not the executor's rebuild of its wait set over
-    every entity of the node."""
+class _HelperThread(_ServingThread):
+    """A :class:`_ServingThread` whose entity lives on a :class:`_Helper`, spun on the thread."""
+
+    def __init__(self, node, resolved, lock):
+        self.helper = _Helper(node, resolved)
+        try:
+            super().__init__(node, resolved, lock)
+        except BaseException:
+            self.helper.destroy()
+            raise
+
+    def _wake(self):
+        self.helper.executor.wake()
+
+    def _release(self):
+        if not self._thread.is_alive():
+            self.helper.destroy()
+
+    def _serve(self):
+        executor = self.helper.executor
+        while self._running:
+            executor.spin_once(timeout_sec=SPIN_SLICE_S)
+
+
+class PolledSubscription:
+    """``topic`` of ``msg_type`` on ``node`` with ``qos`` (a QoSProfile or a history depth), its
+    messages kept for :meth:`take_all` / :meth:`take_latest` (at most the history depth, oldest
+    dropped first, as the middleware's queue would); ``raw=True`` keeps serialized messages. A
+    helper node's executor takes them as they arrive (module docstring); :meth:`destroy` ends it."""
+
+    def __init__(self, node, msg_type, topic, qos, raw=False):
+        qos = qos if isinstance(qos, QoSProfile) else QoSProfile(depth=qos)
+        self.msg_type, self.raw = msg_type, raw
+        self.topic = node.resolve_topic_name(topic)        # namespace, remapping
+        self._queue = deque(maxlen=None if qos.history == HistoryPolicy.KEEP_ALL else max(1, qos.depth))
+        self._arrived = threading.Condition()
+        self._server = _HelperThread(node, self.topic, threading.Lock())
+        self._server.helper.node.create_subscription(msg_type, self.topic, self._keep, qos, raw=raw)
+        self._server.start()
+
+    def _keep(self, message):
+        with self._arrived:
+            self._queue.append(message)
+            self._arrived.notify_all()
+
+    def take_all(self):
+        """Every message kept since the last call, oldest first."""
+        with self._arrived:
+            messages = list(self._queue)
+            self._queue.clear()
+        return messages
+
+    def take_latest(self):
+        """The newest kept message (older ones are dropped), or None."""
+        messages = self.take_all()
+        return messages[-1] if messages else None
+
+    def wait(self, timeout):
+        """Block until a message is kept, :meth:`wake` is called or ``timeout`` [s] passed."""
+        with self._arrived:
+            if not self._queue:
+                self._arrived.wait(timeout)
+
+    def wake(self):
+        """End a :meth:`wait` in another thread now."""
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def destroy(self):
+        """Release the subscription and its helper node (before the node is destroyed)."""
+        self._server.stop()
+        self.wake()
+
+
+class SubscriptionThread(_HelperThread):
+    """``topic`` of ``msg_type`` (``qos``) served on a thread of its own (:class:`_ServingThread`):
+    ``on_message(message)`` for every message taken, and ``on_idle()`` once every ``idle_period``
+    [s] of steady time (also when no message comes), both while holding ``lock`` (the node's
+    executor callbacks take the same lock, so they never run during either). The thread spins a
+    helper node holding this subscription and the idle timer alone (module docstring): a message
+    costs the take and the callback, not the rebuild of a wait set over every entity of the node."""
 
     def __init__(self, node, msg_type, topic, qos, on_message, on_idle, idle_period, lock, raw=False):
-        self.subscription = PolledSubscription(node, msg_type, topic, qos, raw)
-        self._on_message, self._on_idle, self._idle_period = on_message, on_idle, idle_period
-        super().__init__(node, self.subscription.topic, lock)
+        self.topic = node.resolve_topic_name(topic)
+        super().__init__(node, self.topic, lock)
+        helper = self.helper.node
+        helper.create_subscription(msg_type, self.topic, locked(lock, on_message), qos, raw=raw)
+        def idle():                    # no argument: rclpy passes a TimerInfo to a callback that takes one
+            with lock:
+                on_idle()
 
-    def _wake(self):
-        self.subscription.wake()
-
-    def _release(self):
-        self.subscription.destroy()
-
-    def _serve(self):
-        next_idle = time.monotonic() + self._idle_period
-        subscription = self.subscription
-        while self._running:
-            subscription.wait(max(0.0, next_idle - time.monotonic()))
-            newest = subscription.take_latest()
-            with self._lock:
-                if newest is not None:
-                    self._on_message(newest)
-                now = time.monotonic()
-                if now >= next_idle:
-                    self._on_idle()
-                    next_idle += self._idle_period
-                    if next_idle <= now:            # behind (a long callback): no burst of catch-ups
-                        next_idle = now + self._idle_period
+        helper.create_timer(idle_period, idle, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
-class ServiceThread(_ServingThread):
-    """Service ``name`` of ``srv_type`` on ``node`` (default service QoS) answered by a thread of
-    its own (:class:`_ServingThread`): each request is taken and answered with
-    ``handler(request, response)`` (a fresh response, returned) while holding ``lock``. Like
-    :class:`PolledSubscription`, the service lives on the node's rcl handle (name resolution and
-    remapping as for the node's services, visible to ``ros2 service``) but is not registered with
-    the node, so no executor takes its requests."""
+class ServiceThread(_HelperThread):
+    """Service ``name`` of ``srv_type`` (default service QoS) answered on a thread of its own
+    (:class:`_ServingThread`): ``handler(request, response)`` (a fresh response, returned) holding
+    ``lock``. The service lives on a helper node (module docstring) under the name ``node``
+    resolves (:attr:`name`), visible to ``ros2 service`` as any of the node's services."""
 
     def __init__(self, node, srv_type, name, handler, lock):
-        check_is_valid_srv_type(srv_type)          # imports the type support
-        self.srv_type, self._handler = srv_type, handler
-        with node.handle:
-            self.handle = _rclpy.Service(node.handle, srv_type, name, qos_profile_services_default.get_c_qos_profile())
-        self.name = self.handle.name
-        self._wake_condition = _rclpy.GuardCondition(node.context.handle)
-        self._wait_set = _rclpy.WaitSet(0, 1, 0, 0, 1, 0, node.context.handle)
+        self.srv_type = srv_type
+        self.name = node.resolve_service_name(name)
         super().__init__(node, self.name, lock)
-
-    def _wake(self):
-        self._wake_condition.trigger_guard_condition()
-
-    def _release(self):
-        self.handle.destroy_when_not_in_use()
-        self._wake_condition.destroy_when_not_in_use()
-        self._wait_set.destroy_when_not_in_use()
-
-    def _serve(self):
-        request_type, response_type = self.srv_type.Request, self.srv_type.Response
-        while self._running and self._context.ok():
-            self._wait_set.clear_entities()
-            self._wait_set.add_service(self.handle)
-            self._wait_set.add_guard_condition(self._wake_condition)
-            self._wait_set.wait(SERVICE_WAIT_NS)    # bounded: a context shut down without stop() ends it
-            while self._running and (taken := self.handle.service_take_request(request_type))[0] is not None:
-                request, header = taken
-                with self._lock:
-                    response = self._handler(request, response_type())
-                self.handle.service_send_response(response, header.request_id)
+        self.helper.node.create_service(srv_type, self.name, locked(lock, handler),
+                                        qos_profile=qos_profile_services_default)
 
 
 class PolledClient:
-    """Client of service ``name`` of ``srv_type`` on ``node`` (default service QoS) whose
-    :meth:`call` sends a request and waits for its answer on a wait set of its own, in the calling
-    thread: no executor, task or future per call (rclpy's ``Client.call`` needs an executor
-    spinning in another thread; ``call_async`` + ``spin_until_future_complete`` rebuilds the
-    executor's wait set over every entity of the node at each wake-up). Like
-    :class:`ServiceThread`, the client lives on the node's rcl handle (the node's namespace and
-    remappings apply to ``name``) but is not registered with the node, so the node's executor
-    never takes its answers: the node may be spun by an executor in another thread meanwhile.
-    Calls from several threads run one at a time. Released by :meth:`destroy` (before the node)."""
+    """Client of service ``name`` of ``srv_type`` (``qos``, default service QoS) whose
+    :meth:`call` sends a request and spins the executor of its own helper node (module docstring)
+    in the calling thread until the answer is in: no executor thread in between, and the node's
+    own executor never sees the answers (the node may be spun by it in another thread
+    meanwhile). ``name`` is resolved by ``node`` (its namespace and remappings apply). Calls from
+    several threads run one at a time. Released by :meth:`destroy` (before the node)."""
 
     def __init__(self, node, srv_type, name, qos=qos_profile_services_default):
-        check_is_valid_srv_type(srv_type)          # imports the type support
         self.srv_type = srv_type
         self._context = node.context
-        with node.handle:
-            self.handle = _rclpy.Client(node.handle, srv_type, name, qos.get_c_qos_profile())
-        self.name = self.handle.service_name        # resolved (namespace, remapping)
-        self._wait_set = _rclpy.WaitSet(0, 0, 0, 1, 0, 0, node.context.handle)
+        self.name = node.resolve_service_name(name)
+        self._helper = _Helper(node, self.name)
+        self._client = self._helper.node.create_client(srv_type, self.name, qos_profile=qos)
         self._lock = threading.Lock()
 
     def service_is_ready(self):
         """True once a server of this service is discovered."""
-        return self.handle.service_server_is_available()
+        return self._client.service_is_ready()
 
     def wait_for_service(self, timeout):
         """True once a server is discovered, False after ``timeout`` [s] without one."""
@@ -251,19 +309,20 @@ class PolledClient:
         if not isinstance(request, self.srv_type.Request):
             raise TypeError(f"{self.name}: request must be a {self.srv_type.__name__}.Request, "
                             f"got {type(request).__name__}")
-        response_type = self.srv_type.Response
         timeout = self._checked_timeout(timeout)
+        executor = self._helper.executor
         with self._lock:
-            sequence = self.handle.send_request(request)
+            future = self._client.call_async(request)
             deadline = time.monotonic() + timeout
-            while (left := deadline - time.monotonic()) > 0 and self._context.ok():
-                self._wait_set.clear_entities()
-                self._wait_set.add_client(self.handle)
-                self._wait_set.wait(min(int(left * 1e9), SERVICE_WAIT_NS))
-                while (taken := self.handle.take_response(response_type))[0] is not None:
-                    header, response = taken
-                    if header.request_id.sequence_number == sequence:
-                        return response
+            try:
+                while not future.done() and (left := deadline - time.monotonic()) > 0 and self._context.ok():
+                    executor.spin_until_future_complete(future, timeout_sec=min(left, SPIN_SLICE_S))
+            except Exception:           # noqa: BLE001 - the executor's shutdown: reported below
+                if self._context.ok():
+                    raise
+            if future.done():
+                return future.result()
+            self._client.remove_pending_request(future)      # a late answer is dropped
         if not self._context.ok():
             raise RuntimeError(f"{self.name}: the ROS context was shut down during the call")
         raise TimeoutError(f"{self.name}: no response within {timeout:g} s")
@@ -274,6 +333,5 @@ class PolledClient:
         return timeout
 
     def destroy(self):
-        """Release the client (before the node is destroyed)."""
-        self.handle.destroy_when_not_in_use()
-        self._wait_set.destroy_when_not_in_use()
+        """Release the client and its helper node (before the node is destroyed)."""
+        self._helper.destroy()

@@ -1,6 +1,8 @@
 /* The limit of a 1 kHz control cycle on this machine (benchmarks/bench_controller_ros.py): the
  * per-sample work of the feedforward_pd_controller node done in C on rcl, with no Python per cycle.
- * Wait on the /joint_states subscription, take the newest serialized sample, parse its CDR
+ * Built at install time as libflexmodal_bare_cycle.so of the flexmodal_native package; the reader
+ * and writer are the native cycle's (endpoint.h: an rcl context and node of their own).
+ * Wait on the joint states, take the newest serialized sample, parse its CDR
  * (positions, velocities; links then motors), write q_m, qd_m into the generated control law's
  * input, run the law, serialize the motor torques as a std_msgs/Float64MultiArray and publish it
  * through the same rmw as the node. Records per cycle [µs]: taken -> command serialized,
@@ -10,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
-#include <rcl/rcl.h>
-#include <rmw/serialized_message.h>
+
+#include "endpoint.h"
 
 typedef int (*law_function)(const double **arg, double **res, long long *iw, double *w, int mem);
 
@@ -61,51 +63,39 @@ static int parse_joint_state(const uint8_t *buffer, size_t length, double *pos, 
 #undef READ_U32
 }
 
-/* Runs `cycles` cycles; returns the number run, or a negative code: -1 wait set, -2 buffer, -3 wait,
- * -4 sample not parsed (or not 2n values), -5 publish. */
-int run_cycles(uintptr_t subscription, uintptr_t publisher, uintptr_t context, int cycles, double *times,
-               law_function law, const double **arg, double **res, long long *iw, double *w,
-               int n, int q_m_offset, int qd_m_offset, int tau_offset)
+/* The reader (best effort, depth 1, as the node's) and writer (reliable, depth 10) on the fully
+ * resolved topics; NULL with the reason in error. */
+fm_endpoint_t *bare_open(const char *node_name, const char *states_topic, const char *command_topic, char *error,
+                         int64_t error_size)
 {
-    rcl_allocator_t allocator = rcl_get_default_allocator();
-    rcl_wait_set_t wait_set = rcl_get_zero_initialized_wait_set();
-    rcl_serialized_message_t sample = rmw_get_zero_initialized_serialized_message();
-    rcl_serialized_message_t command = rmw_get_zero_initialized_serialized_message();
+    fm_qos_t states = {1, 1}, commands = {10, 0};
+    return fm_endpoint_open(node_name, "/", states_topic, states, command_topic, commands, error, error_size);
+}
+
+const char *bare_error(fm_endpoint_t *endpoint) { return endpoint->error; }
+void bare_close(fm_endpoint_t *endpoint) { fm_endpoint_close(endpoint); }
+
+/* Runs `cycles` cycles; returns the number run, or a negative code: -3 wait (bare_error),
+ * -4 sample not parsed (or not 2n values), -5 publish (bare_error), -6 more than 64 joints. */
+int run_cycles(fm_endpoint_t *endpoint, int cycles, double *times, law_function law, const double **arg,
+               double **res, long long *iw, double *w, int n, int q_m_offset, int qd_m_offset, int tau_offset)
+{
     uint8_t command_buffer[20 + 8 * 64];
     double pos[128], vel[128];
-    int done = 0, code = 0;
+    int done = 0;
 
-    if (n > 64 || rcl_wait_set_init(&wait_set, 1, 0, 0, 0, 0, 0, (rcl_context_t *)context, allocator) != RCL_RET_OK)
-        return -1;
-    if (rmw_serialized_message_init(&sample, 4096, &allocator) != RMW_RET_OK)
-        code = -2;
-    command.buffer = command_buffer;
-    command.buffer_capacity = sizeof command_buffer;
-    command.allocator = allocator;
-    while (!code && done < cycles) {
-        rmw_message_info_t info;
-        int taken = 0;
-        if (rcl_wait_set_clear(&wait_set) != RCL_RET_OK
-            || rcl_wait_set_add_subscription(&wait_set, (rcl_subscription_t *)subscription, NULL) != RCL_RET_OK) {
-            code = -3;
-            break;
-        }
-        rcl_ret_t waited = rcl_wait(&wait_set, RCL_MS_TO_NS(200));
-        if (waited == RCL_RET_TIMEOUT)
-            continue;
-        if (waited != RCL_RET_OK) {
-            code = -3;
-            break;
-        }
-        while (rcl_take_serialized_message((rcl_subscription_t *)subscription, &sample, &info, NULL) == RCL_RET_OK)
-            taken = 1;                                      /* the newest queued sample */
+    if (n > 64)
+        return -6;
+    while (done < cycles) {
+        int taken = fm_endpoint_wait_take(endpoint, RCL_MS_TO_NS(200));
+        if (taken < 0)
+            return -3;
         if (!taken)
             continue;
+        const rcl_serialized_message_t *sample = &endpoint->sample;
         double start = now_us();
-        if (parse_joint_state(sample.buffer, sample.buffer_length, pos, vel, 128) != 2 * n) {
-            code = -4;
-            break;
-        }
+        if (parse_joint_state(sample->buffer, sample->buffer_length, pos, vel, 128) != 2 * n)
+            return -4;
         double *u = (double *)arg[0];
         memcpy(u + q_m_offset, pos + n, 8 * n);              /* motor joints follow the links */
         memcpy(u + qd_m_offset, vel + n, 8 * n);
@@ -115,20 +105,13 @@ int run_cycles(uintptr_t subscription, uintptr_t publisher, uintptr_t context, i
         command_buffer[1] = 1;                                /* CDR little endian */
         memcpy(command_buffer + 12, &count, 4);
         memcpy(command_buffer + 20, res[0] + tau_offset, 8 * n);   /* 8-aligned after the header: 16 */
-        command.buffer_length = 20 + 8 * n;
         double serialized = now_us();
-        if (rcl_publish_serialized_message((rcl_publisher_t *)publisher, &command, NULL) != RCL_RET_OK) {
-            code = -5;
-            break;
-        }
+        if (fm_endpoint_publish(endpoint, command_buffer, 20 + 8 * (size_t)n) != 0)
+            return -5;
         times[3 * done] = serialized - start;
         times[3 * done + 1] = now_us() - start;
         times[3 * done + 2] = start;
         done++;
     }
-    if (rcl_wait_set_fini(&wait_set) != RCL_RET_OK && !code)
-        code = -1;
-    if (sample.buffer && rmw_serialized_message_fini(&sample) != RMW_RET_OK && !code)
-        code = -2;
-    return code ? code : done;
+    return done;
 }
