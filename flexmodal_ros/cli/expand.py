@@ -25,7 +25,8 @@ def add_parser(sub):
     add_model_options(p)
     p.add_argument("--about", help="expansion point x0: q (URDF joint order) [rad or m]; with --velocities "
                    "(flexible-link arms) q then q̇ [rad/s]")
-    p.add_argument("--order", type=int, default=3, help="Taylor order t >= 1 (default 3)")
+    p.add_argument("--order", type=int, default=3, help="Taylor order t >= 1 (default 3); at most 6 and "
+                   "C(p + t, t) <= 1000 terms (flexmodal_ros/expansion/multiindex.py)")
     p.add_argument("--modes", help="1-based mode numbers at x0, comma-separated (default: all modes)")
     p.add_argument("--velocities", action="store_true",
                    help="also expand in the joint velocities (flexible-link arms: x = {q_r, q̇_r})")
@@ -56,7 +57,7 @@ def run(args):
     points = [parse_floats(text, "--at") for text in args.at]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        poly = expand(system, order=args.order, modes=modes, tolerance=args.tolerance)
+        poly = expand(system, order=args.order, modes=modes, tolerance=args.tolerance, order_field="--order")
         rows = [_point(system, poly, x) for x in points]
     notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     if args.output:
