@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ..core.errors import InputError
-from .options import add_json_option, parse_floats, print_json
+from .options import add_json_option, file_option, parse_floats, print_json
 
 DEFAULT_ROBOT_METHOD = "mcs"
 METHOD_CHOICES = ("mcs", "rcs", "ucs")
@@ -25,8 +25,8 @@ METHOD_CHOICES = ("mcs", "rcs", "ucs")
 def add_parser(sub):
     p = sub.add_parser("constrained", help="linearization of constrained multibody systems "
                        "(four-bar, flexible double pendulum): MCS, RCS, UCS")
-    p.add_argument("--model", required=True,
-                   help="bundled model (fourbar, fourbar_singular, pendulum) or a model YAML file")
+    file_option(p, "--model", kind="input", required=True,
+                help="bundled model (fourbar, fourbar_singular, pendulum) or a model YAML file")
     p.add_argument("--loops", type=int, help="four-bar: number of loops N")
     p.add_argument("--damping", type=float, help="four-bar: dashpot c_f alongside each spring [N s/m]")
     p.add_argument("--elements", type=int, help="pendulum: finite elements per link n_p")

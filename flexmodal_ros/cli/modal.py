@@ -15,8 +15,8 @@ from ..robot.model import with_overrides
 from ..flexible_joint.sampled import HOLDS
 from ..flexible_joint.sweep import check_map_size, config_grid, config_line, grid_spec, modal_map
 from ..core.validation import read_text_file, shown
-from .options import (add_json_option, add_model_options, add_sweep_output_options, model_from_args, parse_floats,
-                     print_crossings, print_json, write_map_outputs)
+from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir, file_option,
+                      model_from_args, parse_floats, print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 from .scheduler import add_store_options, check_scheduler, run_store_sweep
 
@@ -42,8 +42,8 @@ def add_parser(sub):
                        help="straight line between two comma-separated configurations (with --num)")
     where.add_argument("--grid", action="append", metavar="JOINT=START:STOP:NUM",
                        help="vary JOINT over NUM values (repeatable; others at --q)")
-    where.add_argument("--configs", metavar="FILE",
-                       help="CSV file, one configuration per row (URDF joint order, no header)")
+    file_option(where, "--configs", kind="input", metavar="FILE",
+                help="CSV file, one configuration per row (URDF joint order, no header)")
     s.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
     _add_override_options(s)
@@ -149,6 +149,7 @@ def _read_configs(path):
 
 
 def run_sweep(args):
+    checked_output_dir(args, "out_dir", "--out-dir", needed=not (args.store and args.no_plot))
     if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
         model, mmap = robot_sweep(args)
     else:
