@@ -63,12 +63,15 @@ def first_modes(modes, count):
 
 def run(args):
     from ..constrained import modal_analysis, static_equilibrium
-    from ..constrained.paper_models import load_paper_model
+    from ..constrained.eigenanalysis import check_dense_size
+    from ..constrained.paper_models import load_paper_model, paper_model_size
 
     if args.show < 0:
         raise InputError("--show: must be >= 0")
-    model = load_paper_model(args.model, loops=args.loops, damping=args.damping,
-                             elements=args.elements)
+    names = {"loops": "--loops", "elements": "--elements", "damping": "--damping"}
+    sizes = dict(loops=args.loops, damping=args.damping, elements=args.elements)
+    check_dense_size(paper_model_size(args.model, names, **sizes), args.modes, "--modes")
+    model = load_paper_model(args.model, names, **sizes)
     system = model.system
     eq = static_equilibrium(system, model.guess)
     penalty = _penalty(args, model.penalty)
@@ -77,7 +80,7 @@ def run(args):
     for method in methods:
         start = time.perf_counter()
         result = modal_analysis(system, eq, method, num_modes=args.modes, penalty=penalty,
-                                refine=args.refine)
+                                refine=args.refine, num_modes_field="--modes")
         results[method] = (result, time.perf_counter() - start)
     if args.json:
         print_json({"model": model.name, "parameters": dataclasses.asdict(model.parameters),

@@ -142,6 +142,8 @@ def _grid_axis(spec, limit):
 
 def _read_configs(path):
     text = read_text_file(path, "--configs")
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        raise InputError(f"--configs {path}: no configurations (empty file)")
     try:
         return np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2)
     except ValueError as exc:

@@ -22,7 +22,7 @@ from ..core.errors import InputError
 from ..robot.model import with_overrides
 from ..shaping import SHAPING_CHOICES
 from ..shaping.trajectory_file import read_waypoints
-from ..shaping.vibration import LAWS, compare, plot_residual, simulate_move
+from ..shaping.vibration import LAWS, compare, plot_residual, simulate_moves
 from ..simulation.plant import DEFAULT_DT, save_closed_loop_plot, thesis_trajectory
 from ..core.validation import write_output
 from .options import (add_json_option, add_model_options, checked_output_dir, file_option, model_from_args,
@@ -100,18 +100,15 @@ def run(args):
     common = dict(law=law, stiffness_scale=args.model_stiffness_scale, settle=args.settle, dt=args.dt,
                   control_rate_hz=args.rate_hz, command_delay_cycles=args.delay_cycles)
     options = shaping_options(args) if args.shaping != "none" else {}
-    main = simulate_move(plant, times, positions, args.shaping, fixed=args.fixed_shaper, **common, **options)
-    runs = {args.shaping if args.shaping != "none" else "unshaped": main}
-    if args.shaping != "none":
-        fixed = {}
-        if args.compare_fixed:
-            fixed["fixed_start"] = simulate_move(plant, times, positions, args.shaping, fixed=True,
-                                                 until=main.end_time + args.settle, **common, **options)
-        end = max([main.end_time] + [r.end_time for r in fixed.values()])
-        runs = {"unshaped": simulate_move(plant, times, positions, "none", until=end + args.settle, **common),
-                **fixed, **runs}
+    label = args.shaping if args.shaping != "none" else "unshaped"
+    variants = {label: dict(shaping=args.shaping, fixed=args.fixed_shaper, **options)}
+    if args.shaping != "none":          # compared over one window after the longest reference
+        variants = {"unshaped": dict(shaping="none"),
+                    **({"fixed_start": dict(shaping=args.shaping, fixed=True, **options)} if args.compare_fixed else {}),
+                    **variants}
+    runs = simulate_moves(plant, times, positions, variants, **common)
+    main = runs[label]
     residuals = compare(runs, args.settle)
-    label = list(runs)[-1]
     out = {"robot": model.name, "law": law, "feedforward": law == "feedforward", "shaping": args.shaping,
            "model_stiffness_scale": args.model_stiffness_scale, **main.run.summary(),
            "residual_vibration": residuals[label], "added_duration_s": main.added_delay}

@@ -68,6 +68,8 @@ from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSyst
 UCS_SPURIOUS_THRESHOLD = 1e-3   # η = ‖Φ̂_q v‖/‖v‖ above this: a penalty (spurious) mode
 INFINITE_TOL = 1e-8             # |β|/‖(α, β)‖ at or below this: an infinite eigenvalue (RCS)
 REAL_RTOL = 1e-12               # |Im s| ≤ REAL_RTOL·|s| from ARPACK: a real eigenvalue
+MAX_DENSE_COORDINATES = 1300    # whole spectrum (dense QZ/QR of order up to 2n): pendulum n_p <= 214,
+                                # four-bar N <= 648; larger models: the sparse path (num_modes)
 SHIFT_OFFSET = 1e-10            # relative offset of the inverse-iteration shift from the eigenvalue
 ARPACK_TOL = 1e-10              # Ritz-value tolerance; the requested modes are refined afterwards
 SMALL_ORDER = 40                # pencils up to this order take the dense QZ on the sparse path
@@ -127,7 +129,7 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
                    penalty: Penalty = Penalty(), basis="auto", independent=None, reselect=True,
                    solver="auto", scale=True, refine=None,
                    spurious_threshold=UCS_SPURIOUS_THRESHOLD, infinite_tol=INFINITE_TOL,
-                   q_penalty=None, data=None) -> ConstrainedModes:
+                   q_penalty=None, data=None, num_modes_field="num_modes") -> ConstrainedModes:
     """Modes of ``system`` linearized about ``equilibrium`` by ``method`` ("mcs", "rcs", "ucs").
 
     ``num_modes=None`` computes the whole spectrum densely; an integer k the k lowest modes
@@ -138,13 +140,15 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
     :func:`~.equilibrium.penalty_equilibrium`). ``refine=k`` refines the k lowest modes by
     shifted inverse iteration (:func:`_refine_quadratic`, :func:`_refine_pencil`); None: all
     requested modes of the sparse path, none of the dense path. See the module docstring for the
-    classification rules.
+    classification rules. The dense path takes models of at most MAX_DENSE_COORDINATES
+    coordinates (``num_modes_field`` names the mode count in that error, e.g. "--modes").
     """
     if method not in METHODS:
         raise InputError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     if solver not in SOLVERS:
         raise InputError(f"solver: expected one of {', '.join(SOLVERS)}, got {solver!r}")
     sparse = num_modes is not None
+    check_dense_size(system, num_modes, num_modes_field)
     if sparse:
         num_modes = int(num_modes)
         if num_modes < 1:
@@ -186,6 +190,16 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
                             coordinate_names=system.coordinate_names,
                             spurious_eigenvalues=frozen(np.asarray(spurious[0], complex)),
                             spurious_reasons=tuple(spurious[1]), diagnostics=diag)
+
+
+def check_dense_size(size, num_modes, num_modes_field="num_modes"):
+    """InputError (before any work) if the whole spectrum is asked (``num_modes`` None) of a model
+    with ``size`` (an int, or a system with ``n``) above MAX_DENSE_COORDINATES coordinates."""
+    n = int(getattr(size, "n", size))
+    if num_modes is None and n > MAX_DENSE_COORDINATES:
+        raise InputError(f"{num_modes_field}: the whole spectrum (dense path) is limited to "
+                         f"{MAX_DENSE_COORDINATES} coordinates and this model has {n}; ask for the "
+                         f"lowest modes ({num_modes_field} K, sparse path)")
 
 
 def _lowest(w, v, k):

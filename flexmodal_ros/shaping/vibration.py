@@ -206,6 +206,25 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     ama_rate_hz, modal of :func:`~flexmodal_ros.shaping.schedule.shape_trajectory`) with modes from the
     controller's model, whose joint stiffness is ``stiffness_scale`` × the plant's; simulated until
     the (shaped) reference ends + ``settle`` s, or until ``until`` s if later."""
+    move = prepare_move(plant_model, times, positions, shaping, law, stiffness_scale, fixed, **shaping_options)
+    return move.run(settle, until, dt, control_rate_hz, command_delay_cycles)
+
+
+def simulate_moves(plant_model, times, positions, variants, settle=DEFAULT_WINDOW, dt=DEFAULT_DT,
+                   control_rate_hz=1000.0, command_delay_cycles=0, **common) -> dict:
+    """Several variants of one move compared over one settling window: ``variants`` {label:
+    dict(shaping=..., fixed=..., **shaping options)}; every reference is shaped first, then every
+    variant is simulated until the end of the *longest* reference + ``settle`` s, so the common
+    window of :func:`compare` lies inside every run. ``common``: law, stiffness_scale."""
+    moves = {label: prepare_move(plant_model, times, positions, **{**common, **spec})
+             for label, spec in variants.items()}
+    until = max(m.end_time for m in moves.values()) + settle
+    return {label: m.run(settle, until, dt, control_rate_hz, command_delay_cycles) for label, m in moves.items()}
+
+
+def prepare_move(plant_model, times, positions, shaping="none", law="pd", stiffness_scale=1.0, fixed=False,
+                 **shaping_options) -> "PreparedMove":
+    """The (shaped) reference and the controller of :func:`simulate_move`, before simulating."""
     from . import ReferenceShaper, check_shaping
 
     check_shaping(shaping)
@@ -219,20 +238,44 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     path = PiecewiseC4Trajectory(times, positions)
     reference = path if shaper is None else shaper(path)
     modes = None if shaper is None else shaper.last_modes
-    given = None if shaper is None else _Precomputed(reference)    # the controller gets this result
-    if law == "pd":
-        ctrl = SetpointPD(ctrl_model, given)
-    else:
-        # offline study, as run_closed_loop: no speed limits checked (the thesis motion exceeds the URDF's)
-        ctrl = FailSafeController(ctrl_model, law == "feedforward", limits=SafetyLimits(velocity_scale=np.inf))
-        ctrl.shaper = given
-    duration = max(float(reference.duration) + settle, until or 0.0)
-    duration = np.ceil(duration * control_rate_hz - 1e-6) / control_rate_hz     # whole control periods
-    run = run_closed_loop(plant_model, times, positions, duration, control_rate_hz=control_rate_hz, dt=dt,
-                          command_delay_cycles=command_delay_cycles, controller=ctrl)
-    _, p_rest = rest_position(plant_model, ctrl_model, np.asarray(positions, float)[-1])
-    return MoveResult(run, tool_positions(plant_model, run.q), reference,
-                      float(getattr(reference, "added_delay", 0.0)), p_rest, modes)
+    return PreparedMove(plant_model, ctrl_model, law, np.asarray(times, float), np.asarray(positions, float),
+                        reference, modes, shaper is not None)
+
+
+@dataclass
+class PreparedMove:
+    """A move whose reference is shaped (:func:`prepare_move`); :meth:`run` simulates it."""
+    plant_model: object
+    ctrl_model: object
+    law: str
+    times: np.ndarray
+    positions: np.ndarray
+    reference: object
+    path_modes: object
+    shaped: bool
+
+    @property
+    def end_time(self):
+        return float(self.reference.duration)
+
+    def run(self, settle=DEFAULT_WINDOW, until=None, dt=DEFAULT_DT, control_rate_hz=1000.0,
+            command_delay_cycles=0) -> MoveResult:
+        """Simulated until the reference ends + ``settle`` s, or until ``until`` s if later."""
+        given = _Precomputed(self.reference) if self.shaped else None    # the controller gets this result
+        if self.law == "pd":
+            ctrl = SetpointPD(self.ctrl_model, given)
+        else:
+            # offline study, as run_closed_loop: no speed limits checked (the thesis motion exceeds the URDF's)
+            ctrl = FailSafeController(self.ctrl_model, self.law == "feedforward",
+                                      limits=SafetyLimits(velocity_scale=np.inf))
+            ctrl.shaper = given
+        duration = max(self.end_time + settle, until or 0.0)
+        duration = np.ceil(duration * control_rate_hz - 1e-6) / control_rate_hz     # whole control periods
+        run = run_closed_loop(self.plant_model, self.times, self.positions, duration, control_rate_hz=control_rate_hz,
+                              dt=dt, command_delay_cycles=command_delay_cycles, controller=ctrl)
+        _, p_rest = rest_position(self.plant_model, self.ctrl_model, self.positions[-1])
+        return MoveResult(run, tool_positions(self.plant_model, run.q), self.reference,
+                          float(getattr(self.reference, "added_delay", 0.0)), p_rest, self.path_modes)
 
 
 class _Precomputed:
