@@ -60,7 +60,8 @@ def run(args):
     points = [parse_floats(text, "--at") for text in args.at]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        poly = expand(system, order=args.order, modes=modes, tolerance=args.tolerance, order_field="--order")
+        poly = expand(system, order=args.order, modes=modes, tolerance=args.tolerance, order_field="--order",
+                      modes_field="--modes")
         rows = [_point(system, poly, x) for x in points]
     notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     if output:

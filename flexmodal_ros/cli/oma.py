@@ -157,12 +157,26 @@ def _record(args, model):
     q = parse_floats(args.q, "--q")
     noise = parse_noise(args.noise) if args.noise else None
     records = []
-    for k, axis in enumerate(parse_axes(args.impulse_axis)):      # independent noise per impact
-        impulse = Impulse(args.impulse, axis, args.t_impulse, args.impulse_duration)
-        records.append(simulate_impact(model, q, impulse, args.duration, args.sample_rate, args.controller_rate_hz,
-                                       args.hold, args.dynamics, args.channels,
-                                       None if noise is None else replace(noise, seed=noise.seed + k)))
+    try:
+        for k, axis in enumerate(parse_axes(args.impulse_axis)):      # independent noise per impact
+            impulse = Impulse(args.impulse, axis, args.t_impulse, args.impulse_duration)
+            records.append(simulate_impact(model, q, impulse, args.duration, args.sample_rate,
+                                           args.controller_rate_hz, args.hold, args.dynamics, args.channels,
+                                           None if noise is None else replace(noise, seed=noise.seed + k)))
+    except InputError as exc:
+        raise InputError(_as_options(str(exc))) from None
     return (records[0] if len(records) == 1 else records), q
+
+
+# core field names of the simulated impact test → the options that set them (messages name the option)
+_OPTION_NAMES = {"impulse_axis": "--impulse-axis", "t_impulse": "--t-impulse", "impulse_duration": "--impulse-duration",
+                 "impulse": "--impulse", "sample_rate_hz/duration": "--sample-rate/--duration",
+                 "noise counts": "--noise counts", "noise std": "--noise std", "controller_rate_hz": "--controller-rate-hz"}
+
+
+def _as_options(message):
+    field, sep, rest = message.partition(":")
+    return f"{_OPTION_NAMES[field]}{sep}{rest}" if field in _OPTION_NAMES else message
 
 
 def save_record_target(text):

@@ -415,7 +415,7 @@ class _EarliestStop:
         StopToken(self.deadline).check()
 
 
-def select_pairs(pairs, modes=None):
+def select_pairs(pairs, modes=None, field="modes"):
     """Columns of ``pairs`` (an :class:`~.eigen.Eigenpairs`) to expand and their 1-based mode numbers.
 
     ``modes``: 1-based numbers in the x0 ModeSet order (oscillatory modes by frequency, then the
@@ -429,13 +429,13 @@ def select_pairs(pairs, modes=None):
     else:
         numbers = np.asarray(modes)
         if numbers.ndim != 1 or numbers.size == 0 or not np.issubdtype(numbers.dtype, np.integer):
-            raise InputError(f"modes: expected a non-empty list of integer mode numbers, got {modes!r}")
+            raise InputError(f"{field}: expected a non-empty list of integer mode numbers, got {modes!r}")
         bad = [int(m) for m in numbers if not 1 <= m <= total]
         if bad:
-            raise InputError(f"modes: mode number(s) {bad} out of range 1..{total} "
+            raise InputError(f"{field}: mode number(s) {bad} out of range 1..{total} "
                              f"({ms.num_modes} oscillatory modes + {ms.real_eigenvalues.size} real eigenvalues)")
         if len(set(numbers.tolist())) != numbers.size:
-            raise InputError(f"modes: repeated mode numbers in {numbers.tolist()}")
+            raise InputError(f"{field}: repeated mode numbers in {numbers.tolist()}")
     cols = []
     for m in numbers:
         value = ordered[m - 1]
@@ -481,7 +481,7 @@ def check_separation(eigenvalues, cols, numbers):
 
 def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
            tolerance: float = DEFAULT_TOLERANCE, allow_unstable: bool = True, near=None,
-           stop=None, deadline=None, order_field: str = "order") -> ModalPolynomial:
+           stop=None, deadline=None, order_field: str = "order", modes_field: str = "modes") -> ModalPolynomial:
     """Expand eigenpairs of ``system`` about x0 up to total degree ``order`` (eqs. (19)-(29)).
 
     ``system``: a parametric system (:class:`flexmodal_ros.expansion.FlexibleJointSystem`,
@@ -493,7 +493,8 @@ def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
     (:func:`select_nearest`, in their order).
 
     The size of the work is checked before it starts (:func:`~.multiindex.check_expansion_size`;
-    ``order_field`` names the order in the error, e.g. "--order"); long work is interruptible:
+    ``order_field`` / ``modes_field`` name the order and the modes in errors, e.g. "--order");
+    long work is interruptible:
     ``stop`` (a :class:`~flexmodal_ros.core.workers.StopToken`, e.g. cancelled at node shutdown)
     and ``deadline`` (a ``time.monotonic()`` value) are checked between the degrees of the
     symbolic differentiation and of the recursion, raising
@@ -523,7 +524,7 @@ def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
         warnings.warn(message, ExpansionWarning, stacklevel=2)
     if near is not None and modes is not None:
         raise InputError("modes: give either modes or near, not both")
-    cols, numbers = select_pairs(pairs, modes) if near is None else select_nearest(pairs, near)
+    cols, numbers = select_pairs(pairs, modes, modes_field) if near is None else select_nearest(pairs, near)
     check_separation(pairs.eigenvalues, cols, numbers)
     lam0 = pairs.eigenvalues[cols]
     with single_blas_thread():     # many small products: threading only costs here

@@ -792,7 +792,7 @@ def write_params(model, result: IdentificationResult, out_path) -> Path:
     """Write a complete flexibility YAML (format of config/<robot>.yaml) equal to the model's
     params file with k, d_f, d_fm replaced by the identified values; the urdf path is made absolute."""
     if model.params_path is None:
-        raise InputError("write-params: the model has no params file to start from")
+        raise InputError("--write-params: the model has no params file to start from")
     raw = load_yaml_mapping(model.params_path, "params file")
     urdf = Path(str(raw["urdf"]))
     raw["urdf"] = str(urdf if urdf.is_absolute() else (Path(model.params_path).parent / urdf).resolve())
@@ -807,5 +807,5 @@ def write_params(model, result: IdentificationResult, out_path) -> Path:
                        f"{result.objective_name}, F* = {result.objective:.6g})\n"
                        + yaml.safe_dump(raw, sort_keys=False))
     except OSError as exc:
-        raise InputError(f"write-params {out}: cannot write ({exc.strerror})") from None
+        raise InputError(f"--write-params {out}: cannot write ({exc.strerror})") from None
     return out

@@ -28,7 +28,7 @@ from sensor_msgs.msg import JointState
 from flexmodal_interfaces.srv import ApplyWrench, RunModalTest
 
 from ..core.errors import FlexmodalError
-from ..oma.bags import read_joint_states, write_serialized
+from ..oma.bags import REQUEST_FIELDS, read_joint_states, write_serialized
 from ..oma.pipeline import run_oma, write_outputs
 from .base import declare_robot_model, run_node
 from .conversions import modal_test_request_to_core, modal_test_result_to_response, serialized_stamp_ns
@@ -66,7 +66,7 @@ class ModalTestNode(Node):
             folder = Path(options["output_dir"] or self.output_dir) / time.strftime("test_%Y%m%d_%H%M%S")
             messages = self._record(options)
             bag = write_serialized(folder / "record", messages, "/joint_states", self.storage)
-            record = read_joint_states(bag, "/joint_states", options["channels"])
+            record = read_joint_states(bag, "/joint_states", options["channels"], fields=REQUEST_FIELDS)
             links = read_joint_states(bag, "/joint_states", list(self.model.joint_names))
             q = np.median(links.values, axis=0)
             result = run_oma(record, options["model"], q, options["method"])

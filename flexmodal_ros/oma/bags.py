@@ -29,6 +29,9 @@ EXCITATION_TOPIC = "/flexmodal/excitation_end"
 EXCITATION_TYPE = "builtin_interfaces/msg/Time"
 METADATA_TOPIC = "/flexmodal/record_metadata"   # std_msgs/msg/String: the record's metadata as JSON
 STRING = "std_msgs/msg/String"
+CLI_FIELDS = {"bag": "--bag", "topic": "--topic", "joints": "--joints"}   # names in messages (flexmodal oma)
+# RunModalTest (the modal_test node records the bag itself; its channels field names the joints)
+REQUEST_FIELDS = {"bag": "recorded bag", "topic": "recorded topic", "joints": "channels"}
 
 
 def _typestore():
@@ -36,19 +39,22 @@ def _typestore():
     return get_typestore(Stores.ROS2_KILTED)
 
 
-def _bag_dir(path):
+def _bag_dir(path, field="--bag"):
     """The bag directory (rosbags opens directories; a .db3/.mcap file's parent is taken)."""
     path = Path(path)
     if path.is_file() and path.suffix in (".db3", ".mcap"):
         path = path.parent
     if not path.is_dir() or not (path / "metadata.yaml").is_file():
-        raise InputError(f"--bag: {path} is not a ROS 2 bag (directory with metadata.yaml, or its .db3/.mcap file)")
+        raise InputError(f"{field}: {path} is not a ROS 2 bag (directory with metadata.yaml, or its .db3/.mcap file)")
     return path
 
 
-def read_joint_states(path, topic: str = "/joint_states", joints=None, start=None, end=None) -> Record:
+def read_joint_states(path, topic: str = "/joint_states", joints=None, start=None, end=None,
+                      fields=None) -> Record:
     """Record of the ``joints`` positions (default: every name of the first message) from the
     JointState ``topic`` of the bag at ``path``; ``start``/``end`` [s] relative to the first sample.
+    ``fields`` names bag, topic and joints in messages as the caller's user wrote them (default
+    CLI_FIELDS, the options of ``flexmodal oma``; REQUEST_FIELDS for RunModalTest).
 
     InputError: not a bag, topic absent or of another type, unknown joint names, messages whose
     name list lacks a requested joint or whose sizes disagree, NaN, non-monotonic stamps, too short.
@@ -57,9 +63,11 @@ def read_joint_states(path, topic: str = "/joint_states", joints=None, start=Non
     from rosbags.rosbag2.errors import ReaderError
 
     store = _typestore()
+    names_of = {**CLI_FIELDS, **(fields or {})}
+    bag_field, topic_field, joints_field = names_of["bag"], names_of["topic"], names_of["joints"]
     excitation, metadata = None, {}
     try:
-        with Reader(_bag_dir(path)) as reader:
+        with Reader(_bag_dir(path, bag_field)) as reader:
             marks = [c for c in reader.connections if c.topic == EXCITATION_TOPIC and c.msgtype == EXCITATION_TYPE]
             for conn, _, raw in (reader.messages(connections=marks) if marks else ()):   # [] would mean all
                 mark = store.deserialize_cdr(raw, conn.msgtype)
@@ -71,16 +79,16 @@ def read_joint_states(path, topic: str = "/joint_states", joints=None, start=Non
                 try:
                     metadata = json.loads(text)
                 except ValueError as exc:
-                    raise InputError(f"--bag {path}: {METADATA_TOPIC} is not JSON ({exc})") from None
-                metadata = checked_metadata(metadata, f"--bag {path}: {METADATA_TOPIC}")
+                    raise InputError(f"{bag_field} {path}: {METADATA_TOPIC} is not JSON ({exc})") from None
+                metadata = checked_metadata(metadata, f"{bag_field} {path}: {METADATA_TOPIC}")
                 break
             conns = [c for c in reader.connections if c.topic == topic]
             if not conns:
-                raise InputError(f"--topic: the bag has no topic {topic} (topics: "
+                raise InputError(f"{topic_field}: the bag has no topic {topic} (topics: "
                                  f"{', '.join(sorted({c.topic for c in reader.connections})) or 'none'})")
             bad = [c.msgtype for c in conns if c.msgtype != JOINT_STATE]
             if bad:
-                raise InputError(f"--topic: {topic} carries {bad[0]}, not {JOINT_STATE}")
+                raise InputError(f"{topic_field}: {topic} carries {bad[0]}, not {JOINT_STATE}")
             stamps, rows, names = [], [], None
             for conn, recv, raw in reader.messages(connections=conns):
                 msg = store.deserialize_cdr(raw, conn.msgtype)
@@ -88,7 +96,7 @@ def read_joint_states(path, topic: str = "/joint_states", joints=None, start=Non
                     names = list(joints) if joints else list(msg.name)
                     unknown = [j for j in names if j not in msg.name]
                     if unknown:
-                        raise InputError(f"--joints: unknown joint(s) {', '.join(unknown)} (the bag's "
+                        raise InputError(f"{joints_field}: unknown joint(s) {', '.join(unknown)} (the bag's "
                                          f"{topic} has {', '.join(msg.name)})")
                 index = {n: i for i, n in enumerate(msg.name)}
                 if len(msg.position) != len(msg.name) or any(j not in index for j in names):
@@ -98,9 +106,9 @@ def read_joint_states(path, topic: str = "/joint_states", joints=None, start=Non
                 stamps.append(stamp if stamp > 0 else 1e-9 * recv)
                 rows.append(np.asarray(msg.position, float)[[index[j] for j in names]])
     except ReaderError as exc:
-        raise InputError(f"--bag {path}: cannot read ({exc})") from None
+        raise InputError(f"{bag_field} {path}: cannot read ({exc})") from None
     if not rows:
-        raise InputError(f"--topic: {topic} has no messages in the bag")
+        raise InputError(f"{topic_field}: {topic} has no messages in the bag")
     t = np.asarray(stamps)
     record = make_record(t - t[0], np.array(rows), names, None if excitation is None else excitation - t[0],
                          metadata={**metadata, "file": str(path), "topic": topic})

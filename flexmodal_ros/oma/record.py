@@ -66,12 +66,13 @@ class Record:
                              f"of the record ({self.t[0]:.4f}..{self.t[-1]:.4f} s); at least {MIN_SAMPLES} needed")
         return replace(self, t=frozen(self.t[keep]), values=frozen(self.values[keep]))
 
-    def select(self, channels) -> "Record":
-        """The named channels, in the given order; InputError naming unknown ones."""
+    def select(self, channels, field="joints") -> "Record":
+        """The named channels, in the given order; InputError naming unknown ones (``field``: how
+        the caller's user wrote the channel list, e.g. "--joints" or "channels")."""
         channels = list(channels)
         unknown = [c for c in channels if c not in self.channels]
         if unknown:
-            raise InputError(f"joints: unknown channel(s) {', '.join(unknown)} (the record has "
+            raise InputError(f"{field}: unknown channel(s) {', '.join(unknown)} (the record has "
                              f"{', '.join(self.channels)})")
         idx = [self.channels.index(c) for c in channels]
         return replace(self, values=frozen(self.values[:, idx]), channels=tuple(channels))
@@ -207,7 +208,7 @@ def read_csv(path, columns=None) -> Record:
     values = np.delete(data, time_cols[0], axis=1)
     rec = make_record(data[:, time_cols[0]], values, names, excitation_end=excitation_end,
                       metadata={**metadata, "file": str(path)})
-    return rec.select(columns) if columns else rec
+    return rec.select(columns, "--joints") if columns else rec
 
 
 def checked_metadata(metadata, where) -> dict:
