@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from _shared import add_quick_option
 from flexmodal_ros.flexible_joint.linear_model import closed_loop_state_matrix, configuration_terms
 from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch
 from flexmodal_ros.robot.model import create_data
@@ -79,7 +80,10 @@ def load():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     model = load_robot("kuka_lwr4")
     _, positions = thesis_trajectory(model)
     path = PiecewiseC4Trajectory([0.0, DURATION], positions)

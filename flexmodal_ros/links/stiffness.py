@@ -35,7 +35,7 @@ inertia ρSL acts on a_i.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -48,6 +48,8 @@ SEGMENT_MARGIN = 1.05  # clamped segment frequencies must exceed 1.05·ω_max
 SERIES_LIMIT = 0.02    # |s|ℓ² below which C, S divided differences use their Taylor series
 SERIES_TERMS = 12
 CHUNK_BYTES = 32 * 2 ** 20  # K(ω) stacks are assembled this many bytes at a time
+DENSE_GATHER_MAX = 96       # up to this many unknowns K(ω) is assembled with the dense gather (faster
+                            # for the small frames of ~10 modes; member-local scatter above)
 
 
 def segment_count(consts, length: float, omega_max: float) -> int:
@@ -156,8 +158,6 @@ class Frame:
     consts: tuple
     omega_max: float
     scale: np.ndarray
-    scatter: object = field(default=None, repr=False)   # members' local blocks → (N, N), see below
-    local: np.ndarray = field(default=None, repr=False)  # (members, 6, L) gather on local unknowns
 
     @property
     def link_consts(self) -> tuple:
@@ -167,6 +167,11 @@ class Frame:
     @property
     def size(self) -> int:
         return self.gather.shape[2]
+
+    @cached_property
+    def _scatter(self):
+        """(scatter matrix, local gathers) of :func:`_scatter` (built on first use, large frames)."""
+        return _scatter(self.gather, self.scale)
 
     @cached_property
     def scaled_stiffness(self) -> np.ndarray:
@@ -250,9 +255,7 @@ def build_frame(arm, q, model: str, omega_max: float) -> Frame:
     local = np.stack([np.where(np.isfinite(ES), ES, 0.0) / ell, 12 * EI / ell ** 3, 4 * EI / ell], -1)[member_link]
     diag = np.einsum("mrn,mr->n", gather ** 2, np.tile(local, 2)) + np.diagonal(stiffness)
     scale = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
-    scatter, local_gather = _scatter(gather, scale)
-    return Frame(gather, member_link, segs, ell, stiffness, mass, consts, float(omega_max), scale,
-                 scatter, local_gather)
+    return Frame(gather, member_link, segs, ell, stiffness, mass, consts, float(omega_max), scale)
 
 
 def _scatter(gather, scale):
@@ -313,10 +316,16 @@ def dynamic_stiffness(frame: Frame, omega) -> np.ndarray:
     w = np.atleast_1d(np.asarray(omega, float))
     per_link = member_stiffness(frame.link_consts, frame.segment_length, w[:, None])  # (B, n, 6, 6)
     Km = per_link[:, frame.member_link]  # (B, members, 6, 6)
-    G = frame.local
-    blocks = np.swapaxes(G, 1, 2)[None] @ Km @ G[None]                  # (B, members, L, L)
     N = frame.size
-    K = (frame.scatter @ blocks.reshape(w.size, -1).T).T.reshape(w.size, N, N)
+    if N <= DENSE_GATHER_MAX:            # Σ_m G_mᵀ K_m G_m as two matrix products over the stacked members
+        G = frame.gather
+        members = G.shape[0]
+        K = G.reshape(6 * members, N).T @ (Km @ G).reshape(w.size, 6 * members, N)
+        K *= frame.scale[:, None] * frame.scale[None, :]
+    else:
+        scatter, G = frame._scatter
+        blocks = np.swapaxes(G, 1, 2)[None] @ Km @ G[None]              # (B, members, L, L)
+        K = (scatter @ blocks.reshape(w.size, -1).T).T.reshape(w.size, N, N)
     K += frame.scaled_stiffness
     K -= (w * w)[:, None, None] * frame.scaled_mass
     return K
