@@ -30,16 +30,25 @@ from flexmodal_ros.robot.inverse_dynamics import FlexibleJointFeedforward
 from flexmodal_ros.robot.model import load_model
 
 
+def box_inertia(rng, mass):
+    """Inertia about the COM of a solid box of ``mass`` with random sides 0.1-0.5 m, randomly
+    rotated: a rigid body's (positive definite, triangle inequalities hold), as the loader demands."""
+    a, b, c = rng.uniform(0.1, 0.5, 3)
+    moments = mass / 12 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
+    R = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    return R @ np.diag(moments) @ R.T
+
+
 def write_robot(folder, n, seed=0):
     """URDF + flexibility YAML of a random n-joint revolute chain in ``folder``; (urdf, params)."""
     rng = np.random.default_rng(seed)
     links = []
     for i in range(n):
-        A = rng.uniform(-0.05, 0.05, (3, 3))
-        inertia = A @ A.T + np.diag(rng.uniform(0.02, 0.1, 3))
+        mass = float(rng.uniform(1, 5))
+        inertia = box_inertia(rng, mass)
         links.append({"joint": f"joint_{i + 1}", "type": "revolute", "theta": 0.0,
                       "d": float(rng.uniform(0.1, 0.3)), "a": float(rng.uniform(0.1, 0.3)),
-                      "alpha": float(rng.uniform(0.2, 1.3)), "mass": float(rng.uniform(1, 5)),
+                      "alpha": float(rng.uniform(0.2, 1.3)), "mass": mass,
                       "com": rng.uniform(-0.05, 0.05, 3).tolist(),
                       "inertia": [float(inertia[0, 0]), float(inertia[0, 1]), float(inertia[0, 2]),
                                   float(inertia[1, 1]), float(inertia[1, 2]), float(inertia[2, 2])],

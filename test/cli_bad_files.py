@@ -29,7 +29,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from flexmodal_ros.cli import SUBCOMMAND_MODULES, build_parser, main  # noqa: E402
+from flexmodal_ros.cli import build_parser, main  # noqa: E402
 from flexmodal_ros.robot.registry import share_dir  # noqa: E402
 
 TIME_LIMIT_S = 30.0

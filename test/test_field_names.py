@@ -13,7 +13,7 @@ from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.links import link_modes, load_link_arm
 from flexmodal_ros.oma.bags import REQUEST_FIELDS, read_joint_states, write_joint_states
 from flexmodal_ros.oma.impact import Impulse, simulate_impact
-from flexmodal_ros.robot.registry import load_robot, share_dir
+from flexmodal_ros.robot.registry import load_robot
 
 SRV = Path(__file__).resolve().parents[1] / "flexmodal_interfaces" / "srv"
 

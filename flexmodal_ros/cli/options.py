@@ -8,7 +8,6 @@ the argparse action with ``file_kind`` ("input", "output" or "output_dir"): the 
 :func:`~flexmodal_ros.core.validation.write_output`.
 """
 import json
-from pathlib import Path
 
 import numpy as np
 

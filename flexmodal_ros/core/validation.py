@@ -300,15 +300,7 @@ def output_file(path, field, error=InputError):
     must be a regular file (not a directory, FIFO or device such as /dev/full), its directory must
     exist and accept a new file. Returns the Path; errors name ``field`` (the option or request
     field as the user wrote it)."""
-    path = Path(path)
-    if not str(path).strip():
-        raise error(f"{field}: empty file name")
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise error(f"{field} {path}: cannot write ({exc.strerror})") from None
+    path, info = _output_target(path, field, "file", error)
     if info is not None and not stat.S_ISREG(info.st_mode):
         raise error(f"{field} {path}: not a regular file ({_file_kind(info.st_mode)})")
     parent = path.parent
@@ -329,15 +321,7 @@ def output_directory(path, field, error=InputError):
     """``path`` as a directory the command may write into, created with its parents if missing
     and checked before any work (an existing ``path`` must be a directory; a probe file must be
     creatable in it). Returns the Path; errors name ``field``."""
-    path = Path(path)
-    if not str(path).strip():
-        raise error(f"{field}: empty directory name")
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise error(f"{field} {path}: cannot use as output directory ({exc.strerror})") from None
+    path, info = _output_target(path, field, "directory", error)
     if info is not None and not stat.S_ISDIR(info.st_mode):
         kind = "a regular file" if stat.S_ISREG(info.st_mode) else _file_kind(info.st_mode)
         raise error(f"{field} {path}: not a directory ({kind})")
@@ -348,6 +332,19 @@ def output_directory(path, field, error=InputError):
             raise error(f"{field} {path}: cannot create the directory ({exc.strerror})") from None
     _probe(path, f"{field} {path}", error)
     return path
+
+
+def _output_target(path, field, what, error):
+    """(Path, os.stat result or None if it does not exist) of an output ``what`` (file/directory)."""
+    path = Path(path)
+    if not str(path).strip():
+        raise error(f"{field}: empty {what} name")
+    try:
+        return path, os.stat(path)
+    except FileNotFoundError:
+        return path, None
+    except OSError as exc:
+        raise error(f"{field} {path}: cannot use as output {what} ({exc.strerror})") from None
 
 
 def _probe(directory, where, error):
