@@ -10,18 +10,24 @@ VENV_PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
 PYTEST_ARGS ?=
 
+# NumPy/SciPy: `pinned` (requirements.txt, the newest) or `ubuntu2404` (Ubuntu 24.04's 1.26.4 /
+# 1.11.4: requirements-numerics-ubuntu2404.txt replaces those pins, scripts/numerics_requirements.py).
+NUMERICS ?= pinned
+NUMERICS_FILE := $(if $(filter-out pinned,$(NUMERICS)),requirements-numerics-$(NUMERICS).txt,)
+
 IF_DIR := build/interfaces
 IF_PREFIX := $(abspath $(IF_DIR)/install)
 STAMPS := build/stamps
-# Lives inside .venv so that a new virtualenv reinstalls the requirements.
-REQ_STAMP := $(VENV)/.flexmodal-requirements.stamp
+# Lives inside .venv so that a new virtualenv reinstalls the requirements; one per NUMERICS choice.
+REQ_STAMP := $(VENV)/.flexmodal-requirements-$(NUMERICS).stamp
 IF_STAMP := $(STAMPS)/interfaces.stamp
 PKG_STAMP := $(STAMPS)/flexmodal_ros.stamp
 
 IF_SOURCES := flexmodal_interfaces/CMakeLists.txt flexmodal_interfaces/package.xml \
 	flexmodal_interfaces/msg flexmodal_interfaces/srv flexmodal_interfaces/action \
 	$(wildcard flexmodal_interfaces/msg/*.msg flexmodal_interfaces/srv/*.srv flexmodal_interfaces/action/*.action)
-PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile
+PKG_SOURCES := setup.py setup.cfg package.xml resource/flexmodal_ros Makefile \
+	flexmodal_ros/linalg/lapack_kernel.pyx flexmodal_ros/linalg/lapack_batch.c flexmodal_ros/linalg/lapack_batch.h
 PKG_SHARE := $(VENV)/share/flexmodal_ros
 PKG_LIB := $(VENV)/lib/flexmodal_ros
 LAYOUT_STAMP := $(STAMPS)/ros_layout.stamp
@@ -38,8 +44,16 @@ setup: $(REQ_STAMP) $(IF_STAMP) $(PKG_STAMP) $(LAYOUT_STAMP)
 $(VENV_PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(REQ_STAMP): requirements.txt | $(VENV_PY)
+$(REQ_STAMP): requirements.txt $(NUMERICS_FILE) | $(VENV_PY)
+ifeq ($(NUMERICS_FILE),)
 	$(VENV_PY) -m pip install -r requirements.txt
+else
+	mkdir -p build
+	$(VENV_PY) scripts/numerics_requirements.py requirements.txt $(NUMERICS_FILE) build/requirements-$(NUMERICS)
+	$(VENV_PY) -m pip install -r build/requirements-$(NUMERICS).txt
+	$(VENV_PY) -m pip install --no-deps -r build/requirements-$(NUMERICS)-no-deps.txt
+endif
+	rm -f $(VENV)/.flexmodal-requirements-*.stamp
 	touch $@
 
 # Plain CMake build of the ament_cmake interface package against the virtualenv prefix.

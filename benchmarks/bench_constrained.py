@@ -183,7 +183,7 @@ def _pendulum_targets(model, system, eq, q_p, dense, sparse, repeats):
     A, E = _second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
     state = np.linalg.solve(E, A)
     geev = median_time(lambda: standard_eig(state), 3)
-    print(f"   bounds (bare LAPACK call, median of 3): RCS = QZ (dggev3) on the exactly deflated "
+    print(f"   bounds (bare LAPACK call, median of 3): RCS = QZ (dggev) on the exactly deflated "
           f"index-1 pencil of order {Ar.shape[0]}{' (μ = s² form, undamped)' if squared else ''}: "
           f"{qz:.3f} s of {dense[1]:.3f} s; UCS = dgeev on its {A.shape[0]}-order state matrix "
           f"(2n eigenpairs; damped, so no μ form): {geev:.3f} s of {dense[2]:.3f} s")

@@ -18,10 +18,10 @@ import time
 import numpy as np
 
 from _shared import add_quick_option, machine_load
-from flexmodal_ros.control.law import FailSafeController, SafetyLimits
+from flexmodal_ros.control import FailSafeController, SafetyLimits
 from flexmodal_ros.nodes.conversions import JointStateReader, JointStateWriter, TorqueCommandWriter
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.simulation.plant import (THESIS_VELOCITY_SCALE, FlexibleJointPlant, Simulator, rest_state,
+from flexmodal_ros.simulation import (THESIS_VELOCITY_SCALE, FlexibleJointPlant, Simulator, rest_state,
                                      thesis_trajectory)
 
 PERIOD = 1e-3

@@ -29,7 +29,7 @@ import numpy as np
 
 from _shared import add_quick_option, machine_load
 from flexmodal_ros.core.ccompile import kernel_library
-from flexmodal_ros.control.law import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
+from flexmodal_ros.control import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
 from flexmodal_ros.flexible_joint.linear_model import setpoint_reference
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.nodes.native_cycle import rcl_build_flags

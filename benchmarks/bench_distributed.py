@@ -35,7 +35,7 @@ import numpy as np
 from _shared import add_quick_option, machine_load
 from flexmodal_ros.distributed import sweep_to_store
 from flexmodal_ros.distributed.executors import LOOPBACK_CLUSTER
-from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.flexible_joint.sweep import grid_spec
 

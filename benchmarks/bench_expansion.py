@@ -20,7 +20,7 @@ import numpy as np
 from _shared import add_quick_option, machine_load, median_time   # benchmarks/ is on sys.path when run as a script
 from flexmodal_ros.expansion.erls import ErlsSystem, linearize_batch, load_erls
 from flexmodal_ros.expansion.erls.erls_task import expand_at_half_time, straight_path
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.expansion import FlexibleJointSystem, eigenpairs_batch, expand
 from flexmodal_ros.expansion.recursion import ExpansionWarning

@@ -29,7 +29,7 @@ from flexmodal_ros.export import export_files
 from flexmodal_ros.export.mujoco_plant import MujocoRobot, MujocoSimulator
 from flexmodal_ros.nodes.conversions import JointStateWriter
 from flexmodal_ros.robot.registry import list_robots, load_robot
-from flexmodal_ros.simulation.plant import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
+from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state, thesis_trajectory
 
 GEAR_RATIO = 160.0
 

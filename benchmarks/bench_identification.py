@@ -19,7 +19,7 @@ from _shared import add_quick_option, machine_load
 from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, modal_data_arrays,
                                           _measured_eigenvalues)
 from flexmodal_ros.flexible_joint.linear_model import assemble
-from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.core.workers import WorkerPool
 

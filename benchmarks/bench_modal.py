@@ -33,7 +33,7 @@ import pinocchio as pin
 
 from _shared import add_quick_option, machine_load
 from flexmodal_ros.flexible_joint.linear_model import state_matrix
-from flexmodal_ros.flexible_joint.modal import linearized_batch, modal_analysis, modal_analysis_arrays, modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import linearized_batch, modal_analysis, modal_analysis_arrays, modal_analysis_batch
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import load_robot
 

@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from _shared import add_quick_option, machine_load
 from flexmodal_ros.robot.params import Tool
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.oma.mode_estimation import analysis_segment
 from flexmodal_ros.oma.compare import BELOW_NOISE, IDENTIFIED, MISSED

@@ -31,16 +31,16 @@ import numpy as np
 
 from _shared import add_quick_option
 from flexmodal_ros.flexible_joint.linear_model import closed_loop_state_matrix, configuration_terms
-from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_batch
 from flexmodal_ros.robot.model import create_data
-from flexmodal_ros.modes.modeset import track_modes
+from flexmodal_ros.modes import track_modes
 from flexmodal_ros.expansion.flexible_joint import segment_taylor_map
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.shaping import (DEFAULT_EXPANSION_ORDER, convolve, path_modes, shape_trajectory, shape_with,
                                    shaper_schedule, zvd)
 from flexmodal_ros.shaping.reference import ShapedTrajectory, path_samples
 from flexmodal_ros.shaping.schedule import _continued, _interpolated
-from flexmodal_ros.simulation.plant import thesis_trajectory
+from flexmodal_ros.simulation import thesis_trajectory
 from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
 
 KNOT_RATE_HZ = 200.0

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.constrained import Penalty, modal_analysis, static_equilibrium
-from flexmodal_ros.constrained.eigenanalysis import INFINITE_TOL, _lowest_oscillatory, _qz
+from flexmodal_ros.constrained.eigenanalysis import INFINITE_TOL, _qz
+from flexmodal_ros.modes import lowest_modes as _lowest_oscillatory
 from flexmodal_ros.constrained.checks import linearization_fd_errors
 from flexmodal_ros.constrained.linearizations import rcs_linearization
 from flexmodal_ros.constrained.paper_models import load_paper_model

@@ -2,7 +2,7 @@
 
 Oracles: MCS = RCS to 1e-8 (both exact), UCS within its penalty error; very stiff joints → the
 rigid mechanism's modes; a serial robot through the constrained path = the flexible-joint AMA
-(flexmodal_ros.flexible_joint.modal, thesis ch. 2); finite differences of the nonlinear closed-chain dynamics.
+(flexmodal_ros.flexible_joint.ama, thesis ch. 2); finite differences of the nonlinear closed-chain dynamics.
 """
 import json
 import math
@@ -17,10 +17,10 @@ from flexmodal_interfaces.srv import ComputeModalMap, ComputeModalParameters
 from flexmodal_ros.robot.params import load_config
 from flexmodal_ros.constrained import Penalty
 from flexmodal_ros.constrained.checks import linearization_fd_errors
-from flexmodal_ros.constrained.closed_chain import (load_closed_chain, robot_equilibrium, robot_modes,
-                                             with_robot_overrides)
+from flexmodal_ros.constrained.closed_chain import load_closed_chain, with_robot_overrides
+from flexmodal_ros.constrained.closed_chain_analysis import robot_equilibrium, robot_modes
 from flexmodal_ros.core.errors import ConfigError, InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.robot.registry import (list_closed_chain_robots, list_robots, load_robot, resolve_model,
                                   robot_paths, share_dir)

@@ -11,7 +11,7 @@ import pytest
 from flexmodal_ros.flexible_joint.linear_model import static_compensation
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import load_robot, robot_paths
-from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, rest_state, thesis_trajectory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -633,7 +633,7 @@ def test_native_cycle_refuses_what_it_cannot_run(ros, lwr, tmp_path, monkeypatch
     """The C cycles need the compiled law and rcl's headers: BuildError naming what is missing
     (the node then warns and runs every cycle in Python)."""
     import sys
-    from flexmodal_ros.control.law import FailSafeController
+    from flexmodal_ros.control import FailSafeController
     from flexmodal_ros.core.errors import BuildError
     from flexmodal_ros.nodes.conversions import JointStateReader, TorqueCommandWriter
     from flexmodal_ros.nodes.native_cycle import NativeCycleThread, rcl_build_flags

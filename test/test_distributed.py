@@ -22,9 +22,10 @@ from flexmodal_ros.distributed import (map_results, open_executor, open_store, p
 from flexmodal_ros.distributed.executors import LOOPBACK_CLUSTER
 from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.identification.inverse_eigen import identify
-from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.flexible_joint.sweep import config_grid, grid_spec, modal_map
+from flexmodal_ros.distributed import modal_map
+from flexmodal_ros.flexible_joint.sweep import config_grid, grid_spec
 
 from test_identification import TABLE_3_1_Q, TABLE_3_2, model_modes
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.cli import main
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.expansion import ModalPolynomial
 from flexmodal_ros.robot.registry import load_robot
 from test_parametric import TABLE_1_DYNAMIC, TABLE_1_STATIC

@@ -16,7 +16,7 @@ from sensor_msgs.msg import JointState
 from flexmodal_interfaces.msg import ModalParameters
 from flexmodal_interfaces.srv import ExpandModalParameters
 from flexmodal_ros.core.errors import FlexmodalError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.expansion import ModalPolynomial
 from flexmodal_ros.robot.registry import load_robot

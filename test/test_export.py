@@ -25,7 +25,7 @@ from flexmodal_ros.export.tree import build_export
 from flexmodal_ros.flexible_joint.linear_model import motor_equilibrium
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.robot.registry import list_robots, load_robot
-from flexmodal_ros.simulation.plant import run_closed_loop, thesis_trajectory
+from flexmodal_ros.simulation import run_closed_loop, thesis_trajectory
 
 ROOT = Path(__file__).resolve().parent.parent
 ROBOTS = list_robots()
@@ -253,7 +253,7 @@ def test_mujoco_plant_impulse_converges_to_the_builtin_plant(models):
     set-point hold, link positions after 0.1 s. MuJoCo's step is first order (RK4 in the built-in
     plant): the difference shrinks with the step (measured 11 % at 1 ms, 2 % at 0.25 ms of the
     motion; Coulomb friction included)."""
-    from flexmodal_ros.simulation.plant import FlexibleJointPlant, Simulator, rest_state
+    from flexmodal_ros.simulation import FlexibleJointPlant, Simulator, rest_state
 
     model = models["kuka_lwr4"]
     q0 = np.full(model.n, 0.3)

@@ -17,7 +17,7 @@ from flexmodal_ros.core.errors import FlexmodalError, InputError
 from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, load_data_file, modal_data,
                                           modal_data_arrays, write_params)
 from flexmodal_ros.flexible_joint.linear_model import linearize
-from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.model import create_data, load_model, with_overrides
 from flexmodal_ros.robot.registry import load_robot
 

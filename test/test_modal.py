@@ -16,7 +16,7 @@ from flexmodal_ros.robot.params import Tool
 from flexmodal_ros.core.errors import ConfigError, InputError
 from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_acceleration, linearize,
                                      motor_equilibrium, setpoint_motor_torque, state_matrix)
-from flexmodal_ros.flexible_joint.modal import (configuration_from_names, modal_analysis,
+from flexmodal_ros.flexible_joint.ama import (configuration_from_names, modal_analysis,
                                  modal_analysis_batch)
 from flexmodal_ros.robot.model import create_data, with_overrides
 from flexmodal_ros.robot.registry import list_robots, load_robot
@@ -313,7 +313,7 @@ def test_limit_warnings_single_configuration_path_matches_the_array_path():
     """limit_warnings: the one-configuration check on floats (the services' path) gives the same
     warnings as the array path (the same configuration as a 1 × n batch), on both sides of the
     1e-9 tolerance, at NaN and for a configuration of the wrong length."""
-    from flexmodal_ros.flexible_joint.modal import limit_warnings
+    from flexmodal_ros.flexible_joint.ama import limit_warnings
 
     model = load_robot("kuka_lwr4")
     low, high = model.position_lower, model.position_upper

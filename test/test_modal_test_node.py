@@ -13,7 +13,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from flexmodal_interfaces.srv import ComputeModalParameters, RunModalTest
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.flexible_joint.linear_model import configuration_terms
-from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch
+from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_batch
 from flexmodal_ros.flexible_joint.continuation import (certificate_applies, certified_stable, continue_modes,
                                              link_matrices)
 from flexmodal_ros.robot.model import create_data, with_overrides

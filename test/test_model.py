@@ -272,7 +272,7 @@ def test_branched_urdf_reduced_to_the_chain_with_locked_fingers(tmp_path):
     """Item 14: the branched URDF (arm + two fingers) reduced to the arm chain with the fingers
     locked at 0.01 m has the modes of the same arm with the fingers welded there (fixed joints,
     merged by Pinocchio's URDF parser): an independent construction of the same rigid body."""
-    from flexmodal_ros.flexible_joint.modal import modal_analysis
+    from flexmodal_ros.flexible_joint.ama import modal_analysis
     locked = load_model(None, DATA / "planar_gripper.yaml")
     raw = yaml.safe_load((DATA / "planar_gripper.yaml").read_text())
     del raw["locked_joints"]

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
-from flexmodal_ros.modes.modeset import (MARGINAL, STABLE, UNSTABLE, classify_stability,
+from flexmodal_ros.modes import (MARGINAL, STABLE, UNSTABLE, classify_stability,
                                  frequencies_and_damping, modes_from_eigenpairs)
 from flexmodal_ros.robot.registry import load_robot
 
@@ -55,7 +55,7 @@ def test_eigenvalue_arrays_equal_the_eigenvalue_only_batch():
     """modal_analysis_arrays (no result objects, chunks joined) = modal_analysis_batch(shapes=False)
     bit for bit: f, ζ, eigenvalues, counts, stability (stable kuka_lwr4, marginal undamped
     planar_2r); NaN after each configuration's modes; bad configurations refused by name."""
-    from flexmodal_ros.flexible_joint.modal import modal_analysis_arrays, modal_analysis_batch
+    from flexmodal_ros.flexible_joint.ama import modal_analysis_arrays, modal_analysis_batch
     cases = [(load_robot("kuka_lwr4"), 2.0), (with_overrides(load_robot("planar_2r"), kd=0.0, d_f=0.0, d_fm=0.0), 1.5)]
     for m, spread in cases:
         qs = np.random.default_rng(3).uniform(-spread, spread, (11, m.n))
@@ -80,7 +80,7 @@ def test_fast_single_path_equals_batched_path():
     without shapes; closed_loop_state_matrix = state_matrix(assemble(...)) (2.9)-(2.14)."""
     from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_state_matrix, configuration_terms,
                                          state_matrix)
-    from flexmodal_ros.flexible_joint.modal import modal_analysis_batch
+    from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
     from flexmodal_ros.robot.model import create_data
     for robot in ("scompi", "kuka_lwr4"):
         m = load_robot(robot)
@@ -123,7 +123,7 @@ def _real_layout(w, v):
 def test_real_layout_modes_equal_complex_modes():
     """modes_from_real_eigenpairs / spectrum_modes (LAPACK layout) = modes_from_eigenpairs on
     numpy's complex output, for spectra with pairs and real eigenvalues."""
-    from flexmodal_ros.modes.modeset import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
+    from flexmodal_ros.modes import first_mode_set, modes_from_eigen, modes_from_real_eigenpairs, spectrum_modes
     A = np.random.default_rng(5).normal(size=(6, 8, 8))
     w, v = np.linalg.eig(A)
     wr, wi, vt = _real_layout(w, v)
@@ -142,18 +142,15 @@ def test_real_layout_modes_equal_complex_modes():
     assert all(s.mode_shapes.shape == (0, r.num_modes) for s, r in zip(shapeless, ref))
 
 
-def test_repeated_eig_equals_numpy_with_and_without_the_bundled_lapack():
-    """RepeatedEig (ctypes dgeev of NumPy's OpenBLAS, and its SciPy fallback) gives numpy's
-    eigenvalues and eigenvectors; bad batches are refused with a message."""
-
-    from flexmodal_ros.linalg.lapack import RepeatedEig, _numpy_dgeev_work
-    assert _numpy_dgeev_work() is not None      # the pinned NumPy wheel bundles it
+def test_repeated_eig_equals_numpy_with_and_without_the_extension():
+    """RepeatedEig, compiled (the install-time extension over scipy.linalg.cython_lapack) and
+    fallback (SciPy's dgeev wrapper / NumPy), gives numpy's eigenvalues and eigenvectors; bad
+    batches are refused with a message."""
+    from flexmodal_ros.linalg.lapack import RepeatedEig
     A = np.random.default_rng(6).normal(size=(5, 9, 9))
     w, v = np.linalg.eig(A)
-    for fallback in (False, True):
-        solver = RepeatedEig(9)
-        if fallback:
-            solver._fn = None
+    for compiled in (True, False):
+        solver = RepeatedEig(9, compiled=compiled)
         wr, wi, vt = solver.solve_many(np.ascontiguousarray(A.transpose(0, 2, 1)))
         np.testing.assert_allclose(wr + 1j * wi, w, rtol=1e-12, atol=1e-12)
         ref = _real_layout(w, v)[2]
@@ -165,6 +162,25 @@ def test_repeated_eig_equals_numpy_with_and_without_the_bundled_lapack():
         np.testing.assert_allclose(solver.wr + 1j * solver.wi, w[0], rtol=1e-12, atol=1e-12)
         with pytest.raises(ValueError, match="C-contiguous float64"):
             solver.solve_many(A[:, :, :8].copy())
+        eigenvalues_only = RepeatedEig(9, vectors=False, compiled=compiled)
+        wr, wi, vt = eigenvalues_only.solve_many(np.ascontiguousarray(A.transpose(0, 2, 1)))
+        assert vt is None
+        np.testing.assert_allclose(wr + 1j * wi, w, rtol=1e-12, atol=1e-12)
+
+
+def test_the_extension_is_built_by_the_install_and_a_failed_eigensolution_is_reported():
+    """make setup / pip install build the LAPACK extension (no silent fallback in the suite's own
+    environment); a matrix LAPACK cannot solve (NaN) raises LinAlgError naming the batch entry,
+    on both paths."""
+    from flexmodal_ros.linalg.lapack import RepeatedEig, extension_status
+    module, why = extension_status()
+    assert module is not None, why
+    A = np.random.default_rng(7).normal(size=(3, 8, 8))
+    A[1, 2, 3] = np.nan
+    for compiled in (True, False):
+        solver = RepeatedEig(8, compiled=compiled)
+        with pytest.raises(np.linalg.LinAlgError):
+            solver.modes_many(np.ascontiguousarray(A.transpose(0, 2, 1)), 4)
 
 
 def _spectra_with_pairs_reals_and_the_axis(rng, count, n):
@@ -178,20 +194,26 @@ def _spectra_with_pairs_reals_and_the_axis(rng, count, n):
     return A
 
 
-def test_compiled_kernel_equals_the_numpy_reference():
-    """RepeatedEig.modes_many / modes (dgeev + mode extraction in lapack_batch.c) = dgeev followed
-    by spectrum_modes (NumPy) on the same matrices: eigenvalues, f, ζ, shapes, real eigenvalues,
-    stability; with and without vectors; the kernel is built on this machine."""
-    from flexmodal_ros.linalg.lapack import RepeatedEig, eig_modes_kernel
-    from flexmodal_ros.modes.modeset import first_mode_set, mode_sets, spectrum_modes
-    assert eig_modes_kernel() is not None
+def test_compiled_modes_equal_the_numpy_reference():
+    """RepeatedEig.modes_many / modes of the extension (dgeev + the mode extraction of
+    lapack_batch.c) = its dgeev followed by spectrum_modes (NumPy) on the same matrices, exactly:
+    eigenvalues, f, ζ, shapes, real eigenvalues, stability; with and without vectors. The
+    fallback (NumPy's eig + spectrum_modes) gives the same modes to round-off."""
+    from flexmodal_ros.linalg.lapack import RepeatedEig
+    from flexmodal_ros.modes import first_mode_set, mode_sets, spectrum_modes
     rng = np.random.default_rng(11)
     A = _spectra_with_pairs_reals_and_the_axis(rng, 12, 10)
     rows = 6
     for vectors in (True, False):
-        solver = RepeatedEig(10, vectors)
+        solver = RepeatedEig(10, vectors, compiled=True)
         at = np.ascontiguousarray(A.transpose(0, 2, 1))
-        ref = mode_sets(spectrum_modes(*solver.solve_many(at.copy()), slice(0, rows)))
+        ref = mode_sets(spectrum_modes(*solver.solve_many(at.copy()), slice(0, rows)))   # same dgeev, NumPy extraction
+        fallback = RepeatedEig(10, vectors, compiled=False)
+        assert not fallback.assembles
+        for r, x in zip(ref, mode_sets(fallback.modes_many(at.copy(), rows))):   # the fallback path: NumPy's eig
+            assert x.num_modes == r.num_modes and x.stability == r.stability
+            np.testing.assert_allclose(x.eigenvalues, r.eigenvalues, rtol=1e-12)
+            np.testing.assert_allclose(np.abs(x.mode_shapes), np.abs(r.mode_shapes), atol=1e-10)
         fast = mode_sets(solver.modes_many(at.copy(), rows))
         single = []
         for b in range(A.shape[0]):
@@ -226,7 +248,7 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
     from flexmodal_ros.linalg.lapack import repeated_eig
     from flexmodal_ros.flexible_joint.linear_model import configuration_terms, single_state_matrix, state_template
     from flexmodal_ros.robot.model import create_data
-    from flexmodal_ros.modes.modeset import mode_sets, spectrum_modes
+    from flexmodal_ros.modes import mode_sets, spectrum_modes
     model = load_robot("kuka_lwr4")
     data = create_data(model)
     qs = np.random.default_rng(12).uniform(-1.0, 1.0, (5, model.n))
@@ -247,10 +269,11 @@ def test_kernel_state_matrix_assembly_equals_linearize_and_bad_assemblies_are_re
         eig.modes_many(np.empty((5, 28, 28)), 14, assembly=(np.ascontiguousarray(template.A), template.rhs, Minv, KG))
 
 
-def test_without_a_compiler_the_kernels_warn_once_and_give_the_same_results(tmp_path):
-    """A cache that cannot be written (as when no C compiler is found) leaves the C kernels unbuilt:
-    one RuntimeWarning each names why, and the AMA (single and batch) and a shaped reference give
-    the same results via NumPy."""
+def test_forced_fallback_warns_once_with_reason_and_cost_and_gives_the_same_results():
+    """FLEXMODAL_NO_LAPACK_EXTENSION=1 (as an install without the extension): exactly one
+    FallbackWarning names what is unavailable, why, what runs instead and its cost; the AMA (single,
+    batch on two threads, eigenvalue-only arrays) and a shaped reference give the same results as
+    with the extension, which warns nothing."""
     import json
     import os
     import subprocess
@@ -258,34 +281,40 @@ def test_without_a_compiler_the_kernels_warn_once_and_give_the_same_results(tmp_
 
     script = (
         "import json, warnings, numpy as np\n"
-        "from flexmodal_ros.robot.registry import load_robot\n"
-        "from flexmodal_ros.flexible_joint.modal import modal_analysis, modal_analysis_batch\n"
-        "m = load_robot('kuka_lwr4'); qs = np.random.default_rng(4).uniform(-1, 1, (6, 7))\n"
+        "warnings.simplefilter('always')\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
-        "    out = [modal_analysis(m, qs[0]).frequencies_hz.tolist()] + "
+        "    from flexmodal_ros.robot.registry import load_robot\n"
+        "    from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_arrays, modal_analysis_batch\n"
+        "    m = load_robot('kuka_lwr4'); qs = np.random.default_rng(4).uniform(-1, 1, (6, 7))\n"
+        "    single = modal_analysis(m, qs[0])\n"
+        "    out = [single.frequencies_hz.tolist()] + "
         "[r.frequencies_hz.tolist() for r in modal_analysis_batch(m, qs, workers=2, chunk_size=2)]\n"
+        "    arrays = modal_analysis_arrays(m, qs).frequencies_hz.tolist()\n"
         "    from flexmodal_ros.shaping import ShapedTrajectory, shaper_schedule, path_modes\n"
         "    from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory\n"
         "    path = PiecewiseC4Trajectory([0.0, 0.4], [qs[1], qs[2]])\n"
         "    shaped = ShapedTrajectory(path, shaper_schedule(path_modes(m, path, modes=(0, 1)), 'zvd'))\n"
         "    y = shaped.evaluate(np.linspace(0.0, shaped.duration, 50)).tolist()\n"
-        "print(json.dumps({'f': out, 'y': y, 'warnings': sorted(str(w.message) for w in caught)}))\n")
-    blocked = tmp_path / "file"
-    blocked.write_text("")
+        "print(json.dumps({'f': out, 'arrays': arrays, 'zeta': single.damping_ratios.tolist(), 'y': y,\n"
+        "                  'warnings': [(type(w.message).__name__, str(w.message)) for w in caught\n"
+        "                               if 'flexmodal' in str(w.message)]}))\n")
     runs = {}
-    for name, cache in (("kernel", tmp_path / "cache"), ("numpy", blocked / "cache")):
-        env = dict(os.environ, FLEXMODAL_CACHE=str(cache))
+    for name, switch in (("extension", "0"), ("fallback", "1")):
+        env = dict(os.environ, FLEXMODAL_NO_LAPACK_EXTENSION=switch)
         proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         runs[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert runs["kernel"]["warnings"] == []
-    warned = runs["numpy"]["warnings"]
-    assert len(warned) == 2 and all("C kernel is unavailable" in w and "not writable" in w for w in warned)
-    assert warned[0].startswith("flexmodal_ros.linalg.lapack") and warned[1].startswith("flexmodal_ros.shaping")
-    np.testing.assert_allclose(runs["numpy"]["f"], runs["kernel"]["f"], rtol=1e-12)
-    y_numpy, y_kernel = np.array(runs["numpy"]["y"]), np.array(runs["kernel"]["y"])
+    assert runs["extension"]["warnings"] == []
+    (kind, message), = runs["fallback"]["warnings"]
+    assert kind == "FallbackWarning"
+    assert message.startswith("flexmodal_ros.linalg.lapack: the compiled LAPACK extension is unavailable "
+                              "(disabled by FLEXMODAL_NO_LAPACK_EXTENSION=1)")
+    assert "SciPy's dgeev wrapper" in message and "cost:" in message
+    for key in ("f", "arrays", "zeta"):
+        np.testing.assert_allclose(runs["fallback"][key], runs["extension"][key], rtol=1e-11, atol=1e-14)
+    y_fallback, y_extension = np.array(runs["fallback"]["y"]), np.array(runs["extension"]["y"])
     # end to end: the modes agree to ~1e-13, the shaper's delays follow them, and each derivative of
     # the reference amplifies the delays' differences (4th: ~2e-8 of its peak)
-    error = np.abs(y_numpy - y_kernel).max(axis=(0, 2)) / np.abs(y_kernel).max(axis=(0, 2))
+    error = np.abs(y_fallback - y_extension).max(axis=(0, 2)) / np.abs(y_extension).max(axis=(0, 2))
     assert np.all(error < [1e-12, 1e-11, 1e-9, 1e-8, 1e-6]), error

@@ -12,7 +12,7 @@ import pytest
 
 from flexmodal_ros.export.convention import StateConvention
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.simulation.plant import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
+from flexmodal_ros.simulation import THESIS_VELOCITY_SCALE, run_closed_loop, thesis_trajectory
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_modal_server_reads_exported_states_in_sim_time(ros, lwr):
     configuration q = s_e + s_m of the MuJoCo robot, stamped in simulation time."""
     from rclpy.parameter import Parameter
     from flexmodal_interfaces.msg import ModalParameters
-    from flexmodal_ros.flexible_joint.modal import modal_analysis
+    from flexmodal_ros.flexible_joint.ama import modal_analysis
     from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
     from flexmodal_ros.nodes.mujoco_simulator import MujocoSimulatorNode
 

@@ -15,9 +15,9 @@ import pytest
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.robot.params import Tool
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
-from flexmodal_ros.modes.modeset import frequencies_and_damping
+from flexmodal_ros.modes import frequencies_and_damping
 from flexmodal_ros.oma.mode_estimation import SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, identify_modes, refine_poles
 from flexmodal_ros.oma.bags import read_joint_states, write_joint_states
 from flexmodal_ros.oma.compare import ABOVE_NYQUIST, BELOW_NOISE, IDENTIFIED, PREDICTED
@@ -28,7 +28,7 @@ from flexmodal_ros.oma.record import make_record, read_csv, write_csv
 from flexmodal_ros.oma.visibility import MARGIN, cramer_rao, visible_modes
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis
-from flexmodal_ros.simulation.plant import FlexibleJointPlant, SetpointLaw, rest_state
+from flexmodal_ros.simulation import FlexibleJointPlant, SetpointLaw, rest_state
 from flexmodal_ros.flexible_joint.sweep import config_line
 
 SCOMPI_Q1 = [0.0, -np.pi / 6, 2 * np.pi / 3, -np.pi / 18, -2 * np.pi / 3, 0.0]

@@ -160,6 +160,29 @@ def _sensitivity(Mc, Cc, Kc, mset, lam, phi, psi, j):
     return -num / (psi.conj() @ (2 * lam * Mc[0] + Cc[0]) @ phi)
 
 
+_FD_STEPS = np.linspace(-2.0, 2.0, 17)      # a line of exact points through x0, in units of h_fd
+
+
+def _fitted_slope(t, lam):
+    """dλ/dt at t = 0 from a least-squares quartic through the exact eigenvalues λ(t) (complex),
+    and the standard error of that slope from the fit's residual, i.e. from the round-off noise
+    of the exact eigenvalues themselves. That noise is set by the conditioning of each problem,
+    not by the test: on the ERLS arm (‖A‖ ≈ 7.6e11, stiff link modes far above the tracked ones)
+    the exact λ of mode 1 (193 rad/s) scatters by ~6e-9 rad/s, which a finite difference over
+    h = 1e-3 turns into ~1e-5 on a slope of 0.5 — the size of the former fixed tolerance, so that
+    the 4-point stencil passed or failed with the rounding of the LAPACK build (issue 28)."""
+    X = np.vander(t, 5, increasing=True)
+    cov = np.linalg.inv(X.T @ X)
+    slope, error = 0j, 0.0
+    for part, unit in ((lam.real, 1.0), (lam.imag, 1j)):
+        coef, *_ = np.linalg.lstsq(X, part, rcond=None)
+        dof = t.size - X.shape[1]
+        sigma = np.sqrt(np.sum((part - X @ coef) ** 2) / dof)
+        slope += unit * coef[1]
+        error = np.hypot(error, sigma * np.sqrt(cov[1, 1]))
+    return slope, error
+
+
 def _check_invariants(system, poly, modes_fd, h_fd):
     """Exact at x0; λ^(e_j) = sensitivity = finite differences; biorthonormality; normalization."""
     x0 = poly.x0
@@ -180,12 +203,12 @@ def _check_invariants(system, poly, modes_fd, h_fd):
                                       pairs.left[:, c], j) for c in cols])
         scale = np.abs(sens).max()
         assert np.abs(poly.eigenvalues[row] - sens).max() <= 1e-7 * scale, j
-        e = np.eye(len(x0))[j] * h_fd
-        p1, m1, p2, m2 = system.exact_modes(np.array([x0 + e, x0 - e, x0 + 2 * e, x0 - 2 * e]))
-        for k in modes_fd:                 # oscillatory modes (same numbering nearby), 4-point stencil
-            lam = lambda ms: ms.eigenvalues[poly.mode_numbers[k] - 1]
-            fd = (8 * (lam(p1) - lam(m1)) - (lam(p2) - lam(m2))) / (12 * h_fd)
-            assert abs(poly.eigenvalues[row, k] - fd) <= 1e-5 * max(abs(fd), 1e-3 * abs(poly.eigenvalues[0, k])), (j, k)
+        exact = system.exact_modes(x0 + np.outer(_FD_STEPS * h_fd, np.eye(len(x0))[j]))
+        for k in modes_fd:                 # oscillatory modes (same numbering nearby)
+            lam = np.array([ms.eigenvalues[poly.mode_numbers[k] - 1] for ms in exact])
+            fd, noise = _fitted_slope(_FD_STEPS * h_fd, lam)
+            scale = max(abs(fd), 1e-3 * abs(poly.eigenvalues[0, k]))
+            assert abs(poly.eigenvalues[row, k] - fd) <= 1e-5 * scale + 4.0 * noise, (j, k)
     # normalization φ0*φ^(τ) = 0 (τ ≠ 0) and left series = conj(right series)
     phi0 = poly.right[0]
     proj = np.einsum("kn,Nkn->Nk", phi0.conj(), poly.right[1:])

@@ -5,7 +5,7 @@ with the reduced end-effector residual vibration, and reports the added delay on
 Set-up as the acceptance case "feedforward from a model whose joint stiffness is 20 % off": the
 simulator runs the robot with viscous friction only (params file without the Coulomb terms), the
 controller a params file with 0.8 × the joint stiffness. Reference: the offline closed loop of the
-same controller without shaping (flexmodal_ros.simulation.plant.run_closed_loop, same plant, rate and
+same controller without shaping (flexmodal_ros.simulation.closed_loop.run_closed_loop, same plant, rate and
 lockstep timing). The controller shapes the reference while its control thread goes on (~0.1 s
 here, seconds in a fresh clone whose first shaping compiles the C kernels); state_timeout_s is 1 s
 so that a control thread starved of CPU by that on a loaded 2-core machine does not abort the test.

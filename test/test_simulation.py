@@ -7,9 +7,9 @@ import pytest
 
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import modal_analysis
+from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.simulation.plant import (FlexibleJointPlant, Simulator, rest_state, run_closed_loop,
+from flexmodal_ros.simulation import (FlexibleJointPlant, Simulator, rest_state, run_closed_loop,
                                       simulate_setpoint, thesis_trajectory)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from flexmodal_ros.cli import main as cli_main
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.modes.modeset import ModeSet, mac, plot_map, track_modes, write_csv, write_json
+from flexmodal_ros.modes import ModeSet, mac, plot_map, track_modes, write_csv, write_json
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.flexible_joint.sweep import config_grid, config_line, gain_sweep, modal_map
 

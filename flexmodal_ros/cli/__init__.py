@@ -12,8 +12,8 @@ import sys
 
 from ..core.errors import FlexmodalError
 
-SUBCOMMAND_MODULES = ("model", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
-                      "constrained", "oma", "shape")
+SUBCOMMAND_MODULES = ("describe", "modal", "identify", "codegen", "simulate", "export", "expand", "links",
+                      "constrained", "oma", "shape", "doctor")
 
 
 _NEGATIVE_VALUE = re.compile(r"^-\.?\d")
@@ -35,13 +35,7 @@ def build_parser():
                                      "control of flexible-joint robots.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            continue
-        module.add_parser(sub)
+        importlib.import_module(f"{__name__}.{name}").add_parser(sub)
     return parser
 
 

@@ -16,7 +16,9 @@ import time
 import numpy as np
 
 from ..core.errors import InputError
-from .options import add_json_option, file_option, parse_floats, print_json
+from ..modes import snap_to_axis
+from .options import (add_json_option, configurations_from_args, file_option, model_overrides, parse_floats,
+                      print_json)
 
 DEFAULT_ROBOT_METHOD = "mcs"
 METHOD_CHOICES = ("mcs", "rcs", "ucs")
@@ -100,8 +102,8 @@ def run(args):
         shown = first_modes(result, args.show)
         print(f"{method.upper()}: {result.num_modes} modes, {result.spurious_eigenvalues.size} "
               f"spurious eigenvalues discarded, {1e3 * seconds:.2f} ms")
-        for i, lam in enumerate(shown.eigenvalues):
-            re = 0.0 if abs(lam.real) <= 1e-13 * abs(lam) else lam.real   # round-off of Re s
+        for i, lam in enumerate(snap_to_axis(shown.eigenvalues)):      # undamped: Re s = 0, not round-off
+            re = lam.real
             print(f"  s{i + 1} = {re:.6g} ± {lam.imag:.8g}i   f = {shown.frequencies_hz[i]:.6g} Hz"
                   f"   zeta = {0.0 - 100 * re / abs(lam):.4g} %")
         if result.real_eigenvalues.size:
@@ -129,15 +131,14 @@ def wants_constrained(args) -> bool:
 
 def _robot(args):
     from ..constrained.closed_chain import with_robot_overrides
-    from ..robot.registry import resolve_closed_chain
-    from .modal import _overrides
+    from ..constrained.closed_chain import resolve_closed_chain
 
     robot = resolve_closed_chain(args.robot, args.urdf, args.params)
-    return with_robot_overrides(robot, **_overrides(args))
+    return with_robot_overrides(robot, **model_overrides(args))
 
 
 def run_robot_modal(args):
-    from ..constrained.closed_chain import robot_modes, robot_result_dict
+    from ..constrained.closed_chain_analysis import robot_modes, robot_result_dict
 
     robot = _robot(args)
     method = args.method or DEFAULT_ROBOT_METHOD
@@ -176,14 +177,13 @@ class _ActuatedCoordinates:
 
 def robot_sweep(args):
     """(robot, ModalMap) of a closed-chain sweep over actuated-joint configurations
-    (:func:`~flexmodal_ros.constrained.closed_chain.robot_modal_map`)."""
-    from ..constrained.closed_chain import robot_modal_map
-    from ..modes.modeset import progress_bar
-    from .modal import _configurations
+    (:func:`~flexmodal_ros.constrained.closed_chain_analysis.robot_modal_map`)."""
+    from ..constrained.closed_chain_analysis import robot_modal_map
+    from ..modes import progress_bar
 
     robot = _robot(args)
     coords = _ActuatedCoordinates(robot)
-    configs = np.atleast_2d(_configurations(args, coords))
+    configs = np.atleast_2d(configurations_from_args(args, coords))
     if configs.shape[1] != coords.n:
         raise InputError(f"configurations: expected {coords.n} values per row "
                          f"({', '.join(coords.joint_names)}), got {configs.shape[1]}")

@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 
 from ..core.errors import InputError
-from ..modes.modeset import mac
 from ..core.validation import write_output
+from ..modes import frequencies_and_damping, mac
 from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
                       model_from_args, parse_floats, print_json)
 
@@ -126,17 +126,15 @@ def _point(system, poly, x) -> dict:
                          f"({', '.join(poly.parameter_names)}), got {x.size}")
     ev = poly.evaluate(x, left=False)
     exact = system.exact_modes(x[None, :])[0]
-    f_ex, z_ex = [], []
+    best = []
     for j in range(poly.num_pairs):
         lam = ev.eigenvalues[0, j]
         if poly.real_pairs[j] or exact.num_modes == 0:
             pool = np.concatenate([exact.real_eigenvalues, exact.eigenvalues])
-            best = pool[np.argmin(np.abs(pool - lam))]
+            best.append(pool[np.argmin(np.abs(pool - lam))])
         else:
-            best = exact.eigenvalues[np.argmax(mac(exact.mode_shapes, ev.right[0][:, j:j + 1])[:, 0])]
-        omega = abs(best)
-        f_ex.append(omega / (2 * np.pi))
-        z_ex.append(-best.real / omega if omega > 0 else 0.0)
+            best.append(exact.eigenvalues[np.argmax(mac(exact.mode_shapes, ev.right[0][:, j:j + 1])[:, 0])])
+    f_ex, z_ex = (values.tolist() for values in frequencies_and_damping(best))
     return {"x": x.tolist(), "distance": float(poly.distance(x)[0]),
             "inside_trust_region": bool(ev.inside_trust[0]),
             "polynomial": {"frequencies_hz": ev.frequencies_hz[0].tolist(),

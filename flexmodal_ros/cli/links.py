@@ -13,10 +13,10 @@ from ..links import BEAM_MODELS, JOINT_MODELS, link_arm_from_model, link_modes, 
 from ..links.sweeps import joint_stiffness_sweep, link_modal_map
 from ..links.solve import MAX_MODES, REGIMES, check_request
 from ..core.validation import write_output
-from ..modes.modeset import plot_tracked
-from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir, file_option,
-                      model_from_args, parse_floats, print_crossings, print_json, write_map_outputs)
-from .modal import _configurations
+from ..modes import plot_tracked
+from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir,
+                      configurations_from_args, file_option, model_from_args, parse_floats, print_crossings,
+                      print_json, write_map_outputs)
 
 
 def add_parser(sub):
@@ -107,7 +107,7 @@ def run(args):
 
 
 def _run_sweep(args, model, arm):
-    qs = _angles(args, _configurations(args, model))
+    qs = _angles(args, configurations_from_args(args, model))
     mmap = link_modal_map(arm, qs, args.modes, args.model, args.regime, track=not args.no_track,
                           workers=args.workers, progress=not args.no_progress)
     files = write_map_outputs(mmap, args.out_dir, "link_modes", f"{arm.name}: {args.model} link modes",

@@ -1,22 +1,17 @@
 """``flexmodal modal`` (one configuration) and ``flexmodal sweep`` (modal map) subcommands.
 
 Configurations outside the URDF position limits are computed and warned about on stderr."""
-import contextlib
-import io
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from ..robot.params import Tool
-from ..core.errors import InputError
-from ..flexible_joint.modal import limit_warnings, modal_analysis
+from ..flexible_joint.ama import limit_warnings, modal_analysis
 from ..robot.model import with_overrides
 from ..flexible_joint.sampled import HOLDS
-from ..flexible_joint.sweep import check_map_size, config_grid, config_line, grid_spec, modal_map
-from ..core.validation import read_text_file, shown
-from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir, file_option,
-                      model_from_args, parse_floats, print_crossings, print_json, write_map_outputs)
+from ..flexible_joint.sweep import modal_map
+from .options import (add_json_option, add_model_options, add_override_options, add_sweep_output_options,
+                      checked_output_dir, configurations_from_args, file_option, model_from_args, model_overrides,
+                      parse_floats, print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 from .scheduler import add_store_options, check_scheduler, run_store_sweep
 
@@ -25,7 +20,7 @@ def add_parser(sub):
     p = sub.add_parser("modal", help="modal parameters of the closed loop in one configuration")
     add_model_options(p)
     p.add_argument("--q", required=True, help="configuration, comma-separated, URDF joint order [rad or m]")
-    _add_override_options(p)
+    add_override_options(p)
     add_method_option(p)
     p.add_argument("--controller-rate-hz", type=float,
                    help="modes of the sampled-data loop: set-point law run at this rate [Hz] and held "
@@ -46,7 +41,7 @@ def add_parser(sub):
                 help="CSV file, one configuration per row (URDF joint order, no header)")
     s.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
-    _add_override_options(s)
+    add_override_options(s)
     add_sweep_output_options(s, "modal_map")
     add_method_option(s)
     add_store_options(s)
@@ -54,25 +49,12 @@ def add_parser(sub):
     s.set_defaults(func=run_sweep)
 
 
-def _add_override_options(p):
-    p.add_argument("--kp", help="motor-side P gain(s): one value or one per joint [N m/rad]")
-    p.add_argument("--kd", help="motor-side D gain(s): one value or one per joint [N m s/rad]")
-    p.add_argument("--tool-mass", type=float, help="point-mass tool at the end-effector frame [kg] "
-                   "(replaces the configured tool; 0 removes it)")
-    p.add_argument("--wrench", help="constant external wrench fx,fy,fz,mx,my,mz in frame 0 [N, N m]")
 
-
-def _overrides(args):
-    """Keyword overrides (kp, kd, tool, wrench) given on the command line (None = not given)."""
-    return {"kp": None if args.kp is None else parse_floats(args.kp, "--kp"),
-            "kd": None if args.kd is None else parse_floats(args.kd, "--kd"),
-            "tool": None if args.tool_mass is None else Tool.point_mass(args.tool_mass),
-            "wrench": None if args.wrench is None else parse_floats(args.wrench, "--wrench")}
 
 
 def _model(args):
     """Robot model with the command-line overrides applied."""
-    return with_overrides(model_from_args(args), **_overrides(args))
+    return with_overrides(model_from_args(args), **model_overrides(args))
 
 
 def run(args):
@@ -113,43 +95,6 @@ def _warn(lines):
         print(f"flexmodal: warning: {line}", file=sys.stderr)
 
 
-def _configurations(args, model, lazy=False):
-    """The configurations of --line/--grid/--configs (at most --max-configurations); a --grid stays
-    lazy with ``lazy`` (the out-of-core store path, which only bounds each axis)."""
-    limit = args.max_configurations
-    if args.line:
-        return config_line(model, parse_floats(args.line[0], "--line Q_START"),
-                           parse_floats(args.line[1], "--line Q_END"), args.num, limit)
-    if args.grid:
-        base = np.zeros(model.n) if args.q is None else parse_floats(args.q, "--q")
-        axes = dict(_grid_axis(spec, limit) for spec in args.grid)
-        return grid_spec(model, base, axes) if lazy else config_grid(model, base, axes, limit)
-    return _read_configs(Path(args.configs))
-
-
-def _grid_axis(spec, limit):
-    """'joint_2=-1:1:11' -> ('joint_2', 11 values)."""
-    name, sep, rng = spec.partition("=")
-    parts = rng.split(":")
-    if not sep or len(parts) != 3:
-        raise InputError(f"--grid: expected JOINT=START:STOP:NUM, got {shown(spec)}")
-    start, stop, num = parse_floats(",".join(parts), f"--grid {name}")
-    if num < 1 or num != int(num):
-        raise InputError(f"--grid {name}: NUM must be a positive integer, got {shown(parts[2])}")
-    check_map_size(int(num), limit, f"--grid {name}")
-    return name.strip(), np.linspace(start, stop, int(num))
-
-
-def _read_configs(path):
-    text = read_text_file(path, "--configs")
-    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
-        raise InputError(f"--configs {path}: no configurations (empty file)")
-    try:
-        return np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2)
-    except ValueError as exc:
-        raise InputError(f"--configs {path}: not a numeric CSV ({shown(str(exc), 200)})") from None
-
-
 def run_sweep(args):
     checked_output_dir(args, "out_dir", "--out-dir", needed=not (args.store and args.no_plot))
     if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
@@ -157,16 +102,17 @@ def run_sweep(args):
     else:
         model = _model(args)
         if args.store:
-            return run_store_sweep(args, model, _configurations(args, model, lazy=True), print_json)
+            return run_store_sweep(args, model, configurations_from_args(args, model, lazy=True), print_json)
         check_scheduler(args)
-        dask = None
-        if args.scheduler:                  # Dask is imported only when asked for
-            from ..distributed import open_executor
-            dask = open_executor(args.scheduler, timeout=args.scheduler_timeout)
-        with dask or contextlib.nullcontext() as executor:
-            mmap = modal_map(model, _configurations(args, model), track=not args.no_track,
-                             workers=args.workers, progress=not args.no_progress, scheduler=executor,
-                             max_configurations=args.max_configurations)
+        configurations = configurations_from_args(args, model)
+        if args.scheduler:
+            from ..distributed import modal_map as dask_map, open_executor  # deferred: Dask, only with --scheduler
+            with open_executor(args.scheduler, timeout=args.scheduler_timeout) as executor:
+                mmap = dask_map(model, configurations, track=not args.no_track, progress=not args.no_progress,
+                                scheduler=executor, max_configurations=args.max_configurations)
+        else:
+            mmap = modal_map(model, configurations, track=not args.no_track, workers=args.workers,
+                             progress=not args.no_progress, max_configurations=args.max_configurations)
         _warn(limit_warnings(model, mmap.configurations, "configurations"))
     files = write_map_outputs(mmap, args.out_dir, "modal_map", f"{model.name}: modal map", not args.no_plot)
     f = mmap.tracked("frequencies_hz")

@@ -7,12 +7,16 @@ the argparse action with ``file_kind`` ("input", "output" or "output_dir"): the 
 :func:`~flexmodal_ros.core.validation.output_directory`) and written through
 :func:`~flexmodal_ros.core.validation.write_output`.
 """
+import io
 import json
+from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.validation import output_directory, output_file, shown, write_output
+from ..core.validation import output_directory, output_file, read_text_file, shown, write_output
+from ..flexible_joint.sweep import MAX_CONFIGURATIONS, check_map_size, config_grid, config_line, grid_spec
+from ..robot.params import Tool
 from ..robot.registry import resolve_model
 
 FILE_KINDS = ("input", "output", "output_dir")
@@ -58,8 +62,6 @@ def model_from_args(args):
 def add_sweep_output_options(parser, stem, workers="worker threads"):
     """--out-dir, --no-track, --no-plot, --workers, --no-progress, --max-configurations of the
     sweep commands."""
-    from ..flexible_joint.sweep import MAX_CONFIGURATIONS
-
     file_option(parser, "--out-dir", kind="output_dir", default=".",
                 help=f"directory for {stem}.{{csv,json,png}} (default .)")
     parser.add_argument("--no-track", action="store_true", help="keep modes in frequency order (no MAC tracking)")
@@ -75,7 +77,7 @@ MAX_CROSSINGS_SHOWN = 10
 
 def write_map_outputs(mmap, out_dir, stem, title, plot=True):
     """``stem``.csv / .json (and .png unless ``plot`` is false) of a ModalMap in ``out_dir``."""
-    from ..modes.modeset import plot_map, write_csv, write_json
+    from ..modes import plot_map, write_csv, write_json
 
     out = output_directory(out_dir, "--out-dir")
     files = [write_output(out / f"{stem}.csv", "--out-dir", lambda p: write_csv(mmap, p)),
@@ -119,3 +121,57 @@ def _to_builtin(value):
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def add_override_options(p):
+    """--kp, --kd, --tool-mass, --wrench: changes of the robot model for one run."""
+    p.add_argument("--kp", help="motor-side P gain(s): one value or one per joint [N m/rad]")
+    p.add_argument("--kd", help="motor-side D gain(s): one value or one per joint [N m s/rad]")
+    p.add_argument("--tool-mass", type=float, help="point-mass tool at the end-effector frame [kg] "
+                   "(replaces the configured tool; 0 removes it)")
+    p.add_argument("--wrench", help="constant external wrench fx,fy,fz,mx,my,mz in frame 0 [N, N m]")
+
+
+def model_overrides(args):
+    """Keyword overrides (kp, kd, tool, wrench) given on the command line (None = not given)."""
+    return {"kp": None if args.kp is None else parse_floats(args.kp, "--kp"),
+            "kd": None if args.kd is None else parse_floats(args.kd, "--kd"),
+            "tool": None if args.tool_mass is None else Tool.point_mass(args.tool_mass),
+            "wrench": None if args.wrench is None else parse_floats(args.wrench, "--wrench")}
+
+
+def configurations_from_args(args, model, lazy=False):
+    """The configurations of --line/--grid/--configs (at most --max-configurations); a --grid stays
+    lazy with ``lazy`` (the out-of-core store path, which only bounds each axis)."""
+    limit = args.max_configurations
+    if args.line:
+        return config_line(model, parse_floats(args.line[0], "--line Q_START"),
+                           parse_floats(args.line[1], "--line Q_END"), args.num, limit)
+    if args.grid:
+        base = np.zeros(model.n) if args.q is None else parse_floats(args.q, "--q")
+        axes = dict(_grid_axis(spec, limit) for spec in args.grid)
+        return grid_spec(model, base, axes) if lazy else config_grid(model, base, axes, limit)
+    return _read_configs(Path(args.configs))
+
+
+def _grid_axis(spec, limit):
+    """'joint_2=-1:1:11' -> ('joint_2', 11 values)."""
+    name, sep, rng = spec.partition("=")
+    parts = rng.split(":")
+    if not sep or len(parts) != 3:
+        raise InputError(f"--grid: expected JOINT=START:STOP:NUM, got {shown(spec)}")
+    start, stop, num = parse_floats(",".join(parts), f"--grid {name}")
+    if num < 1 or num != int(num):
+        raise InputError(f"--grid {name}: NUM must be a positive integer, got {shown(parts[2])}")
+    check_map_size(int(num), limit, f"--grid {name}")
+    return name.strip(), np.linspace(start, stop, int(num))
+
+
+def _read_configs(path):
+    text = read_text_file(path, "--configs")
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        raise InputError(f"--configs {path}: no configurations (empty file)")
+    try:
+        return np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2)
+    except ValueError as exc:
+        raise InputError(f"--configs {path}: not a numeric CSV ({shown(str(exc), 200)})") from None

@@ -23,7 +23,7 @@ from ..robot.model import with_overrides
 from ..shaping import SHAPING_CHOICES
 from ..shaping.trajectory_file import read_waypoints
 from ..shaping.vibration import LAWS, compare, plot_residual, simulate_moves
-from ..simulation.plant import DEFAULT_DT, save_closed_loop_plot, thesis_trajectory
+from ..simulation import DEFAULT_DT, save_closed_loop_plot, thesis_trajectory
 from ..core.validation import write_output
 from .options import (add_json_option, add_model_options, checked_output_dir, file_option, model_from_args,
                       parse_floats, print_json)

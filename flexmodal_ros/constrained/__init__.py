@@ -8,19 +8,23 @@ Multibody Dynamics Formulations" (seed 001, notes_001): systems M(q)q̈ = f(q, q
 * RCS — redundant coordinates and multipliers, descriptor pair solved by QZ (7)-(10), (17);
 * UCS — penalty formulation at its shifted equilibrium (11)-(15), (18);
 
-with one result type (:class:`~.analysis.ConstrainedModes`, a :class:`~flexmodal_ros.modes.modeset.ModeSet`).
+with one result type (:class:`~.eigenanalysis.ConstrainedModes`, a :class:`~flexmodal_ros.modes.modeset.ModeSet`).
 
 Modules: :mod:`.system` (the system interface and the CasADi/AD builder), :mod:`.equilibrium`
 (static equilibrium with λ, pseudo-inverse at singular configurations, penalty equilibrium),
-:mod:`.linearize` (the three linearizations), :mod:`.analysis` (dense QZ/eigh and sparse
+:mod:`.linearizations` (the three linearizations), :mod:`.eigenanalysis` (dense QZ/eigh and sparse
 shift-invert ARPACK eigenanalysis, spurious-eigenvalue classification), :mod:`.fourbar` and
-:mod:`.pendulum` (the paper's models), :mod:`.models` (their bundled configs), :mod:`.robot`
-(closed-chain flexible-joint robots from URDF + YAML loop closures), :mod:`.checks`
-(finite-difference linearizations of the nonlinear dynamics, for verification).
+:mod:`.pendulum` (the paper's models), :mod:`.paper_models` (their bundled configs),
+:mod:`.closed_chain` (closed-chain flexible-joint robots from URDF + YAML loop closures),
+:mod:`.closed_chain_analysis` (their set-points and modes), :mod:`.checks` (finite-difference
+linearizations of the nonlinear dynamics, for verification).
 """
-from .eigenanalysis import ConstrainedModes, modal_analysis
-from .equilibrium import ConstraintError, Equilibrium, static_equilibrium
-from .linearizations import METHODS, Penalty, SingularConfigurationError
+from ..core.lazy import lazy_exports
 
-__all__ = ["ConstrainedModes", "ConstraintError", "Equilibrium", "METHODS", "Penalty",
-           "SingularConfigurationError", "modal_analysis", "static_equilibrium"]
+# Exports imported on first use: a node that only loads a closed-chain robot
+# (constrained.closed_chain) does not pay for the eigenanalysis (SciPy sparse, ARPACK).
+__getattr__, __all__ = lazy_exports(__name__, {
+    "eigenanalysis": ("ConstrainedModes", "modal_analysis"),
+    "equilibrium": ("ConstraintError", "Equilibrium", "static_equilibrium"),
+    "linearizations": ("METHODS", "Penalty", "SingularConfigurationError"),
+})

@@ -13,7 +13,7 @@ n_p = 50 / 100); QZ on the pencil only if M is not positive definite:
   (``solver="auto"`` chooses). No spurious eigenvalues.
 * RCS: the scaled descriptor pair (A, E) by QZ with homogeneous eigenvalues (α, β),
   s = ω_ref α/β. Its 2r position- and velocity-level infinite eigenvalues are deflated exactly by
-  an orthogonal equivalence (:func:`_index_one_pencil`, β = 0), and QZ (LAPACK dggev3,
+  an orthogonal equivalence (:func:`_index_one_pencil`, β = 0), and QZ (LAPACK dggev,
   :func:`flexmodal_ros.linalg.lapack.generalized_eig`) solves the remaining index-1 descriptor pencil
   in (null-space positions, velocities, multipliers) of order 2(n − r) + r — or, undamped, the
   same pencil in μ = s² of order n. A spurious eigenvalue is *infinite*: |β| ≤
@@ -42,7 +42,7 @@ Every path runs on one BLAS thread (:func:`flexmodal_ros.core.blas.single_blas_t
 models the thread hand-off costs more than the arithmetic, and for the large dense ones QZ gains
 little from threads while a shared machine makes them collapse (measured, pendulum n_p = 100 on
 the 2-core machine at load ≈ 2.4, ``flexmodal constrained``: MCS/RCS/UCS 0.13/0.45–0.66/1.5 s on
-one thread, 0.5–1.7/4.7–6.9/6.0–6.6 s on two; the bare dggev3/dgeev calls are compared in
+one thread, 0.5–1.7/4.7–6.9/6.0–6.6 s on two; the bare dggev/dgeev calls are compared in
 ``benchmarks/bench_constrained.py``).
 
 Sparse path (``num_modes=k``): shift-invert Arnoldi (ARPACK via ``scipy.sparse.linalg.eigs``) on
@@ -67,7 +67,7 @@ import scipy.sparse.linalg as spla
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
 from ..linalg.lapack import complex_vectors, generalized_eig, standard_eig
-from ..modes.modeset import ModeSet, modes_from_eigen
+from ..modes import ModeSet, is_real, lowest_modes, modes_from_eigen
 from ..core.validation import finite_scalar, frozen
 from .equilibrium import Equilibrium
 from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSystem, _dense,
@@ -75,7 +75,6 @@ from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSyst
 
 UCS_SPURIOUS_THRESHOLD = 1e-3   # η = ‖Φ̂_q v‖/‖v‖ above this: a penalty (spurious) mode
 INFINITE_TOL = 1e-8             # |β|/‖(α, β)‖ at or below this: an infinite eigenvalue (RCS)
-REAL_RTOL = 1e-12               # |Im s| ≤ REAL_RTOL·|s| from ARPACK: a real eigenvalue
 AUTO_REFINE_MODES = 8           # lowest oscillatory modes checked by refine="auto" (the CLI shows 8)
 AUTO_REFINE_RTOL = 1e-10        # residual bound above this × |s|: the mode is refined
 MAX_DENSE_COORDINATES = 1300    # whole spectrum (dense QZ/QR of order up to 2n): pendulum n_p <= 214,
@@ -217,9 +216,7 @@ def check_dense_size(size, num_modes, num_modes_field="num_modes"):
 
 def _lowest(w, v, k):
     """The k lowest oscillatory modes (by |s|) and every real eigenvalue found."""
-    osc = np.flatnonzero(w.imag > 0)
-    keep = np.concatenate([osc[np.argsort(np.abs(w[osc]), kind="stable")[:k]],
-                           np.flatnonzero(w.imag == 0)])
+    keep = np.concatenate([lowest_modes(w, k), np.flatnonzero(is_real(w))])
     return w[keep], v[:, keep]
 
 
@@ -252,7 +249,7 @@ def _qz(A, E, infinite_tol, keep=None):
     |β|/‖(α, β)‖)."""
     alphar, alphai, beta, vr, info = generalized_eig(A, E)
     if info != 0:
-        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev3/dggev) failed, info = {info}")
+        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev) failed, info = {info}")
     alpha = alphar + 1j * alphai
     size = np.hypot(np.abs(alpha), np.abs(beta))
     beta_rel = np.abs(beta) / np.where(size > 0, size, 1.0)
@@ -348,12 +345,6 @@ def _symmetric_modes(M, K):
     return s, np.hstack([x, x]).astype(complex)
 
 
-def _lowest_oscillatory(w, count):
-    """Indices of the ``count`` oscillatory eigenvalues (Im > 0) of smallest modulus."""
-    osc = np.flatnonzero(w.imag > 0)
-    return osc[np.argsort(np.abs(w[osc]), kind="stable")[:count]]
-
-
 def _factor(matrix):
     """Solver for a complex square matrix (sparse LU when sparse enough, dense LU otherwise), or
     None if it is exactly singular (the eigenvalue is then already exact to round-off)."""
@@ -375,7 +366,7 @@ def _refine(lin, w, x, refine, refiner):
     if refine != "auto":
         w, x = refiner(lin, w, x, int(refine))
         return w, x, {"refined_modes": int(refine)}
-    candidates = _lowest_oscillatory(w, AUTO_REFINE_MODES)
+    candidates = lowest_modes(w, AUTO_REFINE_MODES)
     bounds = _error_bounds(lin, w, x, candidates)
     chosen = candidates[bounds > AUTO_REFINE_RTOL * np.abs(w[candidates])]
     if chosen.size:
@@ -420,7 +411,7 @@ def _refine_quadratic(lin: SecondOrderSystem, w, x, count, indices=None):
     M, C, K = lin.M, lin.C, lin.K
     forms = _ExtendedForms(*(lin.full_space or (M, C, K)))
     w, x = w.copy(), x.astype(complex).copy()
-    for i in (_lowest_oscillatory(w, count) if indices is None else indices):
+    for i in (lowest_modes(w, count) if indices is None else indices):
         s = w[i]
         shifted = s * (1 + SHIFT_OFFSET)  # never exactly singular; inverse iteration is unaffected
         solve = _factor(K + shifted * C + shifted ** 2 * M)
@@ -450,7 +441,7 @@ def _refine_pencil(lin: DescriptorSystem, w, x, count, indices=None):
     phi = sp.csc_matrix(phi_q)
     forms = _ExtendedForms(M, C, K)
     w, x = w.copy(), x.astype(complex).copy()
-    for i in (_lowest_oscillatory(w, count) if indices is None else indices):
+    for i in (lowest_modes(w, count) if indices is None else indices):
         s = w[i]
         shifted = s * (1 + SHIFT_OFFSET)
         bordered = sp.bmat([[sp.csc_matrix(K + shifted * C + shifted ** 2 * M), phi.T], [phi, None]],
@@ -540,7 +531,7 @@ def _shift_invert(A, E, k, sigma):
                              f"σ = {sigma:g}; ask for fewer modes or another shift") from None
         nu, y = exc.eigenvalues, exc.eigenvectors
     s = sigma + 1.0 / nu
-    s = np.where(np.abs(s.imag) <= REAL_RTOL * np.abs(s), s.real + 0j, s)
+    s = np.where(is_real(s), s.real + 0j, s)
     return s, y
 
 
@@ -561,7 +552,7 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
     A, E, to_q, squared = _index_one_pencil(lin)
     alphar, alphai, beta, vr, info = generalized_eig(A, E)
     if info != 0:
-        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev3/dggev) failed, info = {info}")
+        raise np.linalg.LinAlgError(f"QZ (LAPACK dggev) failed, info = {info}")
     size = np.hypot(np.hypot(alphar, alphai), beta)
     beta_rel = np.abs(beta) / np.where(size > 0, size, 1.0)
     infinite = beta_rel <= infinite_tol
@@ -578,7 +569,7 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
                + [f"infinite (|β|/‖(α,β)‖ = {b:.1e} ≤ {infinite_tol:g})"
                   for b in beta_rel[infinite].tolist()])
     finite_beta = beta_rel[finite]
-    diag.update({"solver": "QZ (LAPACK dggev3) on the exactly deflated index-1 pencil"
+    diag.update({"solver": "QZ (LAPACK dggev) on the exactly deflated index-1 pencil"
                  + (" in μ = s² (undamped)" if squared else ""),
                  "pencil_order": 2 * n + m, "qz_order": A.shape[0], "infinite_tol": infinite_tol,
                  "num_infinite": deflated + int(infinite.sum()), "deflated_infinite": deflated,

@@ -17,7 +17,7 @@ answers two kinds of questions:
 is CasADi's automatic differentiation, exact to round-off. Matrices are returned dense (NumPy) or,
 with ``sparse=True``, as ``scipy.sparse.csc_matrix`` (large finite-element models). The
 closed-chain robot backend (Pinocchio, analytic derivatives) is
-:class:`flexmodal_ros.constrained.closed_chain.RobotSystem`.
+:class:`flexmodal_ros.constrained.closed_chain_analysis.RobotSystem`.
 
 Units are those of the model (SI); q may mix lengths [m] and angles [rad].
 """

@@ -13,7 +13,8 @@ import functools
 
 @functools.cache
 def _controller():
-    from threadpoolctl import ThreadpoolController
+    import scipy.linalg  # deferred: SciPy's BLAS/LAPACK (the modal analysis runs on it), loaded before the controller looks
+    from threadpoolctl import ThreadpoolController  # deferred: threadpoolctl
     return ThreadpoolController()        # inspects the loaded libraries once (~ms), then reused
 
 

@@ -35,6 +35,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from .fallbacks import warn_fallback
+
 PR_SET_PDEATHSIG = 1            # <linux/prctl.h>
 STOP_SLOTS = 256                # tokens that can be live at once per pool
 # Time to start a pool and run a first task [s], measured on the 2-core development machine under
@@ -110,8 +112,10 @@ def _init_worker(*shared):
     parent = os.getppid()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):   # not Linux: the forkserver's exit still ends idle workers
-        pass
+    except (OSError, AttributeError) as exc:   # not Linux
+        warn_fallback("flexmodal_ros.core.workers", "prctl(PR_SET_PDEATHSIG)", f"{exc}; not Linux",
+                      "idle workers end with the forkserver when the parent exits",
+                      "a worker busy with a task outlives a parent that was killed until the task ends")
     if os.getppid() != parent:          # the parent died before prctl took effect
         os._exit(1)
 

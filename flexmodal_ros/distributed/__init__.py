@@ -7,14 +7,14 @@ What it holds:
   worker processes listening on 127.0.0.1 only); Dask futures with ``retries``, at most
   2 × (worker threads) chunks in flight.
 - :mod:`.chunks` — the task: one chunk of configurations (a multiple of the 256-configuration
-  eigen-batch of :func:`flexmodal_ros.flexible_joint.modal.modal_analysis_batch`; grid rows generated on the
+  eigen-batch of :func:`flexmodal_ros.flexible_joint.ama.modal_analysis_batch`; grid rows generated on the
   worker from the lazy :class:`flexmodal_ros.flexible_joint.sweep.ConfigGrid`), packed into dense arrays,
-  MAC-tracked inside the chunk (:func:`flexmodal_ros.modes.modeset.track_modes`).
+  MAC-tracked inside the chunk (:func:`flexmodal_ros.modes.tracking.track_modes`).
 - :mod:`.store` — the out-of-core result: a Zarr store written chunk by chunk, resumable, checked
   against the robot/model/grid it belongs to; a closing pass joins the tracking across chunk
   boundaries (the last shapes of chunk k against the first of chunk k + 1, Hungarian MAC
   assignment as in ``track_modes``, so the tracked order equals a single in-memory sweep's) and
-  lists crossings; plots are drawn from the store (:func:`flexmodal_ros.modes.modeset.plot_tracked`).
+  lists crossings; plots are drawn from the store (:func:`flexmodal_ros.modes.modal_map.plot_tracked`).
 - :mod:`.maps` — :func:`sweep_to_store` and :func:`map_results` (in memory, for
   :func:`flexmodal_ros.flexible_joint.sweep.modal_map` with a scheduler).
 - :mod:`.multistart` — :func:`run_starts`: the multistart of
@@ -39,7 +39,7 @@ from ..core.lazy import lazy_exports
 # Names imported on first use: parsing --scheduler does not load Dask or the identification.
 __getattr__, __all__ = lazy_exports(__name__, {
     "executors": ("DaskExecutor", "LocalExecutor", "open_executor", "parse_scheduler"),
-    "maps": ("DEFAULT_CHUNK", "StoreRun", "map_results", "sweep_to_store"),
+    "maps": ("DEFAULT_CHUNK", "StoreRun", "map_results", "modal_map", "sweep_to_store"),
     "multistart": ("run_starts",),
     "store": ("open_store", "plot_store", "tracked_rows"),
 })

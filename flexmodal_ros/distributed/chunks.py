@@ -1,11 +1,11 @@
 """The unit of work of a distributed modal map: one chunk of configurations, run where it lands.
 
 A chunk is a contiguous slice of the configuration sequence, a multiple of the eigen-batch kernel
-size (:func:`flexmodal_ros.flexible_joint.modal.modal_analysis_batch`, 256 configurations per vectorized
+size (:func:`flexmodal_ros.flexible_joint.ama.modal_analysis_batch`, 256 configurations per vectorized
 assembly + batched ``eig``). Grid chunks travel as the small :class:`~flexmodal_ros.flexible_joint.sweep.ConfigGrid`
 plus (start, stop): their rows are generated on the worker. The results come back as a few dense
 arrays (:class:`ChunkResult`), not one object per configuration; eigenvalue-only chunks never
-build any (:func:`flexmodal_ros.flexible_joint.modal.modal_analysis_arrays`).
+build any (:func:`flexmodal_ros.flexible_joint.ama.modal_analysis_arrays`).
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..flexible_joint.modal import modal_analysis_arrays, modal_analysis_batch
-from ..modes.modeset import MARGINAL, STABLE, UNSTABLE, track_modes
+from ..flexible_joint.ama import modal_analysis_arrays, modal_analysis_batch
+from ..modes import MARGINAL, STABLE, UNSTABLE, track_modes
 
 KERNEL_BATCH = 256                 # configurations per vectorized assembly + batched eig
 STABILITY_CODES = (STABLE, MARGINAL, UNSTABLE)   # stored as 0, 1, 2
@@ -65,7 +65,7 @@ def rows_of(piece, start: int, stop: int) -> np.ndarray:
 
 
 def analyse_rows(model, piece, start: int, stop: int, shapes: bool = True):
-    """:func:`~flexmodal_ros.flexible_joint.modal.modal_analysis_batch` of one chunk (one thread): ModalResults."""
+    """:func:`~flexmodal_ros.flexible_joint.ama.modal_analysis_batch` of one chunk (one thread): ModalResults."""
     return modal_analysis_batch(model, rows_of(piece, start, stop), workers=1,
                                 chunk_size=KERNEL_BATCH, shapes=shapes)
 

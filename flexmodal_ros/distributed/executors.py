@@ -17,7 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor
 from typing import Callable, Iterable
 
 from ..core.errors import FlexmodalError, InputError
-from ..flexible_joint.modal import default_workers
+from ..flexible_joint.ama import default_workers
 
 DEFAULT_TIMEOUT_S = 10.0   # connecting to a scheduler, waiting for its first worker
 DEFAULT_RETRIES = 2        # re-runs of a chunk whose task raised (lost workers: the scheduler's own count)
@@ -46,7 +46,7 @@ def parse_scheduler(spec: str) -> tuple[str, object]:
 
 class LocalExecutor:
     """``workers`` threads in this process (numpy's LAPACK releases the GIL), as
-    :func:`flexmodal_ros.flexible_joint.modal.modal_analysis_batch`."""
+    :func:`flexmodal_ros.flexible_joint.ama.modal_analysis_batch`."""
 
     def __init__(self, workers: int | None = None):
         if workers is not None and int(workers) < 1:

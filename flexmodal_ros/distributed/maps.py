@@ -1,14 +1,16 @@
-"""Modal maps on an executor: in memory (:func:`map_results`, what :func:`flexmodal_ros.flexible_joint.sweep.modal_map`
-calls with a scheduler) or streamed to a Zarr store (:func:`sweep_to_store`)."""
+"""Modal maps on an executor: in memory (:func:`map_results`, :func:`modal_map`: the flexible-joint
+map of :func:`flexmodal_ros.flexible_joint.sweep.modal_map` with its chunks on a scheduler) or
+streamed to a Zarr store (:func:`sweep_to_store`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import InputError
-from ..flexible_joint.modal import check_configurations
-from ..modes.modeset import progress_bar
-from ..flexible_joint.sweep import ConfigGrid
+from ..flexible_joint.ama import check_configurations
+from ..flexible_joint import sweep
+from ..flexible_joint.sweep import MAX_CONFIGURATIONS, ConfigGrid, check_map_size
+from ..modes import ModalMap, map_modes, progress_bar
 from .chunks import KERNEL_BATCH, ChunkOptions, analyse_rows, compute_chunk
 from .executors import DEFAULT_TIMEOUT_S, map_chunks, open_executor
 from .store import finalize, map_identity, open_for_writing
@@ -38,11 +40,25 @@ def _check_chunk(chunk_size):
     return int(chunk_size)
 
 
+def modal_map(model, configurations, track: bool = True, workers: int | None = None, progress: bool = False,
+              scheduler=None, max_configurations=MAX_CONFIGURATIONS) -> ModalMap:
+    """:func:`flexmodal_ros.flexible_joint.sweep.modal_map` with the chunks computed on ``scheduler``
+    (``local:N``, ``tcp://HOST:PORT`` or an executor from :func:`open_executor`; None: local
+    threads, the same function), same numbers (:func:`map_results`)."""
+    if scheduler is None:
+        return sweep.modal_map(model, configurations, track, workers, progress, max_configurations)
+    qs = check_configurations(model, configurations, "configurations")
+    check_map_size(len(qs), max_configurations)
+    with progress_bar(len(qs), "modal map", enabled=progress) as bar:
+        results = map_results(model, qs, scheduler, progress=bar.update)
+    return map_modes(model.joint_names, qs, results, track)
+
+
 def map_results(model, configurations, scheduler=None, shapes: bool = True,
                 chunk_size: int | None = None, workers: int | None = None, progress=None,
                 timeout: float = DEFAULT_TIMEOUT_S) -> list:
     """ModalResults of every configuration, in order, computed chunk by chunk on ``scheduler``
-    (as :func:`sweep_to_store`). Same numbers as :func:`~flexmodal_ros.flexible_joint.modal.modal_analysis_batch`.
+    (as :func:`sweep_to_store`). Same numbers as :func:`~flexmodal_ros.flexible_joint.ama.modal_analysis_batch`.
     ``chunk_size`` defaults to an even split over the worker threads (4 chunks each), in whole
     kernel batches, at most 4096. ``progress(k)`` is called with the configurations of each
     finished chunk."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..identification.inverse_eigen import solve_starts
-from ..modes.modeset import progress_bar
+from ..modes import progress_bar
 from .executors import map_chunks
 
 TASKS_PER_SLOT = 4   # chunks per worker thread: balances the load, keeps each task ≥ a few solves

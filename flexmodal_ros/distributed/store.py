@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from ..modes.modeset import crossings_from_tracked, mac, plot_tracked
+from ..modes import crossings_from_tracked, mac_assignment, plot_tracked
 from .chunks import STABILITY_CODES
 
 FORMAT = "flexmodal-modal-map"
@@ -224,8 +224,6 @@ def _check_writable(path: Path) -> None:
 def finalize(store: MapStore) -> dict:
     """Join the chunks' tracking into ``mode_order``, list crossings, summarize; streaming one chunk
     at a time (memory independent of the map size). Idempotent: a resumed run redoes it."""
-    from scipy.optimize import linear_sum_assignment
-
     a, g = store.arrays, store.group
     for name in ("crossing_configurations", "crossing_modes"):
         if name in a:
@@ -253,9 +251,7 @@ def finalize(store: MapStore) -> dict:
                                  f"configurations {start} and {start + 1} ({prev[1].shape[1]} → {m}); "
                                  f"modes cannot be tracked (use --no-track)")
             first = a["chunk_first_shapes"][k][:, :m]
-            rows, cols = linear_sum_assignment(-mac(prev[1][:, prev[0]], first))
-            perm = np.empty(m, int)
-            perm[rows] = cols
+            perm = mac_assignment(prev[1][:, prev[0]], first)
         order = np.full((stop - start, f.shape[1]), -1, np.int16)
         order[:, :m] = a["chunk_mode_order"][start:stop][:, :m][:, perm]
         a["mode_order"][start:stop] = order
@@ -327,7 +323,7 @@ def tracked_rows(group, field: str, start: int = 0, stop: int | None = None) -> 
 
 
 def plot_store(path, out_png, title: str = "", max_points: int = PLOT_MAX_POINTS) -> Path:
-    """:func:`~flexmodal_ros.modes.modeset.plot_tracked` of a store, read chunk by chunk: every s-th
+    """:func:`~flexmodal_ros.modes.modal_map.plot_tracked` of a store, read chunk by chunk: every s-th
     configuration (s chosen so that at most ``max_points`` are drawn)."""
     group = open_store(path)
     m = group["num_modes"].shape[0]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..flexible_joint.linear_model import state_matrix
-from ..modes.modeset import ModeSet, modes_from_eigenpairs, normalize_shapes
+from ..modes import ModeSet, is_real, modes_from_eigenpairs, normalize_shapes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +102,7 @@ def refine(lam, right, left, M, C, K) -> np.ndarray:
     pick = np.take_along_axis(roots, np.argmin(np.abs(roots - lam), axis=0)[None], axis=0)[0]
     good = np.isfinite(pick) & (np.abs(pick - lam) <= 1e-6 * np.maximum(np.abs(lam), 1e-300))
     out = np.where(good, pick, lam)
-    return np.where(lam.imag == 0, out.real, out)
+    return np.where(is_real(lam), out.real, out)
 
 
 def _normalized(lam, phi, psi, M, C) -> Eigenpairs:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..robot.inverse_dynamics.symbolic import canonical_chain, joint_axis, rnea_jets
 from ..flexible_joint.linear_model import assemble
-from ..flexible_joint.modal import check_configurations, linearized_batch, modal_analysis_batch
+from ..flexible_joint.ama import check_configurations, linearized_batch, modal_analysis_batch
 from ..robot.model import create_data
 from .multiindex import addend_count, multi_index_set
 from .taylor import TaylorMap
@@ -163,7 +163,7 @@ class FlexibleJointSystem:
         return linearized_batch(self.model, create_data(self.model), qs)[0]
 
     def exact_modes(self, xs):
-        """:class:`~flexmodal_ros.flexible_joint.modal.ModalResult` (exact AMA) at configurations xs."""
+        """:class:`~flexmodal_ros.flexible_joint.ama.ModalResult` (exact AMA) at configurations xs."""
         return modal_analysis_batch(self.model, check_configurations(self.model, xs, "x"), workers=1)
 
 
@@ -226,5 +226,5 @@ class PathSegmentSystem:
         return linearized_batch(self.model, create_data(self.model), self.configurations(xs))[0]
 
     def exact_modes(self, xs):
-        """:class:`~flexmodal_ros.flexible_joint.modal.ModalResult` (exact AMA) at s values xs."""
+        """:class:`~flexmodal_ros.flexible_joint.ama.ModalResult` (exact AMA) at s values xs."""
         return modal_analysis_batch(self.model, self.configurations(xs), workers=1)

@@ -7,7 +7,7 @@ Policy per configuration q: evaluate the current expansion if ‖q − q0‖∞ 
 error estimate (degree-t terms over |λ|, every mode) ≤ ``tolerance``; otherwise expand about q
 (where the result is exact) and use that. A configuration whose selected eigenvalues are
 repeated cannot be expanded: the exact AMA is returned for it and the next configuration tries
-again. Results are :class:`~flexmodal_ros.flexible_joint.modal.ModalResult` objects like the exact path's.
+again. Results are :class:`~flexmodal_ros.flexible_joint.ama.ModalResult` objects like the exact path's.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import equilibrium_from_compensation
-from ..flexible_joint.modal import ModalResult, check_configurations, modal_analysis
+from ..flexible_joint.ama import ModalResult, check_configurations, modal_analysis
 from ..robot.model import create_data, gravity_torque, wrench_torque
 from .recursion import ExpansionWarning, ModalPolynomial, expand
 from .multiindex import check_expansion_size

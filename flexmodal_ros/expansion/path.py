@@ -38,7 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..flexible_joint.modal import modal_analysis
+from ..flexible_joint.ama import modal_analysis
+from ..modes import is_oscillatory, match_eigenvalues
 from ..robot.model import create_data
 from .recursion import ExpansionWarning, expand
 from .flexible_joint import PathSegmentSystem
@@ -167,22 +168,19 @@ class _Follower:
             q = system.configurations([s])[0]
             raise InputError(f"trajectory: at path sample {sample} (q = {np.round(q, 4).tolist()}): {exc}; "
                              "no modal shaping possible") from None
-        self._check_count(int(np.count_nonzero(poly.spectrum0.imag > 0)), sample)
+        self._check_count(int(np.count_nonzero(is_oscillatory(poly.spectrum0))), sample)
         self.points.append(sample)
         return poly
 
     def exact(self, system, s, predicted, sample):
         """Exact eigenvalues (Im > 0) nearest ``predicted`` at s (eigenvalue analysis)."""
-        from scipy.optimize import linear_sum_assignment
-
         q = system.configurations([s])[0]
         result = modal_analysis(self.model, q, self.data, shapes=False)
         if not result.stable:
             raise InputError(f"trajectory: the closed loop is {result.stability} at path sample {sample} "
                              f"(q = {np.round(q, 4).tolist()}): no modal shaping possible")
         self._check_count(result.num_modes, sample)
-        _, cols = linear_sum_assignment(np.abs(predicted[:, None] - result.eigenvalues[None, :]))
-        return result.eigenvalues[cols]
+        return result.eigenvalues[match_eigenvalues(predicted, result.eigenvalues)]
 
     @staticmethod
     def known_error(values, rows, known) -> float:

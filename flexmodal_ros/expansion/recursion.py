@@ -40,7 +40,8 @@ import scipy.sparse
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
 from ..core.workers import StopToken
-from ..modes.modeset import classify_stability, frequencies_and_damping, normalize_shapes
+from ..modes import (classify_stability, frequencies_and_damping, is_real, lowest_modes, match_eigenvalues,
+                     modes_from_classified, normalize_shapes)
 from ..core.validation import finite_array
 from .eigen import BiorthogonalModes, eigenpairs
 from .multiindex import MultiIndexSet, check_expansion_size, multi_index_set
@@ -126,9 +127,8 @@ class ModalPolynomial:
 
     @cached_property
     def real_pairs(self) -> np.ndarray:
-        """(k,) True for expanded real eigenvalues (real coefficients up to round-off)."""
-        scale = np.abs(self.eigenvalues).max(axis=0)
-        return np.all(np.abs(self.eigenvalues.imag) <= 1e-12 * np.where(scale > 0, scale, 1.0), axis=0)
+        """(k,) True for expanded real eigenvalues (real at x0: :func:`flexmodal_ros.modes.is_real`)."""
+        return is_real(self.eigenvalues[0])
 
     def _points(self, x) -> np.ndarray:
         arr = finite_array(x, "x")
@@ -188,20 +188,12 @@ class ModalPolynomial:
         and their conjugates); ``left=False`` skips the left vectors (``left_shapes`` None)."""
         ev = self.evaluate(x, left=left, warn=warn)
         real = self.real_pairs
-        osc_all = np.flatnonzero(~real)
-        out = []
-        for i in range(len(ev.x)):
-            lam = ev.eigenvalues[i]
-            osc = osc_all[np.argsort(ev.frequencies_hz[i, osc_all], kind="stable")]
-            reals = np.sort(lam[real].real)
-            label, bad = classify_stability(np.concatenate([lam[osc], lam[osc].conj(), reals]))
-            out.append(PolynomialModes(
-                frequencies_hz=ev.frequencies_hz[i, osc], damping_ratios=ev.damping_ratios[i, osc],
-                eigenvalues=lam[osc], mode_shapes=normalize_shapes(ev.right[i][:, osc]), real_eigenvalues=reals,
-                stability=label, unstable_eigenvalues=bad,
-                left_shapes=None if ev.left is None else normalize_shapes(ev.left[i][:, osc]),
-                x=ev.x[i], error_estimate=ev.error_estimate[i][osc], inside_trust=bool(ev.inside_trust[i])))
-        return out
+        osc = np.flatnonzero(~real)
+        return [modes_from_classified(
+            ev.eigenvalues[i, osc], ev.right[i][:, osc], ev.eigenvalues[i, real].real, result_type=PolynomialModes,
+            per_mode={"left_shapes": None if ev.left is None else normalize_shapes(ev.left[i][:, osc]),
+                      "error_estimate": ev.error_estimate[i][osc]},
+            x=ev.x[i], inside_trust=bool(ev.inside_trust[i])) for i in range(len(ev.x))]
 
     def truncated(self, order: int) -> "ModalPolynomial":
         """The same expansion cut at a lower total degree (trust radius recomputed)."""
@@ -440,7 +432,7 @@ def select_pairs(pairs, modes=None, field="modes"):
     for m in numbers:
         value = ordered[m - 1]
         hits = np.flatnonzero(pairs.eigenvalues == value) if m <= ms.num_modes else \
-            np.flatnonzero((pairs.eigenvalues.imag == 0) & (pairs.eigenvalues.real == value))
+            np.flatnonzero(is_real(pairs.eigenvalues) & (pairs.eigenvalues.real == value))
         cols.append(int(hits[0]))
     return np.array(cols, int), numbers.astype(int)
 
@@ -449,15 +441,12 @@ def select_nearest(pairs, targets):
     """Columns and 1-based mode numbers (as :func:`select_pairs`) of the oscillatory eigenvalues
     (Im > 0) of ``pairs`` nearest ``targets`` (k,) (Hungarian assignment on |Δλ|): following modes
     known from a neighbouring point."""
-    from scipy.optimize import linear_sum_assignment
-
     targets = np.atleast_1d(np.asarray(targets, complex))
     lam = pairs.eigenvalues
-    osc = np.flatnonzero(lam.imag > 0)
-    osc = osc[np.argsort(np.abs(lam[osc]), kind="stable")]          # the ModeSet order (modes_from_eigenpairs)
+    osc = lowest_modes(lam)                                          # the ModeSet order
     if targets.size > osc.size:
         raise InputError(f"near: {targets.size} eigenvalues to follow, the system has {osc.size} oscillatory modes")
-    _, idx = linear_sum_assignment(np.abs(targets[:, None] - lam[osc][None, :]))
+    idx = match_eigenvalues(targets, lam[osc])
     return osc[idx], idx + 1
 
 

@@ -1,5 +1,5 @@
 """How far an exported description is from the suite's model (2.1): the AMA (2.13)-(2.17) of the
-exported robot under the set-point law (2.2) against :func:`flexmodal_ros.flexible_joint.modal.modal_analysis`.
+exported robot under the set-point law (2.2) against :func:`flexmodal_ros.flexible_joint.ama.modal_analysis`.
 
 - MJCF: MuJoCo's own dynamics, linearized by central differences of ``qacc``
   (:func:`flexmodal_ros.export.mujoco_plant.closed_loop_state_matrix`).
@@ -21,10 +21,11 @@ import numpy as np
 import pinocchio as pin
 
 from ..core.errors import ConfigError
+from ..core.fallbacks import warn_fallback
 from ..flexible_joint.linear_model import motor_equilibrium, state_matrix
-from ..flexible_joint.modal import modal_analysis
+from ..flexible_joint.ama import modal_analysis
 from ..robot.model import create_data
-from ..modes.modeset import modes_from_eigenpairs
+from ..modes import modes_from_eigenpairs
 from ..core.validation import finite_array
 from .tree import MOTOR_SUFFIX
 
@@ -75,7 +76,7 @@ def compare_modes(state_matrices, model, configurations):
     """(m, 4) differences (see :class:`Fidelity`) of the eigenvalues of ``state_matrices`` against
     the AMA of ``model`` at ``configurations``."""
     from ..flexible_joint.linear_model import state_matrix as ama_matrix
-    from ..flexible_joint.modal import linearized_batch
+    from ..flexible_joint.ama import linearized_batch
 
     (Mbar, Dbar, Kbar), _ = linearized_batch(model, create_data(model), configurations)
     per = []
@@ -161,7 +162,11 @@ def _gravity_stiffness(pm, data, x, step=1e-6):
     mimic joints (Pinocchio's derivative algorithms do not support them)."""
     try:
         return pin.computeGeneralizedGravityDerivatives(pm, data, x).copy()
-    except RuntimeError:
+    except RuntimeError as exc:
+        warn_fallback("flexmodal_ros.export.fidelity", "Pinocchio's analytic gravity derivative",
+                      f"{str(exc).rstrip('.')}: the model has mimic joints", "dg/dq by central differences (step "
+                      f"{step:g})", f"2 nv = {2 * pm.nv} gravity evaluations per configuration, about 1e-8 "
+                      "relative accuracy instead of round-off")
         K = np.empty((pm.nv, pm.nv))
         for j in range(pm.nv):
             e = np.zeros(pm.nv)
@@ -188,8 +193,7 @@ def damping_mapping_fidelity(model, configurations, link_damping):
     """:class:`Fidelity` of putting d_f on the elastic joint (ṡ_e = q̇ − W⁻¹... i.e. the deflection
     rate, ``"elastic"``) or on the motor joint (``"motor"``) instead of on q̇ (2.1), with everything
     else exact: the linear algebra of (2.9)-(2.11) with D̄ changed."""
-    from ..flexible_joint.linear_model import assemble
-    from ..flexible_joint.modal import linearized_batch
+    from ..flexible_joint.ama import linearized_batch
 
     qs = finite_array(configurations, "configurations", (None, model.n))
     (Mbar, Dbar, Kbar), _ = linearized_batch(model, create_data(model), qs)
@@ -258,7 +262,7 @@ def gazebo_breakdown(model, configurations, directory, gear_ratio=None):
 
 def _model_fidelity(other, model, qs):
     """:class:`Fidelity` of the AMA of ``other`` (same joints) against ``model``'s."""
-    from ..flexible_joint.modal import linearized_batch
+    from ..flexible_joint.ama import linearized_batch
 
     (Mbar, Dbar, Kbar), _ = linearized_batch(other, create_data(other), qs)
     return Fidelity("linear algebra (Gazebo-valid inertias)", qs,

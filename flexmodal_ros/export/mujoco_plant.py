@@ -12,15 +12,15 @@ disabled (the AMA is viscous, (2.8)-(2.14)). Its eigenvalues do not depend on th
 they compare directly with the AMA's (2.13). ``mjd_transitionFD`` would linearize the *discrete*
 step instead (an O(dt) difference, ~0.3 % here), which is why ``qacc`` is differentiated.
 """
-import math
 
 import numpy as np
 
 from ..core.errors import ConfigError, InputError
 from ..flexible_joint.linear_model import motor_equilibrium, setpoint_reference, static_compensation
 from ..robot.model import create_data
-from ..simulation.plant import ImpulseLimits, check_impulse
+from ..simulation import ImpulseLimits, check_impulse, run_closed_loop
 from ..core.validation import finite_array, finite_vector
+from .convention import StateConvention
 from .mjcf import load_mujoco_model, write_mjcf
 from .tree import MOTOR_SUFFIX, build_export
 
@@ -125,7 +125,7 @@ def closed_loop_state_matrix(robot, q_d, step=1e-6):
 
 class MujocoSimulator:
     """MuJoCo plant with a clock, a zero-order-held effort command and impulses; the interface of
-    :class:`flexmodal_ros.simulation.plant.Simulator`, in exported coordinates: ``sample()`` returns
+    :class:`flexmodal_ros.simulation.Simulator`, in exported coordinates: ``sample()`` returns
     (s_e, ṡ_e, s_m, ṡ_m), ``set_command`` takes the motor-joint efforts W τ_m, ``efforts()`` the
     elastic-joint spring effort −k W² s_e and the applied efforts. Starts at rest in the
     equilibrium (2.3) of ``q0``, held by the static effort of (2.2)."""
@@ -209,35 +209,41 @@ class MujocoSimulator:
         return -self._stiffness * d.qpos[r.elastic_qpos], d.ctrl[r.actuators].copy()
 
 
+class MujocoLoopPlant:
+    """The exported robot on MuJoCo as a :class:`~flexmodal_ros.simulation.LoopPlant`: states read
+    through the ``deflection`` convention (:mod:`.convention`), motor torques τ_m commanded as the
+    motor-joint efforts W τ_m. Starts at rest in the equilibrium of ``q0``."""
+    step_name = "timestep"
+
+    def __init__(self, model, q0, timestep=1e-3, path=None):
+        self.simulator = MujocoSimulator(MujocoRobot.from_model(model, path, timestep), q0)
+        self.convention, self.n, self.step = StateConvention(model, "deflection"), model.n, timestep
+        self.W = self.simulator.robot.W
+        self.hold = self.simulator.hold / self.W
+
+    @property
+    def t(self):
+        return self.simulator.t
+
+    def state(self):
+        x, n = self.convention.to_model_inplace(np.concatenate(self.simulator.sample())), self.n
+        return x[:n].copy(), x[n:2 * n].copy(), x[2 * n:3 * n].copy(), x[3 * n:].copy()
+
+    def command(self, tau_m):
+        self.simulator.set_command(tau_m * self.W)
+
+    def advance(self, period):
+        self.simulator.advance(period)
+
+
 def run_closed_loop_mujoco(model, times, positions, duration, use_feedforward=True, control_rate_hz=1000.0,
                            timestep=1e-3, command_delay_cycles=0, path=None):
-    """:func:`flexmodal_ros.simulation.plant.run_closed_loop` with MuJoCo as the plant (like it, no speed
-    or acceleration limits are checked: offline studies may exceed the URDF's): the controller
-    reads the exported joint states through the ``deflection`` convention and commands W τ_m.
-    ``path``: an exported MJCF (None = export ``model`` now). Returns a ClosedLoopResult."""
-    from ..control.law import FailSafeController, JointSample, SafetyLimits
-    from ..simulation.plant import ClosedLoopResult
-    from .convention import StateConvention
-
+    """:func:`flexmodal_ros.simulation.run_closed_loop` with MuJoCo as the plant
+    (:class:`MujocoLoopPlant`; like it, no speed or acceleration limits are checked: offline studies
+    may exceed the URDF's): the controller reads the exported joint states through the
+    ``deflection`` convention and commands W τ_m. ``path``: an exported MJCF (None = export
+    ``model`` now). Returns a ClosedLoopResult."""
     positions = finite_array(positions, "positions", (None, model.n))
-    period = 1.0 / control_rate_hz
-    if abs(period / timestep - round(period / timestep)) > 1e-9:
-        raise InputError(f"control_rate_hz: 1/control_rate_hz must be a multiple of timestep={timestep:g} s")
-    convention, n = StateConvention(model, "deflection"), model.n
-    sim = MujocoSimulator(MujocoRobot.from_model(model, path, timestep), positions[0])
-    ctrl = FailSafeController(model, use_feedforward, limits=SafetyLimits(velocity_scale=np.inf))
-    pending = [sim.hold.copy()] * command_delay_cycles
-    log = {k: [] for k in ("t", "q", "q_ref", "q_m", "tau", "saturated")}
-    for k in range(int(round(duration / period)) + 1):
-        x = convention.to_model_inplace(np.concatenate(sim.sample()))
-        ctrl.update_state(JointSample(sim.t, x[:n], x[n:2 * n], x[2 * n:3 * n], x[3 * n:]), sim.t)
-        if k == 0:
-            ctrl.set_trajectory(times, positions)
-        cmd = ctrl.compute()
-        for key, value in (("t", sim.t), ("q", x[:n]), ("q_ref", cmd.q_ref), ("q_m", x[2 * n:3 * n]),
-                           ("tau", cmd.tau), ("saturated", cmd.saturated)):
-            log[key].append(np.copy(value))
-        pending.append(cmd.tau * sim.robot.W)
-        sim.set_command(pending.pop(0))
-        sim.advance(period)
-    return ClosedLoopResult(**{k: np.array(v) for k, v in log.items()})
+    return run_closed_loop(model, times, positions, duration, use_feedforward, control_rate_hz,
+                           command_delay_cycles=command_delay_cycles,
+                           plant=MujocoLoopPlant(model, positions[0], timestep, path))

@@ -28,9 +28,9 @@ import numpy as np
 
 from ..core.errors import InputError
 from .linear_model import linearize, state_matrix
-from .modal import ModalResult, check_configurations
+from .ama import ModalResult, check_configurations
 from ..robot.model import create_data
-from ..modes.modeset import TWO_PI, modes_from_eigenpairs
+from ..modes import TWO_PI, is_oscillatory, is_real, modes_from_eigenpairs
 from ..core.validation import finite_scalar, finite_vector
 
 HOLDS = ("zoh", "zoh-delay")
@@ -38,7 +38,7 @@ HOLDS = ("zoh", "zoh-delay")
 
 @dataclass(frozen=True, kw_only=True)
 class SampledModalResult(ModalResult):
-    """:class:`~flexmodal_ros.flexible_joint.modal.ModalResult` of the sampled-data loop plus
+    """:class:`~flexmodal_ros.flexible_joint.ama.ModalResult` of the sampled-data loop plus
     ``controller_rate_hz``, ``hold`` and ``above_nyquist`` (m,) bool: modes whose continuous
     counterpart lies above the Nyquist frequency (unwrapped, see the module docstring)."""
 
@@ -117,7 +117,7 @@ def _unwrap(mu, rate, continuous):
     """λ = rate·(ln μ + 2πjm), m ∈ {−1, 0, 1} nearest (in the complex plane) to a continuous pole."""
     mu = np.asarray(mu, complex)
     base = rate * np.log(np.where(np.abs(mu) < 1e-300, 1e-300, mu))
-    base = np.where(np.isclose(mu.imag, 0.0) & (mu.real < 0), base.real + 1j * np.pi * rate, base)
+    base = np.where(is_real(mu) & (mu.real < 0), base.real + 1j * np.pi * rate, base)
     branches = base[:, None] + 1j * TWO_PI * rate * np.array([-1, 0, 1])[None, :]
     dist = np.abs(branches[:, :, None] - continuous[None, None, :]).min(axis=2)
     pick = np.argmin(dist + 1e-9 * np.abs(np.array([-1, 0, 1]))[None, :], axis=1)
@@ -132,7 +132,7 @@ def _one_per_pair(lam):
             continue
         used[i] = True
         keep.append(i)
-        if lam[i].imag > 0:
+        if is_oscillatory(lam[i]):
             twin = np.flatnonzero(~used & (np.abs(lam - lam[i]) <= 1e-9 * max(1.0, abs(lam[i]))))
             if twin.size:
                 used[twin[0]] = True

@@ -14,10 +14,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.flexible_joint.modal import ModalResult, check_configurations, modal_analysis, \
+from flexmodal_ros.flexible_joint.ama import ModalResult, check_configurations, modal_analysis, \
     modal_analysis_batch
 from flexmodal_ros.robot.model import create_data, with_overrides
-from flexmodal_ros.modes.modeset import ModalMap, map_modes, progress_bar
+from flexmodal_ros.modes import ModalMap, map_modes, progress_bar
 from flexmodal_ros.core.validation import finite_vector, positive
 
 KD_RATIO = 0.425  # K_D = 0.425 √K_P, thesis Fig. 2.5
@@ -105,23 +105,18 @@ def grid_spec(model, base_q, axes: Mapping[str, Sequence[float]]) -> ConfigGrid:
 
 
 def modal_map(model, configurations, track: bool = True, workers: int | None = None,
-              progress: bool = False, scheduler=None, max_configurations=MAX_CONFIGURATIONS) -> ModalMap:
-    """Batch modal analysis over ``configurations`` (m, n), optionally mode-tracked.
+              progress: bool = False, max_configurations=MAX_CONFIGURATIONS) -> ModalMap:
+    """Batch modal analysis over ``configurations`` (m, n) on ``workers`` local threads, optionally
+    mode-tracked.
 
     ``progress`` shows a tqdm bar on stderr; more than ``max_configurations`` is an InputError
-    (maps larger than memory: ``flexmodal_ros.distributed.sweep_to_store``). ``scheduler``
-    (``local:N``, ``tcp://HOST:PORT`` or an executor from
-    :func:`flexmodal_ros.distributed.open_executor`) computes the chunks on Dask instead of local
-    threads, same numbers (:func:`flexmodal_ros.distributed.map_results`).
+    (maps larger than memory: ``flexmodal_ros.distributed.sweep_to_store``; on a Dask cluster:
+    :func:`flexmodal_ros.distributed.modal_map`).
     """
     qs = check_configurations(model, configurations, "configurations")
     check_map_size(len(qs), max_configurations)
     with progress_bar(len(qs), "modal map", enabled=progress) as bar:
-        if scheduler is None:
-            results = modal_analysis_batch(model, qs, workers=workers, progress=bar.update)
-        else:
-            from flexmodal_ros.distributed import map_results
-            results = map_results(model, qs, scheduler, progress=bar.update)
+        results = modal_analysis_batch(model, qs, workers=workers, progress=bar.update)
     return map_modes(model.joint_names, qs, results, track)
 
 

@@ -50,11 +50,12 @@ from scipy.optimize import least_squares
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import assemble, load_stiffness, state_matrix
 from ..robot.model import create_data, mass_matrix
-from ..flexible_joint.modal import check_configurations
+from ..flexible_joint.ama import check_configurations
+from ..modes import TWO_PI, eigenvalues_from, is_oscillatory, is_real, mode_order
 from ..robot.registry import resolve_model
 from ..core.validation import (finite_array, finite_scalar, finite_vector, frozen, load_yaml_mapping, positive,
                          reject_unknown_keys, require_keys, shown)
-from ..core.workers import NO_STOP, Interrupted, WorkerPool
+from ..core.workers import NO_STOP, WorkerPool
 
 KINDS = ("k", "d_f", "d_fm")
 OBJECTIVES = ("determinant", "eigenvalue")
@@ -408,12 +409,12 @@ class IdentificationProblem:
             w, V = w[c], V[c]
         else:
             w = np.linalg.eigvals(A)[c]                                          # (N, 4n)
-        upper = w.imag > 0
-        order = np.argsort(np.where(upper, np.abs(w), np.inf), axis=1)
+        order, count = mode_order(w)
         idx = self.data.mode_index
         indexed = order[np.arange(w.shape[0]), np.maximum(idx, 0)]
-        nearest = np.argmin(np.where(w.imag >= 0, np.abs(w - lam[:, None]), np.inf), axis=1)
-        pick = np.where((idx >= 0) & (idx < upper.sum(axis=1)), indexed, nearest)
+        upper_half = is_oscillatory(w) | is_real(w)                     # one member per pair, and the real ones
+        nearest = np.argmin(np.where(upper_half, np.abs(w - lam[:, None]), np.inf), axis=1)
+        pick = np.where((idx >= 0) & (idx < count), indexed, nearest)
         lam_model = np.take_along_axis(w, pick[:, None], 1)[:, 0]
         if not vectors:
             return lam_model
@@ -445,10 +446,8 @@ class IdentificationProblem:
 
 
 def _measured_eigenvalues(frequency_hz, damping_ratio):
-    """λ̂ = −ω̂ζ̂ + jω̂√(1−ζ̂²) (3.20), ω̂ = 2π f̂ [rad/s]."""
-    omega = 2 * np.pi * np.asarray(frequency_hz, float)
-    z = np.asarray(damping_ratio, float)
-    return omega * (-z + 1j * np.sqrt(1 - z ** 2)), omega
+    """λ̂ = −ω̂ζ̂ + jω̂√(1−ζ̂²) (3.20) and ω̂ = 2π f̂ [rad/s]."""
+    return eigenvalues_from(frequency_hz, damping_ratio), TWO_PI * np.asarray(frequency_hz, float)
 
 
 def _adjugate(A):

@@ -1,98 +1,88 @@
 """Dense eigensolvers called through LAPACK directly: optimal workspace, only the vectors asked for.
 
-* :func:`generalized_eig` — QZ of a real pencil (A, E) with homogeneous eigenvalues (α, β). From
-  order ``GGEV3_MIN_ORDER`` on: LAPACK ``dggev3`` (blocked Hessenberg-triangular reduction
-  ``dgghd3`` and, since LAPACK 3.10, the multishift QZ with aggressive early deflation
-  ``dlaqz0``) from the OpenBLAS that SciPy ships. SciPy wraps only ``dggev`` (unblocked
-  ``dgghrd`` + ``dhgeqz``), hence the ctypes binding here; measured on the 1234-order RCS pencil
-  of the flexible pendulum (n_p = 100), one thread: ``dggev3`` 4.2 s, ``dggev`` 16.2 s,
-  ``scipy.linalg.eig`` 13.9 s. Smaller pencils, or when that library is not found: SciPy's
-  ``dggev`` wrapper with a queried optimal workspace (its default is the minimal one).
+Only documented interfaces: SciPy's ``scipy.linalg.lapack`` (f2py wrappers) and, for the many
+small problems of the modal analysis, the extension :mod:`flexmodal_ros.linalg.lapack_kernel`
+compiled at install time against ``scipy.linalg.cython_lapack`` (``lapack_kernel.pyx``,
+``lapack_batch.c``). Whatever LAPACK SciPy was built with (pip wheel, distribution package,
+conda) is the one used; nothing is looked up in another package's files, nothing is compiled at
+run time.
+
+* :func:`generalized_eig` — QZ of a real pencil (A, E) with homogeneous eigenvalues (α, β):
+  ``dggev`` (unblocked Hessenberg-triangular reduction ``dgghrd`` + ``dhgeqz``) with a queried
+  optimal workspace (SciPy's default is the minimal one). LAPACK's blocked ``dggev3``
+  (``dgghd3`` + multishift QZ) would be faster on large pencils but is in neither of SciPy's
+  interfaces (``scipy.linalg.lapack``, ``scipy.linalg.cython_lapack``; SciPy 1.11 to 1.17); its
+  cost on the constrained pendulum is measured in ``docs/linalg.md``.
 * :func:`standard_eig` — ``dgeev`` (Hessenberg QR) with an optimal workspace (SciPy's low-level
   default is the minimal one, i.e. the unblocked Hessenberg reduction). ``scipy.linalg.eig`` does
   the same call but converts every vector to complex and copies the input; the callers here keep
   the real layout and make complex only the rows and columns they return.
 * :class:`RepeatedEig` — ``dgeev`` for many small problems of one size (the single-configuration
-  AMA): buffers, workspace and call arguments made once, ``LAPACKE_dgeev_work`` of the OpenBLAS
-  that NumPy ships called through ctypes. Why by hand: ``numpy.linalg.eig`` spends 10-15 µs per
-  call outside LAPACK (checks, complex conversion of every vector) on a 28 × 28 matrix whose
-  ``dgeev`` takes ~80-120 µs, and SciPy's wrappers would add 28 MiB to the modal server (whose
-  budget is 130 MiB). Where that library is not found it falls back to SciPy's ``dgeev``.
-  :meth:`RepeatedEig.modes` and :meth:`RepeatedEig.modes_many` go one step further: ``dgeev`` and
-  the mode extraction (:func:`flexmodal_ros.modes.modeset.spectrum_modes`) of one matrix or a whole batch
-  in one call of the C loop ``lapack_batch.c`` (compiled once per machine,
-  :func:`flexmodal_ros.core.ccompile.kernel_library`; without a C compiler: ``dgeev`` then NumPy). It
-  releases the GIL for the whole batch, so worker threads do not wait for each other (with one
-  ctypes call per matrix they did; ``benchmarks/bench_modal.py`` prints the batch figures), and
-  extracts the modes of a spectrum in ~1 µs instead of 15-35 µs of small NumPy operations.
+  AMA): buffers, workspace and call arguments made once. Why by hand: ``numpy.linalg.eig`` checks
+  its input and converts every vector to complex on each call, a noticeable part of the cost of a
+  28 × 28 matrix. :meth:`RepeatedEig.modes` and :meth:`RepeatedEig.modes_many` run ``dgeev`` and
+  the mode extraction (:func:`flexmodal_ros.modes.modeset.spectrum_modes`, written in C in
+  ``lapack_batch.c``) of one matrix or a whole batch in one call of the compiled loop, which
+  releases the GIL for the whole batch (worker threads do not wait for each other;
+  ``benchmarks/bench_modal.py`` prints the batch figures). Without the extension (not built, or
+  ``FLEXMODAL_NO_LAPACK_EXTENSION=1``): SciPy's ``dgeev`` wrapper and NumPy, the same results,
+  slower, with one :class:`~flexmodal_ros.core.fallbacks.FallbackWarning` saying so
+  (``docs/linalg.md``: measured costs).
 
 Both return LAPACK's real layout (complex pairs as two real columns); :func:`complex_vectors`
 builds complex vectors for the columns the caller keeps.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
-import glob
 import os
 import threading
-from pathlib import Path
 
 import numpy as np
 
-from ..core.ccompile import load_kernel
-from ..modes.modeset import STABILITY_RTOL, SpectrumModes, spectrum_modes
+from ..core.fallbacks import warn_fallback
+from ..modes import STABILITY_RTOL, SpectrumModes, spectrum_modes
 
-_COL_MAJOR = 102
-KERNEL_MAX_ORDER = 4096     # MAX_ORDER of lapack_batch.c (its per-spectrum scratch arrays)
-GGEV3_MIN_ORDER = 128   # below this order dggev is faster (measured: 44: 1.0 vs 1.2 ms, 86: 5.7 vs 6.9 ms;
-                        # 250: 0.107 vs 0.050 s; 400: 0.28 vs 0.16 s, random pencils, one thread)
+DISABLE_VARIABLE = "FLEXMODAL_NO_LAPACK_EXTENSION"   # set (not "0"): the fallback, as without the extension
+FALLBACK_COST = ("about 2-2.5x the time of the extension per configuration (kuka_lwr4 single AMA, "
+                 "benchmarks/bench_modal.py), the batch without GIL release")
 
 
 @functools.cache
-def _dggev3():
-    """LAPACKE_dggev3 of SciPy's bundled OpenBLAS (LP64), or None if unavailable."""
+def extension_status():
+    """(the compiled module :mod:`flexmodal_ros.linalg.lapack_kernel` or None, why it is not used
+    ("" when it is)). No warning (``flexmodal doctor`` reports it)."""
+    switch = os.environ.get(DISABLE_VARIABLE, "")
+    if switch not in ("", "0"):
+        return None, f"disabled by {DISABLE_VARIABLE}={switch}"
     try:
-        from threadpoolctl import threadpool_info
+        from . import lapack_kernel  # deferred: the compiled extension (imports scipy.linalg, ~20 MiB)
+    except ImportError as exc:
+        return None, (f"flexmodal_ros.linalg.lapack_kernel is not built ({exc}); it is compiled at install "
+                      f"time (make setup, pip install --no-build-isolation, colcon build) with Cython and "
+                      f"SciPy present")
+    return lapack_kernel, ""
 
-        import scipy.linalg  # noqa: F401  (loads SciPy's OpenBLAS so threadpoolctl lists it)
-        paths = [i["filepath"] for i in threadpool_info()
-                 if i.get("internal_api") == "openblas" and "scipy_openblas64" not in i["filepath"]
-                 and "scipy" in i["filepath"]]
-        for path in paths:
-            lib = ctypes.CDLL(path)
-            fn = getattr(lib, "scipy_LAPACKE_dggev3", None)
-            if fn is None:
-                continue
-            ptr = np.ctypeslib.ndpointer(dtype=np.float64, flags="F_CONTIGUOUS")
-            i, c = ctypes.c_int, ctypes.c_char
-            fn.argtypes = [i, c, c, i, ptr, i, ptr, i, ptr, ptr, ptr, ptr, i, ptr, i]
-            fn.restype = i
-            return fn
-    except (ImportError, OSError, AttributeError):
-        pass
-    return None
+
+def lapack_extension():
+    """The compiled module, or None after one warning that says why and what runs instead."""
+    module, why = extension_status()
+    if module is None:
+        warn_fallback("flexmodal_ros.linalg.lapack", "the compiled LAPACK extension", why,
+                      "the modal analysis runs SciPy's dgeev wrapper and the NumPy mode extraction (same "
+                      "results)", FALLBACK_COST, stacklevel=3)
+    return module
 
 
 def generalized_eig(A, E, vectors=True):
-    """QZ of the real pencil A x = s E x (n × n each, not modified).
+    """QZ of the real pencil A x = s E x (n × n each, not modified) by LAPACK ``dggev``.
 
     Returns (alphar, alphai, beta, vr, info): s = (alphar + i alphai)/beta (β = 0: infinite);
     ``vr`` (n, n) the right eigenvectors in LAPACK's real layout, or None when ``vectors`` is
     False; ``info`` the LAPACK code (0 = success).
     """
-    from scipy.linalg import lapack
+    from scipy.linalg import lapack  # deferred: scipy.linalg (~20 MiB), not needed by every importer
 
-    n = A.shape[0]
-    fn = _dggev3() if n >= GGEV3_MIN_ORDER else None
-    if fn is not None:
-        a, b = np.array(A, dtype=float, order="F"), np.array(E, dtype=float, order="F")
-        alphar, alphai, beta = np.empty(n), np.empty(n), np.empty(n)
-        dummy = np.empty((1, 1), order="F")
-        vr = np.empty((n, n), order="F") if vectors else dummy
-        info = fn(_COL_MAJOR, b"N", b"V" if vectors else b"N", n, a, n, b, n,
-                  alphar, alphai, beta, dummy, 1, vr, n if vectors else 1)
-        return alphar, alphai, beta, (vr if vectors else None), int(info)
     lwork = int(lapack.dggev(A, E, compute_vl=0, compute_vr=int(vectors), lwork=-1)[5][0])
     alphar, alphai, beta, _, vr, _, info = lapack.dggev(
         A, E, compute_vl=0, compute_vr=int(vectors), lwork=max(lwork, 1))
@@ -102,7 +92,7 @@ def generalized_eig(A, E, vectors=True):
 def standard_eig(S, vectors=True, overwrite=False):
     """Eigenvalues wr + i wi and right vectors (real layout, or None) of a real square S by
     ``dgeev`` with optimal workspace; returns (wr, wi, vr, info)."""
-    from scipy.linalg import lapack
+    from scipy.linalg import lapack  # deferred: scipy.linalg (~20 MiB), not needed by every importer
 
     lwork = _dgeev_lwork(S.shape[0], vectors)
     wr, wi, _, vr, info = lapack.dgeev(S, compute_vl=0, compute_vr=int(vectors), lwork=lwork,
@@ -112,7 +102,7 @@ def standard_eig(S, vectors=True, overwrite=False):
 
 @functools.lru_cache(maxsize=64)
 def _dgeev_lwork(n, vectors):
-    from scipy.linalg import lapack
+    from scipy.linalg import lapack  # deferred: scipy.linalg (~20 MiB), not needed by every importer
 
     work, info = lapack.dgeev_lwork(n, compute_vl=0, compute_vr=int(vectors))
     return max(int(work), 1, 4 * n)
@@ -128,42 +118,6 @@ def complex_vectors(vr, alphai, columns):
     out[:, first] += 1j * vr[:, columns[first] + 1]
     out[:, second] = vr[:, columns[second] - 1] - 1j * vr[:, columns[second]]
     return out
-
-
-@functools.cache
-def _numpy_dgeev_work():
-    """``LAPACKE_dgeev_work`` (ILP64) of the OpenBLAS bundled with NumPy's wheel, or None."""
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*.so"))):
-        try:
-            fn = ctypes.CDLL(path).scipy_LAPACKE_dgeev_work64_
-        except (OSError, AttributeError):
-            continue
-        i64, ptr, char = ctypes.c_int64, ctypes.c_void_p, ctypes.c_char
-        fn.argtypes = [ctypes.c_int, char, char, i64, ptr, i64, ptr, ptr, ptr, i64, ptr, i64, ptr, i64]
-        fn.restype = i64
-        return fn
-    return None
-
-
-@functools.cache
-def eig_modes_kernel():
-    """``flexmodal_eig_modes`` of ``lapack_batch.c`` (compiled on first use), or None when
-    NumPy's OpenBLAS is not found or the kernel cannot be built (no C compiler, cache not writable)."""
-    if _numpy_dgeev_work() is None:
-        return None
-    return load_kernel(Path(__file__).with_name("lapack_batch.c"), "flexmodal_eig_modes", [ctypes.c_void_p],
-                       ctypes.c_int64, "flexmodal_ros.linalg.lapack",
-                       "the modal analysis uses dgeev + NumPy instead (same results, slower)")
-
-
-class _KernelCall(ctypes.Structure):
-    """``struct eig_modes_call`` of ``lapack_batch.c`` (field for field)."""
-    _fields_ = [(name, kind) for names, kind in (
-        ("dgeev_work", ctypes.c_void_p), ("vectors count n", ctypes.c_int64),
-        ("a wr wi vr work", ctypes.c_void_p), ("lwork rows", ctypes.c_int64), ("rtol", ctypes.c_double),
-        ("modes freq zeta lam shapes real nreal near tpl rhs minv kg", ctypes.c_void_p),
-        ("info", ctypes.c_int64)) for name in names.split()]
 
 
 def _kernel_outputs(count, n, rows):
@@ -193,32 +147,28 @@ class RepeatedEig:
     :meth:`solve` overwrites :attr:`a` and leaves the eigenvalues in :attr:`wr` + i :attr:`wi` and,
     with ``vectors``, the right vectors in :attr:`vr` (LAPACK's real layout, see
     :func:`complex_vectors`); the buffers are reused by the next call (copy what you keep). Not
-    thread-safe: one instance per thread.
+    thread-safe: one instance per thread. ``compiled``: None (default) the compiled extension when
+    it is available, else the fallback (one warning); False the fallback (SciPy's ``dgeev`` wrapper
+    and NumPy); True the extension or RuntimeError saying why it is unavailable.
     """
 
-    def __init__(self, n: int, vectors: bool = True):
+    def __init__(self, n: int, vectors: bool = True, compiled: bool | None = None):
         self.a = np.zeros((n, n), order="F")
         self.wr, self.wi = np.empty(n), np.empty(n)
         self.vr = np.empty((n, n), order="F") if vectors else None
-        self._fn = _numpy_dgeev_work()
-        if self._fn is None:
+        if compiled and extension_status()[0] is None:
+            raise RuntimeError(f"the compiled LAPACK extension is unavailable: {extension_status()[1]}")
+        self._ext = None if compiled is False else lapack_extension()
+        if self._ext is None:
             return
-        vr = self.vr if vectors else np.empty((1, 1))
-        args = [_COL_MAJOR, b"N", b"V" if vectors else b"N", n, self.a.ctypes.data, n,
-                self.wr.ctypes.data, self.wi.ctypes.data, vr.ctypes.data, 1, vr.ctypes.data,
-                n if vectors else 1]
-        query = np.empty(1)
-        self._fn(*args, query.ctypes.data, -1)
-        self._work = np.empty(max(int(query[0]), 4 * n, 1))
-        self._args = (*args, self._work.ctypes.data, self._work.size)
-        self._vr_buffer = vr        # the array behind the pointer in the arguments (dummy without vectors)
-        self._address = ctypes.cast(self._fn, ctypes.c_void_p).value
-        self._single = {}           # (rows, rtol, template) -> kernel outputs and arguments of modes()
+        self._work = np.empty(self._ext.dgeev_lwork(n, vectors))
+        self._solve = self._ext.EigCall(self.a, self.wr, self.wi, self.vr, self._work, vectors)
+        self._single = {}           # (rows, rtol, template, rhs) -> outputs and prepared call of modes()
 
     @property
     def assembles(self) -> bool:
-        """True when :meth:`modes` / :meth:`modes_many` run in the C kernel and so accept ``assembly``."""
-        return self._fn is not None and self.a.shape[0] <= KERNEL_MAX_ORDER and eig_modes_kernel() is not None
+        """True when :meth:`modes` / :meth:`modes_many` run in the compiled loop and so accept ``assembly``."""
+        return self._ext is not None and self.a.shape[0] <= self._ext.MAX_ORDER
 
     def modes(self, rows: int, rtol: float = STABILITY_RTOL, assembly=None) -> SpectrumModes:
         """Eigen-decomposition of :attr:`a` and its modes (:func:`flexmodal_ros.modes.modeset.spectrum_modes`
@@ -239,12 +189,12 @@ class RepeatedEig:
         if cached is None:
             q = self.a.shape[0] // 4
             inputs = None if template is None else (template, rhs, np.empty((1, q, q)), np.empty((1, q, q)))
-            out, call = self._kernel_call(1, self.a, rows, rtol, inputs)
-            cached = self._single[key] = (out, call, ctypes.addressof(call), inputs)
-        out, call, address, inputs = cached
+            out, call = self._kernel_call(self.a, rows, rtol, inputs)
+            cached = self._single[key] = (out, call, inputs)
+        out, call, inputs = cached
         if inputs is not None:
             inputs[2][0], inputs[3][0] = minv, kg
-        if eig_modes_kernel()(address) != -1:
+        if call() != -1:
             raise np.linalg.LinAlgError(f"eigenvalues did not converge (LAPACK dgeev info {call.info})")
         return out
 
@@ -260,25 +210,22 @@ class RepeatedEig:
         if not self.assembles:
             return spectrum_modes(*self.solve_many(at), slice(0, rows), rtol)
         count, n = self._checked_batch(at)
-        out, call = self._kernel_call(count, at, rows, rtol,
+        out, call = self._kernel_call(at, rows, rtol,
                                       None if assembly is None else _checked_assembly(assembly, count, n))
-        failed = eig_modes_kernel()(ctypes.addressof(call))
+        failed = call()
         if failed != -1:
             raise np.linalg.LinAlgError(f"eigenvalues of batch entry {failed} did not converge "
                                         f"(LAPACK dgeev info {call.info})")
         return out
 
-    def _kernel_call(self, count, at, rows, rtol, assembly):
-        """(fresh outputs, the filled :class:`_KernelCall`) for ``count`` matrices in ``at``."""
+    def _kernel_call(self, at, rows, rtol, assembly):
+        """(fresh outputs, the prepared :class:`~flexmodal_ros.linalg.lapack_kernel.EigCall`) for
+        the matrices in ``at`` (one n × n, or a (count, n, n) batch)."""
         n = self.a.shape[0]
         vectors = self.vr is not None
+        count = at.shape[0] if at.ndim == 3 else 1
         out = _kernel_outputs(count, n, rows if vectors else 0)
-        pointers = [x.ctypes.data for x in (at, out.wr, out.wi, self._vr_buffer, self._work)]
-        results = [x.ctypes.data for x in out[2:]]
-        inputs = [0] * 4 if assembly is None else [x.ctypes.data for x in assembly]
-        call = _KernelCall(self._address, int(vectors), count, n, *pointers, self._work.size, rows, rtol,
-                           *results, *inputs, 0)
-        return out, call
+        return out, self._ext.EigCall(at, out.wr, out.wi, self.vr, self._work, vectors, rows, rtol, out, assembly)
 
     def _checked_batch(self, at):
         count, n = at.shape[0], self.a.shape[0]
@@ -294,35 +241,30 @@ class RepeatedEig:
         count, n = self._checked_batch(at)
         wr, wi = np.empty((count, n)), np.empty((count, n))
         vt = np.empty((count, n, n)) if self.vr is not None else None
-        if self._fn is None:
+        if self._ext is None:
             w, v = np.linalg.eig(at.transpose(0, 2, 1)) if vt is not None else (
                 np.linalg.eigvals(at.transpose(0, 2, 1)), None)
             wr[:], wi[:] = w.real, w.imag
             if vt is not None:
                 vt[:] = np.where(wi[:, None, :] < 0, -v.imag, v.real).transpose(0, 2, 1)
             return wr, wi, vt
-        head, tail = self._args[:4], self._args[12:]
-        job, step = self._args[8:12], n * n * 8
-        a0, r0, i0 = at.ctypes.data, wr.ctypes.data, wi.ctypes.data
-        v0 = vt.ctypes.data if vt is not None else None
-        for b in range(count):
-            if vt is not None:
-                job = (self._args[8], 1, v0 + b * step, n)
-            info = self._fn(*head, a0 + b * step, n, r0 + b * n * 8, i0 + b * n * 8, *job, *tail)
-            if info:
-                raise np.linalg.LinAlgError(f"eigenvalues of batch entry {b} did not converge "
-                                            f"(LAPACK dgeev info {info})")
+        call = self._ext.EigCall(at, wr, wi, vt, self._work, vt is not None)
+        failed = call()
+        if failed != -1:
+            raise np.linalg.LinAlgError(f"eigenvalues of batch entry {failed} did not converge "
+                                        f"(LAPACK dgeev info {call.info})")
         return wr, wi, vt
 
     def solve(self) -> int:
         """Eigen-decomposition of :attr:`a`; returns LAPACK's info (0 = success)."""
-        if self._fn is None:
+        if self._ext is None:
             wr, wi, vr, info = standard_eig(self.a, self.vr is not None)
             self.wr[:], self.wi[:] = wr, wi
             if vr is not None:
                 self.vr[:] = vr
             return info
-        return int(self._fn(*self._args))
+        self._solve()
+        return int(self._solve.info)
 
 
 _PER_THREAD = threading.local()

@@ -1,26 +1,26 @@
 /* Eigen-solutions and modes of many small real matrices in one call from Python
- * (flexmodal_ros.lapack.RepeatedEig.modes_many; the AMA of flexmodal_ros.modal).
+ * (flexmodal_ros.linalg.lapack.RepeatedEig.modes_many; the AMA of flexmodal_ros.flexible_joint.modal).
  *
- * Why C: the GIL is released once per batch instead of once per matrix (ctypes releases and
- * takes it back around each foreign call, so worker threads making one call per 28 x 28 matrix
- * kept waiting for each other), and the mode extraction of one spectrum (~20 small NumPy
- * operations, 15-35 us) takes ~1 us. LAPACK itself is not linked: the caller passes the address
- * of LAPACKE_dgeev_work (ILP64) of the OpenBLAS inside NumPy's wheel.
+ * Built at install time into the extension flexmodal_ros.linalg.lapack_kernel (lapack_kernel.pyx,
+ * setup.py ext_modules), which passes SciPy's documented LAPACK entry point
+ * scipy.linalg.cython_lapack.dgeev (Fortran calling convention, LP64) and calls
+ * flexmodal_eig_modes without the GIL. Why C: the GIL is released once per batch instead of once
+ * per matrix, and the mode extraction of one spectrum (~20 small NumPy operations, 15-35 us) takes
+ * ~1 us.
  *
  * Conventions are those of flexmodal_ros.modes (module docstring there), computed as
  * modes.spectrum_modes does with NumPy (the reference implementation and the fallback):
- * a mode is an eigenvalue with Im > 0, sorted by |lambda| (stable); f = |lambda|/2pi (2.16),
+ * a mode is an eigenvalue with Im > REAL_RTOL |lambda|, sorted by |lambda| (stable); f = |lambda|/2pi (2.16),
  * zeta = -Re lambda/|lambda| (2.17); its shape is the first `rows` rows of vr[:, j] + i vr[:, j+1]
  * scaled to unit norm with the component of largest modulus real and positive. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef int64_t (*dgeev_work_fn)(int layout, char jobvl, char jobvr, int64_t n, double *a,
-                                 int64_t lda, double *wr, double *wi, double *vl, int64_t ldvl,
-                                 double *vr, int64_t ldvr, double *work, int64_t lwork);
+#include "lapack_batch.h"
 
-#define MAX_ORDER 4096
+#define MAX_ORDER FLEXMODAL_EIG_MAX_ORDER
+#define REAL_RTOL 1e-9    /* flexmodal_ros.modes.REAL_RTOL: the real/oscillatory rule */
 
 /* Modes of one spectrum wr + i wi (n) with right vectors vr (column-major n x n, or NULL):
  * returns the number of modes m (<= n/2); fills freq, zeta (m), lam (2m: re, im), shapes (rows x
@@ -37,8 +37,8 @@ static int64_t spectrum_modes(int64_t n, const double *wr, const double *wi, con
     double omega[MAX_ORDER / 2];
     int64_t m = 0;
     for (int64_t j = 0; j < n; ++j) {
-        if (wi[j] > 0.0) {                            /* insertion keeps equal |lambda| in order */
-            double w = hypot(wr[j], wi[j]);
+        double w = hypot(wr[j], wi[j]);
+        if (wi[j] > REAL_RTOL * w) {                  /* insertion keeps equal |lambda| in order */
             int64_t k = m++;
             while (k > 0 && omega[k - 1] > w) {
                 omega[k] = omega[k - 1];
@@ -92,7 +92,7 @@ static int64_t spectrum_modes(int64_t n, const double *wr, const double *wi, con
     *nreal = 0;
     if (2 * m < n) {
         for (int64_t j = 0; j < n; ++j) {
-            if (wi[j] == 0.0) {
+            if (fabs(wi[j]) <= REAL_RTOL * hypot(wr[j], wi[j])) {
                 int64_t k = (*nreal)++;
                 while (k > 0 && real[k - 1] > wr[j]) {
                     real[k] = real[k - 1];
@@ -107,7 +107,7 @@ static int64_t spectrum_modes(int64_t n, const double *wr, const double *wi, con
 
 /* State matrix (2.14) of the flexible-joint closed loop, n = 4q, column-major into a: the
  * configuration-independent `tpl` (n x n, column-major) with the link rows 2q..3q-1, columns
- * 0..3q-1 replaced by -Minv (rhs + [KG 0 0]) (flexmodal_ros.linearize.single_state_matrix);
+ * 0..3q-1 replaced by -Minv (rhs + [KG 0 0]) (flexmodal_ros.flexible_joint.linear_model.single_state_matrix);
  * rhs (q x 3q), minv and kg (q x q) row-major. */
 static void state_matrix(int64_t q, const double *tpl, const double *rhs, const double *minv,
                          const double *kg, double *a)
@@ -125,50 +125,26 @@ static void state_matrix(int64_t q, const double *tpl, const double *rhs, const 
     }
 }
 
-/* Arguments of flexmodal_eig_modes (one struct: a ctypes call with one pointer argument costs
- * ~0.4 us, with 23 converted arguments ~2.3 us). */
-struct eig_modes_call {
-    void *dgeev_work;        /* LAPACKE_dgeev_work (ILP64) */
-    int64_t vectors;         /* 1: right vectors and mode shapes; 0: eigenvalues only */
-    int64_t count, n;        /* count matrices of order n */
-    double *a;               /* count x n x n, column-major each; overwritten */
-    double *wr, *wi;         /* count x n eigenvalues */
-    double *vr;              /* n x n scratch for the vectors of one entry */
-    double *work;
-    int64_t lwork;
-    int64_t rows;            /* shape rows kept: the first `rows` vector rows */
-    double rtol;             /* STABILITY_RTOL */
-    int64_t *modes;          /* count: modes per entry */
-    double *freq, *zeta;     /* count x h (h = n / 2) */
-    double *lam;             /* count x h complex (re, im) */
-    double *shapes;          /* count x rows x h complex; unused without vectors */
-    double *real;            /* count x n: the real eigenvalues first, ascending */
-    int64_t *nreal;          /* count */
-    uint8_t *near;           /* count: 1 where the stability needs the exact check */
-    const double *tpl, *rhs; /* state-matrix assembly (NULL: `a` holds the matrices) */
-    const double *minv, *kg; /* count x q x q each (q = n / 4) */
-    int64_t info;            /* LAPACK info of the failed entry */
-};
-
 /* dgeev, then spectrum_modes, for the c->count matrices in c->a; with c->minv not NULL, matrix b
  * is first assembled there by state_matrix from tpl, rhs, minv + b q q and kg + b q q. Returns
  * -1 on success, else the index of the first entry LAPACK failed on (its info in c->info), or -2
  * if n exceeds MAX_ORDER. */
-int64_t flexmodal_eig_modes(struct eig_modes_call *c)
+int64_t flexmodal_eig_modes(struct eig_modes_call *c, flexmodal_dgeev solve)
 {
-    dgeev_work_fn solve = (dgeev_work_fn)c->dgeev_work;
-    const int64_t n = c->n, h = n / 2, q = n / 4, rows = c->rows;
+    const int64_t h = c->n / 2, q = c->n / 4, rows = c->rows;
+    int n = (int)c->n, one = 1, lwork = (int)c->lwork, info = 0;
+    char jobvl = 'N', jobvr = c->vectors ? 'V' : 'N';
     double unused = 0.0;
-    if (n > MAX_ORDER)
+    if (c->n > MAX_ORDER)
         return -2;
     for (int64_t b = 0; b < c->count; ++b) {
-        double *a = c->a + b * n * n;
+        double *a = c->a + b * c->n * c->n;
         if (c->minv != NULL)
             state_matrix(q, c->tpl, c->rhs, c->minv + b * q * q, c->kg + b * q * q, a);
-        c->info = solve(102, 'N', c->vectors ? 'V' : 'N', n, a, n, c->wr + b * n, c->wi + b * n,
-                        &unused, 1, c->vectors ? c->vr : &unused, c->vectors ? n : 1, c->work,
-                        c->lwork);
-        if (c->info != 0)
+        solve(&jobvl, &jobvr, &n, a, &n, c->wr + b * n, c->wi + b * n, &unused, &one,
+              c->vectors ? c->vr : &unused, c->vectors ? &n : &one, c->work, &lwork, &info);
+        c->info = info;
+        if (info != 0)
             return b;
         int64_t near;
         c->modes[b] = spectrum_modes(n, c->wr + b * n, c->wi + b * n, c->vectors ? c->vr : NULL,
@@ -176,6 +152,25 @@ int64_t flexmodal_eig_modes(struct eig_modes_call *c)
                                      c->lam + 2 * b * h, c->shapes + 2 * b * rows * h,
                                      c->real + b * n, c->nreal + b, &near);
         c->near[b] = (uint8_t)near;
+    }
+    return -1;
+}
+
+/* dgeev alone for c->count matrices in c->a (column-major each, overwritten): eigenvalues into
+ * c->wr, c->wi and, with c->vectors, the right vectors of entry b into c->vr + b n n (LAPACK's
+ * real layout). Returns -1 on success, else the index of the first failed entry (c->info). */
+int64_t flexmodal_eig_only(struct eig_modes_call *c, flexmodal_dgeev solve)
+{
+    int n = (int)c->n, one = 1, lwork = (int)c->lwork, info = 0;
+    char jobvl = 'N', jobvr = c->vectors ? 'V' : 'N';
+    double unused = 0.0;
+    for (int64_t b = 0; b < c->count; ++b) {
+        solve(&jobvl, &jobvr, &n, c->a + b * c->n * c->n, &n, c->wr + b * n, c->wi + b * n, &unused,
+              &one, c->vectors ? c->vr + b * c->n * c->n : &unused, c->vectors ? &n : &one, c->work,
+              &lwork, &info);
+        c->info = info;
+        if (info != 0)
+            return b;
     }
     return -1;
 }

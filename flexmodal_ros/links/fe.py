@@ -21,7 +21,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import eigsh
 
 from ..core.errors import InputError
-from ..modes.modeset import TWO_PI
+from ..modes import frequencies_and_damping
 
 FE_MODELS = ("timoshenko", "euler-bernoulli")
 _G2 = (np.array([-1.0, 1.0]) / np.sqrt(3.0), np.array([1.0, 1.0]))
@@ -155,4 +155,4 @@ def fe_frequencies(arm, q, num_modes: int = 10, model: str = "timoshenko", eleme
     """First ``num_modes`` natural frequencies [Hz] of the FE model (ascending)."""
     K, M = fe_matrices(arm, q, model, elements)
     vals = eigsh(K, k=num_modes, M=M, sigma=0.0, which="LM", return_eigenvectors=False)
-    return np.sqrt(np.sort(vals)) / TWO_PI
+    return frequencies_and_damping(1j * np.sqrt(np.sort(vals)))[0]        # eigenvalues ω² of (K, M)

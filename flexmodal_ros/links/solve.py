@@ -47,7 +47,7 @@ import numpy as np
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..core.workers import StopToken
-from ..modes.modeset import TWO_PI, ModeSet, classify_stability, normalize_shapes
+from ..modes import TWO_PI, ModeSet, modes_from_classified
 from .arm import check_angles
 from .beam import BEAM_MODELS
 from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix, equilibrate,
@@ -205,8 +205,9 @@ def _upper_bound(arm, q, N, model, limit, stop=None, field="num_modes"):
         if J >= N:
             return w, frame
         if w >= top:
+            f_lim = limit / TWO_PI        # allow-pole-logic: the cut-off angular frequency in Hz, no eigenvalue
             raise InputError(f"{field}: only {J} natural frequencies lie below the Timoshenko cut-off "
-                             f"f_lim = {limit / TWO_PI:.6g} Hz (regime below-cutoff); ask for at most "
+                             f"f_lim = {f_lim:.6g} Hz (regime below-cutoff); ask for at most "
                              f"{J} modes, or use the full spectrum")
         w = min(2.0 * w, top)
 
@@ -477,7 +478,7 @@ def _null_vectors(arm, q, omegas, model):
     while j < omegas.size:
         mult = int(np.sum(np.abs(omegas - omegas[j]) <= DOUBLE_RTOL * omegas[j]))
         if ratios_all[j, mult - 1] > CONFIRM_RTOL:
-            raise RuntimeError(f"root {omegas[j] / TWO_PI:.9g} Hz not confirmed by M(ω): "
+            raise RuntimeError(f"root ω = {omegas[j]:.9g} rad/s not confirmed by M(ω): "
                                f"σ_min/σ_max = {ratios_all[j, :mult]}")
         coeffs[:, j:j + mult] = vecs[j, :, :mult]
         ratios[j:j + mult] = ratios_all[j, :mult]
@@ -555,12 +556,8 @@ def _assemble(arm, q, model, omegas, coeffs, ratios) -> LinkModes:
     flat = d.reshape(-1, m) * scale
     sign = np.sign(flat[np.argmax(np.abs(flat), axis=0), np.arange(m)])
     sign[sign == 0] = 1.0
-    lam = 1j * omegas
-    label, bad = classify_stability(np.concatenate([lam, lam.conj()]))
-    return LinkModes(frequencies_hz=omegas / TWO_PI, damping_ratios=np.zeros(m), eigenvalues=lam,
-                     mode_shapes=normalize_shapes((flat * sign).astype(complex)),
-                     real_eigenvalues=np.zeros(0), stability=label, unstable_eigenvalues=bad,
-                     q=np.array(q, float), model=model, joint_model=arm.joint_model,
-                     thickness_factor=arm.thickness_factor, coefficients=coeffs * scale * sign,
-                     axial_fractions=axial / total, above_cutoff=omegas > cutoff(arm, model),
-                     singular_ratios=ratios, station_x=stations)
+    return modes_from_classified(1j * omegas, (flat * sign).astype(complex), result_type=LinkModes,
+                                 per_mode={"coefficients": coeffs * scale * sign, "axial_fractions": axial / total,
+                                           "above_cutoff": omegas > cutoff(arm, model), "singular_ratios": ratios},
+                                 q=np.array(q, float), model=model, joint_model=arm.joint_model,
+                                 thickness_factor=arm.thickness_factor, station_x=stations)

@@ -14,8 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from ..flexible_joint.modal import check_configurations
-from ..modes.modeset import map_modes, progress_bar
+from ..flexible_joint.ama import check_configurations
+from ..modes import map_modes, progress_bar
 from ..core.validation import finite_vector, positive
 from .arm import with_joints
 from .solve import check_request, link_modes
@@ -62,7 +62,7 @@ def link_modes_batch(arm, configurations, num_modes: int = 10, model: str = "tim
 def link_modal_map(arm, configurations, num_modes: int = 10, model: str = "timoshenko",
                    regime: str = "full", track: bool = True, workers: int | None = None,
                    progress: bool = False):
-    """:class:`~flexmodal_ros.modes.modeset.ModalMap` of link modes over ``configurations`` (m, n) [rad],
+    """:class:`~flexmodal_ros.modes.modal_map.ModalMap` of link modes over ``configurations`` (m, n) [rad],
     MAC-tracked along the sequence (use serpentine grids, :func:`flexmodal_ros.flexible_joint.sweep.config_grid`)."""
     qs = check_configurations(arm, configurations, "configurations")
     with progress_bar(len(qs), "link modes", enabled=progress) as bar:
@@ -74,7 +74,7 @@ def joint_stiffness_sweep(arm, q, stiffness, num_modes: int = 10, model: str = "
                           regime: str = "full"):
     """Link modes at joint angles ``q`` [rad] for each joint stiffness k_T in ``stiffness``
     [N m/rad] (the same on every joint; ascending), as a MAC-tracked
-    :class:`~flexmodal_ros.modes.modeset.ModalMap` over the coordinate ``k_T`` (the paper's Table 7 study,
+    :class:`~flexmodal_ros.modes.modal_map.ModalMap` over the coordinate ``k_T`` (the paper's Table 7 study,
     here with the exact model). Uses the arm's joint model (``elastic`` if it is ``rigid``)."""
     k = np.sort(positive(finite_vector(stiffness, None, "stiffness"), "stiffness"))
     joint_model = "elastic" if arm.joint_model == "rigid" else arm.joint_model

@@ -1,14 +1,18 @@
-"""What every modal capability shares: eigenvalues → modes, stability, MAC, tracking, output.
+"""Eigenvalues → modes: the :class:`ModeSet` contract, f and ζ, the real/oscillatory rule,
+ordering, stability, and the batched builders (:class:`SpectrumModes`).
 
-Used by the flexible-joint AMA (:mod:`flexmodal_ros.flexible_joint.modal`) and by every other family that produces
-modes (flexible links, constrained mechanisms, measured modes, polynomial eigenpairs). A new
-capability returns a :class:`ModeSet` (or a subclass adding its own fields) and gets sorting,
-stability, MAC tracking across configurations, CSV/JSON/PNG output and progress bars from here.
+Every capability that produces modes (the flexible-joint AMA, flexible links, constrained
+mechanisms, measured modes, polynomial eigenpairs) returns a :class:`ModeSet` (or a subclass adding
+its own fields) built here; tracking and matching live in :mod:`.tracking`, maps and output in
+:mod:`.modal_map`, uncertainties in :mod:`.uncertainty`.
 
 Conventions (the documented contract of :class:`ModeSet`):
 - natural frequency f = |λ|/2π [Hz] and damping ratio ζ = −Re λ/|λ| [fraction] (thesis (2.16)-(2.17));
 - a *mode* is a complex-conjugate eigenvalue pair, represented by its member with Im λ > 0; modes are
   sorted by ascending natural frequency; real eigenvalues (overdamped motion) are listed separately;
+- the real/oscillatory rule (one tolerance for every source of eigenvalues: LAPACK, QZ, ARPACK,
+  polynomial roots of OMA, polynomial eigenpairs): λ is *real* when |Im λ| ≤ ``REAL_RTOL``·|λ|
+  (round-off of a real root), *oscillatory* when Im λ > ``REAL_RTOL``·|λ|;
 - mode shapes are columns scaled to unit Euclidean norm with the component of largest modulus real
   and positive;
 - stability uses a tolerance relative to the spectral radius, tol = ``STABILITY_RTOL``·max|λ|, so that
@@ -18,21 +22,16 @@ Conventions (the documented contract of :class:`ModeSet`):
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
-import json
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from flexmodal_ros.core.errors import InputError
-
 TWO_PI = 2.0 * np.pi
 STABILITY_RTOL = 1e-9  # |Re λ| ≤ 1e-9·max|λ| counts as zero (eig round-off is ~1e-16·‖A‖)
+REAL_RTOL = 1e-9       # |Im λ| ≤ 1e-9·|λ|: a real eigenvalue (the one real/oscillatory rule)
 STABLE, MARGINAL, UNSTABLE = "stable", "marginally stable", "unstable"
 
 
@@ -97,6 +96,47 @@ def frequencies_and_damping(eigenvalues) -> tuple[np.ndarray, np.ndarray]:
     lam = np.asarray(eigenvalues, complex)
     omega = np.abs(lam)
     return omega / TWO_PI, -lam.real / np.where(omega > 0, omega, 1.0)
+
+
+def damped_frequencies(eigenvalues) -> np.ndarray:
+    """Damped natural frequency f_d = |Im λ|/2π = f √(1 − ζ²) [Hz]."""
+    return np.abs(np.asarray(eigenvalues).imag) / TWO_PI
+
+
+def eigenvalues_from(frequencies_hz, damping_ratios) -> np.ndarray:
+    """λ = −ωζ + iω√(1 − ζ²), ω = 2πf: the Im ≥ 0 eigenvalue of each mode (f [Hz], ζ ≤ 1),
+    the inverse of :func:`frequencies_and_damping` (thesis (2.16)-(2.17), (3.20))."""
+    omega = TWO_PI * np.asarray(frequencies_hz, float)
+    z = np.asarray(damping_ratios, float)
+    return omega * (-z + 1j * np.sqrt(1 - z ** 2))
+
+
+def is_oscillatory(eigenvalues, rtol: float = REAL_RTOL) -> np.ndarray:
+    """True where λ is the Im > 0 member of an oscillatory pair: Im λ > ``rtol``·|λ|."""
+    lam = np.asarray(eigenvalues)
+    return lam.imag > rtol * np.abs(lam)
+
+
+def is_real(eigenvalues, rtol: float = REAL_RTOL) -> np.ndarray:
+    """True where λ is real up to round-off: |Im λ| ≤ ``rtol``·|λ|."""
+    lam = np.asarray(eigenvalues)
+    return np.abs(lam.imag) <= rtol * np.abs(lam)
+
+
+def lowest_modes(eigenvalues, count: int | None = None, rtol: float = REAL_RTOL) -> np.ndarray:
+    """Indices of the ``count`` (default all) oscillatory members of ``eigenvalues`` (1-D) of
+    smallest |λ|, in the :class:`ModeSet` order (ascending frequency, ties in input order)."""
+    lam = np.asarray(eigenvalues)
+    osc = np.flatnonzero(is_oscillatory(lam, rtol))
+    return osc[np.argsort(np.abs(lam[osc]), kind="stable")[:count]]
+
+
+def snap_to_axis(eigenvalues, rtol: float = STABILITY_RTOL) -> np.ndarray:
+    """``eigenvalues`` with Re λ set to 0 where |Re λ| ≤ ``rtol``·max|λ| (the tolerance under which
+    :func:`classify_stability` calls a root marginal): undamped modes printed without round-off."""
+    lam = np.asarray(eigenvalues, complex)
+    tol = rtol * (np.abs(lam).max() if lam.size else 0.0)
+    return np.where(np.abs(lam.real) <= tol, 1j * lam.imag, lam)
 
 
 def classify_stability(eigenvalues, rtol: float = STABILITY_RTOL) -> tuple[str, np.ndarray]:
@@ -188,7 +228,7 @@ def modes_from_eigenpairs(w: np.ndarray, v: np.ndarray, rows: slice | None = Non
     w = np.asarray(w).astype(complex, copy=False)
     size = w.shape[-1]
     w = w.reshape((-1, size))
-    order, counts = _mode_order(w)
+    order, counts = mode_order(w)
     kept = order[:, : counts.max(initial=0)]
     if v is None:
         shapes = np.zeros((w.shape[0], 0, kept.shape[1]), complex)
@@ -218,7 +258,7 @@ def spectrum_modes(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | None, rows: 
     the vector rows kept as shapes. Only the kept vectors are made complex. The NumPy reference
     of the C kernel in :mod:`flexmodal_ros.linalg.lapack` (and its fallback)."""
     w = wr + 1j * wi
-    order, counts = _mode_order(w)
+    order, counts = mode_order(w)
     kept = order[:, : w.shape[1] // 2]
     if vt is None:
         shapes = np.zeros((w.shape[0], 0, kept.shape[1]), complex)
@@ -239,10 +279,10 @@ def modes_from_real_eigenpairs(wr: np.ndarray, wi: np.ndarray, vt: np.ndarray | 
     return mode_sets(spectrum_modes(wr, wi, vt, rows, rtol), rtol, result_type, fields)
 
 
-def _mode_order(w):
-    """Per row of ``w`` (B, N): indices sorting the Im λ > 0 members by |λ| (stable; the others
-    after them) and the number of such members."""
-    pos = w.imag > 0.0
+def mode_order(w):
+    """Per row of ``w`` (B, N): indices sorting the oscillatory members (:func:`is_oscillatory`)
+    by |λ| (stable; the others after them) and the number of such members."""
+    pos = is_oscillatory(w)
     return np.argsort(np.where(pos, np.abs(w), np.inf), axis=1, kind="stable"), pos.sum(axis=1)
 
 
@@ -254,7 +294,7 @@ def _padded(wr, wi, lam, shapes, counts, rtol) -> SpectrumModes:
     freq, zeta = frequencies_and_damping(lam)
     radius = np.hypot(wr, wi).max(axis=1, initial=0.0)
     near = wr.max(axis=1, initial=-np.inf) >= -rtol * radius
-    real_members = wi == 0.0
+    real_members = is_real(wr + 1j * wi)
     nreal = np.where(2 * counts < wr.shape[1], real_members.sum(axis=1), 0)
     real = np.sort(np.where(real_members, wr, np.inf), axis=1)
     return SpectrumModes(wr, wi, counts, freq, zeta, lam, shapes, real, nreal, near)
@@ -283,6 +323,24 @@ def mode_sets(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_type: t
     return out
 
 
+def modes_from_classified(eigenvalues, shapes=None, real_eigenvalues=(), rtol: float = STABILITY_RTOL,
+                          result_type: type = None, per_mode: dict | None = None, **fields) -> ModeSet:
+    """A ``result_type`` (default :class:`ModeSet`) from modes a producer has already classified:
+    ``eigenvalues`` (m,) the Im ≥ 0 member of each mode, ``shapes`` (r, m) their vectors (None: no
+    shapes), ``real_eigenvalues`` its real eigenvalues. Modes sorted by frequency (stable), shapes
+    normalized, stability from the modes, their conjugates and the real eigenvalues; each array in
+    ``per_mode`` (…, m) is put in the same order along its last axis and passed as a field."""
+    lam = np.asarray(eigenvalues, complex).ravel()
+    order = np.argsort(np.abs(lam), kind="stable")
+    lam = lam[order]
+    f, z = frequencies_and_damping(lam)
+    reals = np.sort(np.asarray(real_eigenvalues, float).ravel())
+    label, bad = classify_stability(np.concatenate([lam, lam.conj(), reals]), rtol)
+    u = np.zeros((0, lam.size), complex) if shapes is None else normalize_shapes(np.asarray(shapes)[:, order])
+    extra = {key: None if value is None else np.asarray(value)[..., order] for key, value in (per_mode or {}).items()}
+    return (result_type or ModeSet)(f, z, lam, u, reals, label, bad, **extra, **fields)
+
+
 def first_mode_set(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_type: type = None,
                    **fields) -> ModeSet:
     """Entry 0 of ``modes`` as a ``result_type`` (default ModeSet) with ``fields``, its arrays
@@ -292,188 +350,3 @@ def first_mode_set(modes: SpectrumModes, rtol: float = STABILITY_RTOL, result_ty
                                     modes.eigenvalues[0, :m].copy(), modes.mode_shapes[0, :, :m].copy(),
                                     modes.real[0, :r].copy() if r else _NO_REAL_EIGENVALUES,
                                     *modes.stability(0, rtol), **fields)
-
-
-def mac(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Modal assurance criterion |aᴴb|² / ((aᴴa)(bᴴb)) between the columns of a (r, p) and b (r, s)."""
-    num = np.abs(a.conj().T @ b) ** 2
-    return num / np.outer(np.sum(np.abs(a) ** 2, 0), np.sum(np.abs(b) ** 2, 0))
-
-
-@dataclass(frozen=True)
-class Crossing:
-    """Tracked modes ``modes`` (0-based) swap frequency order between configurations
-    ``between`` = (i, i + 1) (0-based); ``description`` is 1-based for humans."""
-
-    modes: tuple
-    between: tuple
-    description: str
-
-
-def track_modes(mode_sets: Sequence[ModeSet]):
-    """Follow modes along a sequence of neighbouring configurations.
-
-    Tracked mode j is the j-th mode (by frequency) of the first configuration; in each next
-    configuration it is the mode whose shape best matches (maximum total MAC, Hungarian
-    assignment) its shape in the previous one. Returns ``(order, crossings)``: ``order[i, j]`` is
-    the index in ``mode_sets[i]``'s sorted modes of tracked mode j; ``crossings`` lists frequency
-    order swaps between tracked modes.
-    """
-    from scipy.optimize import linear_sum_assignment  # scipy.optimize is heavy: import on use
-
-    if any(r.mode_shapes.shape[0] == 0 for r in mode_sets):
-        raise InputError("track_modes: mode shapes were not computed (eigenvalues-only analysis); "
-                         "tracking needs them")
-    counts = {r.num_modes for r in mode_sets}
-    if len(counts) != 1:
-        raise InputError(f"track_modes: the number of oscillatory modes changes along the sweep "
-                         f"({sorted(counts)}); modes cannot be tracked")
-    order = np.empty((len(mode_sets), counts.pop()), dtype=int)
-    order[0] = np.arange(order.shape[1])
-    for i in range(1, len(mode_sets)):
-        prev = mode_sets[i - 1].mode_shapes[:, order[i - 1]]
-        rows, cols = linear_sum_assignment(-mac(prev, mode_sets[i].mode_shapes))
-        order[i, rows] = cols
-    return order, _crossings(mode_sets, order)
-
-
-def _crossings(mode_sets, order) -> list[Crossing]:
-    return crossings_from_tracked(np.array([r.frequencies_hz[o] for r, o in zip(mode_sets, order)]))
-
-
-def crossings_from_tracked(f: np.ndarray, offset: int = 0) -> list[Crossing]:
-    """Frequency order swaps between consecutive rows of tracked frequencies ``f`` (m, modes) [Hz];
-    row i is configuration ``offset`` + i (0-based), so a long map can be scanned in slices."""
-    f = np.asarray(f, float)
-    sign = np.sign(f[:, :, None] - f[:, None, :])
-    rows, a_idx, b_idx = np.nonzero(np.triu(sign[:-1] * sign[1:] < 0))
-    out = []
-    for r, a, b in zip(rows, a_idx, b_idx):
-        i = offset + r + 1
-        desc = (f"modes {a + 1} and {b + 1} cross between configurations {i} and {i + 1} "
-                f"(near {0.5 * (f[r + 1, a] + f[r + 1, b]):.4g} Hz)")
-        out.append(Crossing((int(a), int(b)), (i - 1, i), desc))
-    return out
-
-
-@dataclass(frozen=True)
-class ModalMap:
-    """Mode sets over configurations ``configurations`` (m, n) of the coordinates ``joint_names``;
-    ``mode_order`` (m, modes) from :func:`track_modes` or None; ``crossings`` (empty when not
-    tracked). Any :class:`ModeSet` producer can be mapped (:func:`map_modes`)."""
-
-    joint_names: tuple
-    configurations: np.ndarray
-    results: list
-    mode_order: np.ndarray | None
-    crossings: list
-
-    def tracked(self, field: str) -> np.ndarray:
-        """(m, modes) array of ``field`` ('frequencies_hz', 'damping_ratios') per tracked mode
-        (sorted order when untracked; NaN-padded if mode counts differ)."""
-        width = max(r.num_modes for r in self.results)
-        out = np.full((len(self.results), width), np.nan)
-        for i, r in enumerate(self.results):
-            vals = getattr(r, field)
-            out[i, : vals.size] = vals if self.mode_order is None else vals[self.mode_order[i]]
-        return out
-
-    def to_dict(self) -> dict:
-        return {
-            "joint_names": list(self.joint_names),
-            "configurations": self.configurations.tolist(),
-            "results": [r.to_dict() for r in self.results],
-            "mode_order": None if self.mode_order is None else self.mode_order.tolist(),
-            "crossings": [c.description for c in self.crossings],
-        }
-
-
-def map_modes(joint_names, configurations: np.ndarray, results: Sequence[ModeSet],
-              track: bool = True) -> ModalMap:
-    """:class:`ModalMap` of already computed ``results`` (one per configuration), MAC-tracked."""
-    results = list(results)
-    if track and len(results) > 1:
-        order, crossings = track_modes(results)
-    else:
-        order = np.arange(results[0].num_modes)[None, :] if track and results else None
-        crossings = []
-    return ModalMap(tuple(joint_names), np.asarray(configurations), results, order, crossings)
-
-
-def progress_bar(total: int, desc: str, unit: str = "config", enabled: bool = True):
-    """A tqdm bar on stderr (a context manager with ``update(k)``), or a silent stand-in."""
-    if not enabled:
-        return _NoProgress()
-    from tqdm import tqdm
-    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr)
-
-
-class _NoProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n=1):
-        pass
-
-
-def write_csv(mmap: ModalMap, path) -> Path:
-    """One row per configuration: index (1-based), coordinate values, then f [Hz] and ζ [-] per
-    (tracked) mode, stable flag."""
-    path = Path(path)
-    f, z = mmap.tracked("frequencies_hz"), mmap.tracked("damping_ratios")
-    modes = range(1, f.shape[1] + 1)
-    header = (["configuration"] + [f"q_{j}" for j in mmap.joint_names]
-              + [f"f{k}_hz" for k in modes] + [f"zeta{k}" for k in modes] + ["stable"])
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for i, r in enumerate(mmap.results):
-            w.writerow([i + 1] + [repr(float(v)) for v in mmap.configurations[i]]
-                       + ["" if np.isnan(v) else repr(float(v)) for v in (*f[i], *z[i])]
-                       + [int(r.stable)])
-    return path
-
-
-def write_json(mmap: ModalMap, path) -> Path:
-    """The :meth:`ModalMap.to_dict` document."""
-    path = Path(path)
-    path.write_text(json.dumps(mmap.to_dict()))
-    return path
-
-
-def plot_tracked(x, frequencies_hz: np.ndarray, damping_ratios: np.ndarray, path, title: str = "",
-                 xlabel: str = "configuration", log_frequency: bool = True) -> Path:
-    """PNG with frequency [Hz] and damping ratio [%] of each mode (columns of the (m, modes)
-    arrays) against ``x`` (like thesis Figs. 2.3-2.4)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    fig, (ax_f, ax_z) = plt.subplots(2, 1, sharex=True, figsize=(10, 7))
-    for k in range(frequencies_hz.shape[1]):
-        style = {"marker": ".", "color": plt.cm.tab20(k % 20)}
-        ax_f.plot(x, frequencies_hz[:, k], label=f"mode {k + 1}", **style)
-        ax_z.plot(x, 100 * damping_ratios[:, k], **style)
-    if log_frequency:
-        ax_f.set_yscale("log")
-    ax_f.set_ylabel("natural frequency [Hz]")
-    ax_z.set_ylabel("damping ratio [%]")
-    ax_z.set_xlabel(xlabel)
-    ax_f.legend(fontsize="small", ncol=4, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax_f.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
-def plot_map(mmap: ModalMap, path, title: str = "") -> Path:
-    """:func:`plot_tracked` of a :class:`ModalMap` against the configuration number."""
-    default = "tracked modes" if mmap.mode_order is not None else "modes by frequency"
-    return plot_tracked(np.arange(1, len(mmap.results) + 1), mmap.tracked("frequencies_hz"),
-                        mmap.tracked("damping_ratios"), path, title or default)
-

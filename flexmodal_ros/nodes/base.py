@@ -11,7 +11,8 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
 from ..core.errors import FlexmodalError
-from ..robot.registry import resolve_any_model, resolve_closed_chain, resolve_model
+from ..constrained.closed_chain import resolve_any_model, resolve_closed_chain
+from ..robot.registry import resolve_model
 from ..core.validation import shown
 
 DOUBLE_ARRAY = Parameter.Type.DOUBLE_ARRAY

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.errors import FlexmodalError
 from ..robot.registry import load_robot
-from ..simulation.plant import (THESIS_VELOCITY_SCALE, ClosedLoopResult, run_closed_loop, save_closed_loop_plot,
+from ..simulation import (THESIS_VELOCITY_SCALE, ClosedLoopResult, run_closed_loop, save_closed_loop_plot,
                          thesis_trajectory)
 from ..robot.trajectory import PiecewiseC4Trajectory
 

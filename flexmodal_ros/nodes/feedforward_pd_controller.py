@@ -1,6 +1,6 @@
 """ROS 2 node ``feedforward_pd_controller``: flexible-joint feedforward + motor PD torque controller.
 
-Runs :class:`flexmodal_ros.control.law.FailSafeController` (tracking law, hold law (2.2)-(2.3) and the
+Runs :class:`flexmodal_ros.control.FailSafeController` (tracking law, hold law (2.2)-(2.3) and the
 fail-safe policy documented there). One control cycle per ``/joint_states`` sample (the simulator,
 or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sample's stamp is the
 cycle time, the command goes out on ``/effort_controller/commands`` (std_msgs/Float64MultiArray,
@@ -37,7 +37,7 @@ would not be stable); ``state_timeout_s`` (0.05); ``start_tolerance`` (0.05 rad 
 waypoint must be this close to the measured position); ``position_margin`` (0.1), ``velocity_scale``
 (1.0 × the URDF velocity limits), ``velocity_limits`` / ``acceleration_limits`` (empty = URDF / 10 ×
 the velocity limit per s), ``state_velocity_factor`` (3.0), ``max_trajectory_points`` (1000),
-``max_trajectory_duration_s`` (3600): see :class:`flexmodal_ros.control.law.SafetyLimits`. Integers
+``max_trajectory_duration_s`` (3600): see :class:`flexmodal_ros.control.SafetyLimits`. Integers
 are accepted for double parameters; other type mismatches are refused with a one-line reason.
 
 Topics in: ``/joint_states`` (link joints and ``<joint>_motor``), ``~/reference_trajectory``
@@ -68,7 +68,7 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from ..control.law import FailSafeController, SafetyLimits
+from ..control import FailSafeController, SafetyLimits
 from ..core.errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
 from ..shaping import ReferenceShaper, check_modal, check_shaping

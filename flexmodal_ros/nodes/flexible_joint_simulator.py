@@ -58,7 +58,7 @@ from std_srvs.srv import Trigger
 from flexmodal_interfaces.srv import ApplyWrench
 
 from ..core.errors import FlexmodalError
-from ..simulation.plant import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
+from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, Simulator, rest_state
 from .base import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
 from .conversions import JointStateWriter, command_to_torque
 from .polled import PolledSubscription
@@ -71,7 +71,7 @@ STATE_HISTORY = 100
 
 
 class FlexibleJointSimulator(Node):
-    """Thin shell around :class:`flexmodal_ros.simulation.plant.Simulator`; the loop runs in a thread.
+    """Thin shell around :class:`flexmodal_ros.simulation.simulator.Simulator`; the loop runs in a thread.
 
     Subclasses swap the plant (``mujoco_simulator``): :meth:`_make_simulator` returns any object with
     the Simulator interface (t, reset, set_command, apply_impulse, advance, sample, efforts)."""

@@ -9,11 +9,11 @@ advance — HOLD, or TRACKING inside the segment already loaded into the generat
 the learned byte layout whose stamp advanced and whose values are within the state bounds, a
 finite and unsaturated result — runs in C; every other sample, and the watchdog once a sample is
 overdue, runs the node's Python cycle with the same bytes. Which cycles are steady is decided by
-:meth:`~flexmodal_ros.control.law.FailSafeController.steady_cycle` (the policy stays in control.py).
+:meth:`~flexmodal_ros.control.FailSafeController.steady_cycle` (the policy stays in flexmodal_ros/control/failsafe.py).
 
 Consistency: the C side and Python share one mutex (:class:`CycleLock`, the node's ``lock``).
 Whenever Python holds it, it first adopts the cycles run in C (last sample, receipt time, cycle
-count, compute times: :meth:`~flexmodal_ros.control.law.FailSafeController.adopt_steady_cycles`), so
+count, compute times: :meth:`~flexmodal_ros.control.FailSafeController.adopt_steady_cycles`), so
 it sees the state it would have had running every cycle itself; when it lets go, it arms the C
 side again from the controller's state (mode, trajectory segment, bounds, layout). Gains, the
 feedforward switch and the hold reference live in the law's input vector, which both sides use.

@@ -9,9 +9,9 @@ and a stabilization diagram (Table 2.5, OMA columns). Modules:
 - :mod:`.bags` — ROS 2 bags (sqlite3, MCAP) through ``rosbags``;
 - :mod:`.impact` — the simulated impact test: closed loop (2.1)+(2.2) with the continuous (or
   sampled and held) set-point law, encoder quantization and noise;
-- :mod:`.methods` — pole estimators over model orders: VAR (thesis), SSI-cov, ERA;
+- :mod:`.estimators` — pole estimators over model orders: VAR (thesis), SSI-cov, ERA;
 - :mod:`.stabilization` — stabilization diagram (Δf, Δζ, MAC) and selection by clustering;
-- :mod:`.analysis` — :func:`~.analysis.identify_modes` → :class:`~.analysis.IdentifiedModes`
+- :mod:`.mode_estimation` — :func:`~.mode_estimation.identify_modes` → :class:`~.mode_estimation.IdentifiedModes`
   (a :class:`~flexmodal_ros.modes.modeset.ModeSet`): amplitudes, SNR, noise floor, refinement;
 - :mod:`.compare` — identified vs model modes (frequency + MAC), status per model mode;
 - :mod:`.pipeline` — the run used by ``flexmodal oma`` and the ``modal_test`` node, output files.

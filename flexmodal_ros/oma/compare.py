@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from ..modes.modeset import ModeSet, mac
+from ..modes import ModeSet, mac, pair_modes
 from .mode_estimation import (SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z, IdentifiedModes, amplitude_norms, analysis_segments,
                        as_records, fit_amplitudes)
 from .impact import MOTOR_SUFFIX, Impulse, free_decay_contributions
@@ -145,8 +145,6 @@ def compare_with_model(identified: IdentifiedModes, model_modes: ModeSet, rows, 
     status of unidentified modes (None: ``missed`` without amplitude); ``response``: per reference
     the (λ, amplitudes (m, c)) of :func:`~flexmodal_ros.oma.impact.free_decay_contributions` at the
     first analysed sample (None: amplitudes fitted to the record)."""
-    from scipy.optimize import linear_sum_assignment
-
     records = None if record is None else as_records(record)
     fa, za = model_modes.frequencies_hz, model_modes.damping_ratios
     fo = identified.frequencies_hz
@@ -161,13 +159,7 @@ def compare_with_model(identified: IdentifiedModes, model_modes: ModeSet, rows, 
         macs = mac(shapes_o, shapes_a) if fo.size else np.empty((0, fa.size))
     else:
         macs = np.ones((fo.size, fa.size))
-    rel = np.abs(fo[:, None] - fa[None, :]) / fa[None, :]
-    feasible = (rel <= frequency_gate) & (macs >= mac_gate)
-    cost = np.where(feasible, rel + (1 - macs), 1e6)
-    pairs = {}
-    if fo.size and fa.size:
-        r_idx, c_idx = linear_sum_assignment(cost)
-        pairs = {c: r for r, c in zip(r_idx, c_idx) if feasible[r, c]}
+    pairs = pair_modes(fo, fa, macs, frequency_gate, mac_gate)
     nyq = 0.5 * identified.sample_rate_hz
     damped = fa * np.sqrt(np.clip(1 - za ** 2, 0, 1))
     seen = np.flatnonzero(damped < nyquist_fraction * nyq)

@@ -39,8 +39,9 @@ import scipy.linalg as sla
 
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import state_matrix
+from ..modes import is_oscillatory, is_real
 from ..robot.model import create_data, ee_jacobian, with_overrides
-from ..simulation.plant import FlexibleJointPlant, SetpointLaw, rest_state
+from ..simulation import FlexibleJointPlant, SetpointLaw, rest_state
 from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping
 from .record import Record, make_record
 
@@ -200,8 +201,7 @@ def free_decay_contributions(model, q, impulse: Impulse, rows, t0: float):
     lam, V = np.linalg.eig(A)
     eta = np.linalg.solve(V, G @ (B_w @ impulse.wrench)) * np.exp(lam * (t0 - impulse.end))
     part = V[list(rows)] * eta[None, :]                       # (c, 4n)
-    complex_ = lam.imag > 1e-9 * np.abs(lam)
-    real = np.abs(lam.imag) <= 1e-9 * np.abs(lam)
+    complex_, real = is_oscillatory(lam), is_real(lam)
     return lam[complex_], 2.0 * part[:, complex_].T, lam[real].real, part[:, real].real.T
 
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
-from ..modes.modeset import TWO_PI, ModeSet, classify_stability, frequencies_and_damping, normalize_shapes
+from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequency_damping_std,
+                     is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
@@ -39,6 +40,14 @@ SETTLE_SAMPLES = 4
 MAX_ROUNDS = 6
 REFINE_EVALUATIONS = 50     # Levenberg–Marquardt steps of the output-error fit (refine_poles)
 NOISE_RATIO = 1e-4         # residual / signal (RMS) above which the record counts as noisy
+# A mode needs an amplitude ‖a‖ above ROUNDOFF_FLOOR · ε · ‖max_k |y_c(k)|‖ of the record's values
+# (before the rest position is subtracted): below that it is the rounding of the stored numbers and
+# of whatever computed them, whatever its SNR. On an exact (simulated) record the residual is
+# deterministic round-off, not white noise, and a pole can fit part of it: with NumPy 1.26's LAPACK
+# a 9e-16 "mode" at 218 Hz (2 units in the last place of positions of 1.94 rad) got SNR 8. 100 ε
+# leaves room for rounding accumulated over the record; measured records (encoder resolution
+# ≥ 1e-9 rad) are 1e5 above it.
+ROUNDOFF_FLOOR = 100.0
 IQR_TO_STD = 1.0 / 1.349     # interquartile range of a normal distribution = 1.349 σ
 UNCERTAINTY_F = 0.005     # reported modes: std(f) ≤ 0.5 % of f ...
 UNCERTAINTY_Z = 0.005     # ... and std(ζ) ≤ 0.5 pp (one standard deviation)
@@ -227,18 +236,10 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     cov = s2 * (vt[~null].T / sv[~null] ** 2) @ vt[~null]
     undetermined = (np.abs(vt[null]) > 1e-3).any(axis=0)
     cov[undetermined, :] = cov[:, undetermined] = np.inf
-    std_f, std_z = np.empty(m), np.empty(m)
-    for j in range(m):
-        block = cov[np.ix_([j, m + j], [j, m + j])] * scale[j] ** 2      # (Re λ, Im λ)
-        if not np.isfinite(block).all():
-            std_f[j] = std_z[j] = np.inf
-            continue
-        mag = abs(lam[j])
-        g_f = np.array([lam[j].real, lam[j].imag]) / mag / TWO_PI
-        g_z = np.array([-1.0 / mag + lam[j].real ** 2 / mag ** 3, lam[j].real * lam[j].imag / mag ** 3])
-        std_f[j] = np.sqrt(max(g_f @ block @ g_f, 0.0))
-        std_z[j] = np.sqrt(max(g_z @ block @ g_z, 0.0))
-    ok = (lam.real < 0) & (lam.imag > 0) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
+    with np.errstate(invalid="ignore"):                                 # inf · 0 in undetermined blocks
+        blocks = pair_covariances(cov, m) * (np.asarray(scale[:m], float) ** 2)[:, None, None]   # (Re λ, Im λ)
+    std_f, std_z = frequency_damping_std(lam[:m], blocks)
+    ok = (lam.real < 0) & is_oscillatory(lam) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
     return (np.where(ok, lam, lam0), np.where(ok, std_f, np.inf), np.where(ok, std_z, np.inf))
 
 
@@ -282,10 +283,14 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
             signal = [y[:_signal_length(y, sigma)] for y in ys]
             candidates, diagram, real, scale = _candidates(signal, fs, method, orders, NOISY_CRITERIA, options,
                                                            noise=sigma)
-    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine)
+    peak = np.max([np.abs(np.asarray(r.values)).max(axis=0) for r in records], axis=0)
+    floor = ROUNDOFF_FLOOR * np.finfo(float).eps * float(np.linalg.norm(peak))
+    lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine,
+                                                                             floor)
     below, combos = [], []
     for j, mode in enumerate(candidates):
-        entry = {"frequency_hz": float(abs(lam[j]) / TWO_PI), "damping_ratio": float(-lam[j].real / abs(lam[j])),
+        f_j, z_j = frequencies_and_damping(lam[j])
+        entry = {"frequency_hz": float(f_j), "damping_ratio": float(z_j),
                  "amplitude": float(norm[j]), "snr": float(snr[j]), "std_frequency_hz": float(std_f[j]),
                  "std_damping_ratio": float(std_z[j]), "poles": mode.poles}
         if combo[j] is not None:
@@ -348,7 +353,7 @@ def _candidates(ys, fs, method, orders, criteria, options, noise=None):
     return (*select_modes(diagram, criteria), stable_real_poles(op, criteria, fs), scale)
 
 
-def _significant(ys, fs, candidates, real, snr_min, refine):
+def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     """Which selected clusters are modes (module docstring). Poles plainly in the noise (SNR < 2
     in a first fit) and combination terms are set aside (combination terms stay in the fitted
     basis as the signal components they are); the rest are refined jointly (:func:`refine_poles`),
@@ -363,7 +368,8 @@ def _significant(ys, fs, candidates, real, snr_min, refine):
     left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
     (one standard deviation) stay in the basis but are not modes.
 
-    Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
+    An amplitude at or below ``floor`` (the rounding of the record's values, ROUNDOFF_FLOOR) has
+    SNR 0. Returns (λ, amplitude ‖a‖, SNR, std f [Hz], std ζ, residual std per channel (c,),
     combination parents or None per pole, indices of the modes, amplitude vectors a_j (m, c) of the
     output-error fit (mode shapes at the channels, in channel units; of the reference where the
     mode is strongest) for noisy records, else None: then the realization's shapes are the better
@@ -374,7 +380,8 @@ def _significant(ys, fs, candidates, real, snr_min, refine):
     lam = lam0.copy()
     amps, stderr, sigma = fit_amplitudes(ys, fs, lam, real=real)
     norm = amplitude_norms(amps)
-    snr = norm / np.maximum(stderr, 1e-300)
+    significant = lambda j: np.where(norm[j] > floor, norm[j] / np.maximum(stderr, 1e-300), 0.0)  # noqa: E731
+    snr = significant(slice(None))
     std_f, std_z = spread_f.copy(), spread_z.copy()
     combo = _combination_terms(lam, norm)
     nuisance = [j for j in range(lam.size) if combo[j] is not None]
@@ -389,13 +396,13 @@ def _significant(ys, fs, candidates, real, snr_min, refine):
         basis = active + nuisance
         amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
         norm[basis] = amplitude_norms(amps)
-        snr[basis] = norm[basis] / np.maximum(stderr, 1e-300)
+        snr[basis] = significant(basis)
         weak = [j for j in active if snr[j] < snr_min]
         twins = _duplicates(lam, snr, active)
         if not weak and not twins:
             break
         active = [j for j in active if j not in weak and j not in twins]
-    f = np.abs(lam) / TWO_PI
+    f = frequencies_and_damping(lam)[0]
     certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
     basis = active + nuisance
     vectors = np.zeros((lam.size, ys[0].shape[1]), complex)
@@ -426,7 +433,7 @@ def _combination_terms(lam, amplitude):
                 if k in (i, j) or amplitude[k] > COMBINATION_AMPLITUDE * min(amplitude[i], amplitude[j]):
                     continue
                 for cand in (lam[i] + lam[j], lam[i] + np.conj(lam[j]), np.conj(lam[i]) + lam[j]):
-                    cand = cand if cand.imag >= 0 else np.conj(cand)
+                    cand = complex(cand.real, abs(cand.imag))       # the upper half-plane member
                     if abs(cand - lam[k]) <= COMBINATION_RTOL * abs(lam[k]):
-                        out[k] = [float(abs(lam[i]) / TWO_PI), float(abs(lam[j]) / TWO_PI)]
+                        out[k] = frequencies_and_damping([lam[i], lam[j]])[0].tolist()
     return out

@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from ..core.errors import InputError
-from ..flexible_joint.modal import modal_analysis
+from ..flexible_joint.ama import modal_analysis
 from ..core.validation import load_yaml_mapping
 from .mode_estimation import IdentifiedModes, as_records, identify_modes
 from .compare import (IDENTIFIED, Comparison, check_model_channels, compare_with_model, predicted_response,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..modes.modeset import TWO_PI, frequencies_and_damping, mac, normalize_shapes
+from ..modes import TWO_PI, damped_frequencies, frequencies_and_damping, is_oscillatory, is_real, mac, normalize_shapes
 from .estimators import OrderPoles
 
 
@@ -111,8 +111,8 @@ def build_diagram(order_poles: list[OrderPoles], fs: float, duration: float, met
     for op in order_poles:
         lam = op.eigenvalues
         f, z = frequencies_and_damping(lam)
-        keep = ((lam.imag > 0) & (z > 0) & (z < criteria.damping_max) & (f > f_min)
-                & (lam.imag / TWO_PI < criteria.nyquist_fraction * 0.5 * fs))
+        keep = (is_oscillatory(lam) & (z > 0) & (z < criteria.damping_max) & (f > f_min)
+                & (damped_frequencies(lam) < criteria.nyquist_fraction * 0.5 * fs))
         shapes = normalize_shapes(op.shapes[:, keep]) if keep.any() else op.shapes[:, :0]
         cur = (f[keep], z[keep], shapes)
         stable = _stable_against(cur, prev, criteria) if prev is not None else np.zeros(keep.sum(), bool)
@@ -176,7 +176,7 @@ def stable_real_poles(order_poles: list[OrderPoles], criteria: SelectionCriteria
     values, orders = [], []
     for op in order_poles:
         lam = op.eigenvalues
-        real = lam[(np.abs(lam.imag) <= 1e-9 * np.abs(lam)) & (lam.real < 0) & (-lam.real < np.pi * fs)].real
+        real = lam[is_real(lam) & (lam.real < 0) & (-lam.real < np.pi * fs)].real
         values.extend(real.tolist())
         orders.extend([op.order] * real.size)
     if not values:

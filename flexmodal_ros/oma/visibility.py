@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..modes.modeset import TWO_PI
+from ..modes import frequencies_and_damping, frequency_damping_std, pair_covariances
 
 MARGIN = 2.0
 
@@ -78,15 +78,7 @@ def cramer_rao(eigenvalues, amplitudes, noise, lengths, fs, real=()):
             fisher += jac.T @ jac / noise[c] ** 2
     norm = np.sqrt(np.sum(np.abs(amps) ** 2, axis=(0, 2)))
     snr = norm / np.sqrt(np.maximum(variance, 1e-300))
-    cov = _inverse(fisher)
-    std_f, std_z = np.empty(m), np.empty(m)
-    for j, lj in enumerate(lam):
-        block = cov[np.ix_([j, m + j], [j, m + j])]
-        mag = abs(lj)
-        g_f = np.array([lj.real, lj.imag]) / mag / TWO_PI
-        g_z = np.array([-1.0 / mag + lj.real ** 2 / mag ** 3, lj.real * lj.imag / mag ** 3])
-        std_f[j] = np.sqrt(max(g_f @ block @ g_f, 0.0))
-        std_z[j] = np.sqrt(max(g_z @ block @ g_z, 0.0))
+    std_f, std_z = frequency_damping_std(lam, pair_covariances(_inverse(fisher), m))
     return snr, std_f, std_z
 
 
@@ -116,7 +108,7 @@ def visible_modes(eigenvalues, amplitudes, noise, lengths, fs, real=(), snr_min:
         s, sf, sz = (v[-1] for v in cramer_rao(lam[group], amps[:, group], noise, lengths, fs, real))
         snr[j], std_f[j], std_z[j] = s, sf, sz
         kept = max(s - margin, 0.0) / max(s, 1e-300)          # amplitude lowered by `margin` std errors
-        f = abs(lam[j]) / TWO_PI
+        f = frequencies_and_damping(lam[j])[0]
         if s - margin >= snr_min and sf <= kept * uncertainty_f * f and sz <= kept * uncertainty_z:
             visible[j] = True
             chosen.append(int(j))

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from .params import (JOINT_RANGES, MAX_GRAVITY, MAX_INERTIA, MAX_LENGTH, MAX_MASS, MAX_WRENCH, Tool,
+from .params import (JOINT_RANGES, MAX_GRAVITY, MAX_LENGTH, MAX_MASS, MAX_WRENCH, Tool,
                      check_rigid_inertia, load_config, make_tool)
 from ..core.errors import ConfigError, InputError
 from ..core.validation import (finite_vector, frozen, nonnegative, per_joint, positive, read_file_bytes, shown,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.errors import ConfigError
 from .model import load_model
+from .params import load_config
 
 PACKAGE = "flexmodal_ros"
 
@@ -26,8 +27,6 @@ def share_dir():
 
 def _bundled():
     """{name: closed_chain} of the bundled robots (those with both a URDF and a config YAML)."""
-    from .params import load_config
-
     root = share_dir()
     return {p.stem: load_config(p).closed_chain for p in sorted((root / "config").glob("*.yaml"))
             if (root / "urdf" / f"{p.stem}.urdf").is_file()}
@@ -40,7 +39,7 @@ def list_robots():
 
 def list_closed_chain_robots():
     """Names of the bundled closed-chain robots (loop closures in their YAML), analysed by
-    :mod:`flexmodal_ros.constrained` (:func:`resolve_closed_chain`)."""
+    :mod:`flexmodal_ros.constrained` (:func:`flexmodal_ros.constrained.closed_chain.resolve_closed_chain`)."""
     return [name for name, closed in _bundled().items() if closed]
 
 
@@ -79,35 +78,11 @@ def resolve_model(robot=None, urdf=None, params=None):
     raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")
 
 
-def resolve_any_model(robot=None, urdf=None, params=None):
-    """Like :func:`resolve_model`, but a robot whose YAML declares passive joints or loop
-    closures comes back as a :class:`flexmodal_ros.constrained.closed_chain.ClosedChainRobot`."""
-    if is_closed_chain(robot, urdf, params):
-        return resolve_closed_chain(robot, urdf, params)
-    return resolve_model(robot, urdf, params)
-
-
 def is_closed_chain(robot=None, urdf=None, params=None) -> bool:
     """True if the selected robot's YAML declares passive joints or loop closures."""
-    from .params import load_config
-
     if robot and (urdf or params):
         raise ConfigError("give either a robot name or urdf/params files, not both")
     path = robot_paths(robot)[1] if robot else params
     if not path:
         return False
     return load_config(path).closed_chain
-
-
-def resolve_closed_chain(robot=None, urdf=None, params=None):
-    """The selected robot as a :class:`~flexmodal_ros.constrained.closed_chain.ClosedChainRobot` (a serial
-    robot is accepted too: a constrained system without closures)."""
-    from ..constrained.closed_chain import load_closed_chain
-
-    if robot and (urdf or params):
-        raise ConfigError("give either a robot name or urdf/params files, not both")
-    if robot:
-        return load_closed_chain(*robot_paths(robot))
-    if params:
-        return load_closed_chain(urdf or None, params)
-    raise ConfigError("no robot given (use a bundled robot name, or a params YAML)")

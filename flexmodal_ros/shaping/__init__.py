@@ -48,7 +48,7 @@ class PassThrough:
 
 
 class ReferenceShaper:
-    """Callable path → shaped reference for :class:`~flexmodal_ros.control.law.FailSafeController`.
+    """Callable path → shaped reference for :class:`~flexmodal_ros.control.FailSafeController`.
 
     ``kind``: none | zv | zvd | ei; ``knot_rate_hz``: knots of the piecewise polynomial a control
     cycle evaluates (:class:`~flexmodal_ros.shaping.reference.ShapedTrajectory`); the other options

@@ -28,19 +28,14 @@ max_i τ_i(T) (all copies at rest; the shaper's *added delay*), as Σ A_i = 1 th
 """
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ..core.blas import single_thread_blas
-from ..core.ccompile import load_kernel
 from ..core.errors import InputError
-from ..robot.trajectory import ETA_ASCENDING, PiecewiseC4Trajectory, eta
-from ..core.validation import finite_array
+from ..robot.trajectory import PiecewiseC4Trajectory, eta
 
 
 def path_derivatives(path: PiecewiseC4Trajectory, t):
@@ -80,15 +75,6 @@ def compose(outer, inner):
                      f3 * g1 ** 3 + 3.0 * f2 * g1 * g2 + f1 * g3,
                      f4 * g1 ** 4 + 6.0 * f3 * g1 ** 2 * g2 + f2 * (3.0 * g2 ** 2 + 4.0 * g1 * g3) + f1 * g4],
                     axis=1)
-
-
-@functools.cache
-def shaped_reference_kernel():
-    """``flexmodal_shaped_reference`` of ``shaped_reference.c`` (compiled on first use), or None
-    when it cannot be built (no C compiler, cache not writable: one warning; NumPy is used)."""
-    return load_kernel(Path(__file__).with_name("shaped_reference.c"), "flexmodal_shaped_reference",
-                       [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 8, None, "flexmodal_ros.shaping",
-                       "the shaped reference is evaluated with NumPy instead (same results, slower)")
 
 
 def path_samples(path: PiecewiseC4Trajectory, rate_hz: float, minimum: int = 8):
@@ -255,25 +241,15 @@ class ShapedTrajectory:
         On segment k the path is q_k + Δq_k η(s), so copy i contributes A_i (q_k + Δq_k e_i) with
         the scalar e_i(t) = η(s(t − τ_i(t))): the Leibniz and Faà di Bruno products are formed on
         scalars per impulse and summed per segment before the few outer products with q_k, Δq_k.
-        The chain rule through p(t) and the products run in the C kernel ``shaped_reference.c``
-        (compiled once per machine); without a C compiler, in NumPy (:func:`compose` and
-        :meth:`_combine`, the reference).
+        The chain rule through p(t) is :func:`compose`; the products are :meth:`_combine`.
         """
         t = np.atleast_1d(np.asarray(t, float))
         _, p = path_derivatives(self.path, t)
         A, tau = self.schedule.parameters(p[:, 0])                     # (m, 5, N), d^j/dp^j
-        kernel = shaped_reference_kernel()
-        if kernel is None:
-            return self._combine(t, compose(A, p), compose(tau, p))
-        times, pos = (np.ascontiguousarray(x, dtype=float) for x in (self.path.times, self.path.positions))
-        out = np.empty((t.size, 5, self.n))
-        arrays = (np.ascontiguousarray(t), np.ascontiguousarray(p), np.ascontiguousarray(A),
-                  np.ascontiguousarray(tau), times, pos, ETA_ASCENDING, out)
-        kernel(t.size, A.shape[2], self.n, times.size - 1, *(x.ctypes.data for x in arrays))
-        return out
+        return self._combine(t, compose(A, p), compose(tau, p))
 
     def _combine(self, t, A, tau):
-        """The NumPy version of the kernel's products: y and its derivatives (m, 5, n) at times t
+        """The products: y and its derivatives (m, 5, n) at times t
         (m,) from the impulse amplitudes A and delays tau with their time derivatives (m, 5, N)."""
         N = self.schedule.num_impulses
         u = -tau

@@ -2,9 +2,9 @@
 
 Along a waypoint path (:func:`~flexmodal_ros.shaping.reference.path_samples`: ``ama_rate_hz``
 samples per second of motion, uniform along each straight joint-space segment) the modes come from
-the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.flexible_joint.modal.modal_analysis_batch`):
+the closed-loop AMA of the thesis (2.13)-(2.17) (:func:`~flexmodal_ros.flexible_joint.ama.modal_analysis_batch`):
 eigenvalues and mode shapes at every ``anchor_stride``-th sample and the last (the *anchors*),
-where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.modeset.track_modes`) and the modes to
+where the modes are tracked by MAC (:func:`~flexmodal_ros.modes.tracking.track_modes`) and the modes to
 shape are selected (below). f and ζ at the other samples come from
 
 - ``modal="exact"``: the exact eigenvalues of the selected modes at every other sample. Without
@@ -59,10 +59,10 @@ import numpy as np
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import configuration_terms
-from ..flexible_joint.modal import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
+from ..flexible_joint.ama import ModalArrays, default_workers, linearized_batch, modal_analysis_arrays, modal_analysis_batch
 from ..flexible_joint.continuation import certificate_applies, certified_stable, continue_modes
 from ..robot.model import create_data, ee_jacobian
-from ..modes.modeset import STABLE, frequencies_and_damping, track_modes
+from ..modes import STABLE, frequencies_and_damping, is_oscillatory, match_eigenvalues, track_modes
 from ..expansion.path import DEFAULT_ORDER as DEFAULT_EXPANSION_ORDER
 from ..expansion.path import DEFAULT_TOLERANCE as DEFAULT_EXPANSION_TOLERANCE
 from ..expansion.path import follow_path_modes
@@ -206,7 +206,7 @@ def _continued(model, M, KG, lam, others, selected, anchors, full, order):
     cont = continue_modes(model, M, KG, guess[:, sel], shapes)
     own = np.abs(cont.eigenvalues - guess[:, sel])
     nearest_is_own = (own[:, :, None] <= np.abs(cont.eigenvalues[:, :, None] - guess[:, None, :])).all(axis=2)
-    ok = stable & (cont.converged & (cont.eigenvalues.imag > 0) & nearest_is_own).all(axis=1)
+    ok = stable & (cont.converged & is_oscillatory(cont.eigenvalues) & nearest_is_own).all(axis=1)
     rows = others[ok]
     lam[np.ix_(rows, sel)] = cont.eigenvalues[ok]
     return others[~ok]
@@ -284,15 +284,7 @@ def _nearest_eigenvalues(eig, guesses):
     """(r, K) eigenvalue of every tracked mode at r samples from their eigenvalues ``eig`` (r, K):
     the one nearest the mode's ``guesses`` (r, K) (the interpolation between the neighbouring
     anchors; Hungarian assignment when two tracked modes pick the same one)."""
-    from scipy.optimize import linear_sum_assignment
-
-    cost = np.abs(guesses[:, :, None] - eig[:, None, :])
-    pick = cost.argmin(axis=2)                                          # (r, tracked)
-    ordered = np.sort(pick, axis=1)
-    for i in np.flatnonzero((np.diff(ordered, axis=1) == 0).any(axis=1)):
-        rows, cols = linear_sum_assignment(cost[i])
-        pick[i, rows] = cols
-    return np.take_along_axis(eig, pick, axis=1)
+    return np.take_along_axis(eig, match_eigenvalues(guesses, eig), axis=1)
 
 
 def _contributions(model, path, qs, segs, results, order):
@@ -308,7 +300,7 @@ def _contributions(model, path, qs, segs, results, order):
 
 def end_effector_contributions(model, data, q, move, modes) -> np.ndarray:
     """c_k (module docstring) [m per unit move] of every mode of ``modes`` (a
-    :class:`~flexmodal_ros.flexible_joint.modal.ModalResult` at configuration q, with mode shapes) for a
+    :class:`~flexmodal_ros.flexible_joint.ama.ModalResult` at configuration q, with mode shapes) for a
     motor-reference step K_P W ``move`` (move (n,) in link coordinates)."""
     n = model.n
     (M, D, _), _ = linearized_batch(model, data, np.asarray(q, float)[None, :])

@@ -24,11 +24,11 @@ Definitions (used by the tests, the CLI and the README):
   by it).
 
 Controllers for the simulations (:func:`simulate_move`), all on the suite's plant
-(:class:`~flexmodal_ros.simulation.plant.FlexibleJointPlant` via :func:`~flexmodal_ros.simulation.plant.run_closed_loop`):
+(:class:`~flexmodal_ros.simulation.plant.FlexibleJointPlant` via :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`):
 ``"pd"`` — PD with static compensation at the moving reference, the thesis law (2.2)-(2.3)
 evaluated at q^d(t) (:class:`SetpointPD`: industrial PD + gravity compensation, no dynamic
 feedforward; its linearization is the AMA's closed loop); ``"feedforward"`` — the suite's
-feedforward + PD controller (:class:`~flexmodal_ros.control.law.FailSafeController`), optionally with a
+feedforward + PD controller (:class:`~flexmodal_ros.control.FailSafeController`), optionally with a
 controller model whose joint stiffness is scaled; ``"pd_only"`` — the suite's PD-only mode (no
 feedforward and no gravity compensation while tracking).
 """
@@ -39,11 +39,11 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from ..control.law import Command, FailSafeController, Mode, SafetyLimits, saturate
+from ..control import Command, FailSafeController, Mode, SafetyLimits, saturate
 from ..core.errors import InputError
 from ..flexible_joint.linear_model import setpoint_reference
 from ..robot.model import create_data, with_overrides
-from ..simulation.plant import DEFAULT_DT, run_closed_loop
+from ..simulation import DEFAULT_DT, run_closed_loop
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .reference import ShapedTrajectory, path_derivatives
 
@@ -129,7 +129,7 @@ def linearized_vibration(reference, path_modes, modes=None, rate_hz=2000.0) -> n
     """Percentage residual vibration V_k on the linearized model (module docstring) of the tracked
     modes ``modes`` (default: the selected ones) of :class:`~flexmodal_ros.shaping.PathModes`
     ``path_modes`` (computed for ``reference``'s path), for the path or shaped ``reference``."""
-    from scipy.integrate import cumulative_simpson
+    from scipy.integrate import trapezoid  # deferred: scipy.integrate
 
     modes = path_modes.selected if modes is None else tuple(modes)
     t = np.linspace(0.0, reference.duration, max(3, int(np.ceil(reference.duration * rate_hz)) | 1))
@@ -140,18 +140,34 @@ def linearized_vibration(reference, path_modes, modes=None, rate_hz=2000.0) -> n
         lam = -path_modes.damping_ratios[:, k] + 1j * np.sqrt(1.0 - path_modes.damping_ratios[:, k] ** 2)
         lam = lam * 2.0 * np.pi * path_modes.frequencies_hz[:, k]
         at = np.interp(sig[:, 0], sample_p, lam.real) + 1j * np.interp(sig[:, 0], sample_p, lam.imag)
-        phase = cumulative_simpson(at, x=t, initial=0.0)             # ∫_0^t λ
+        phase = cumulative_simpson_uniform(at, t[1] - t[0])         # ∫_0^t λ
         weight = np.exp(phase[-1] - phase)                           # exp(∫_t^{t_e} λ)
         total = sig[-1, 0] - sig[0, 0]
-        out.append(abs(np.trapezoid(sig[:, 1] * weight, t)) / (total if total else 1.0))
+        out.append(abs(trapezoid(sig[:, 1] * weight, t)) / (total if total else 1.0))
     return np.array(out)
 
 
+def cumulative_simpson_uniform(y, h):
+    """∫_{t_0}^{t_i} y dt at every node t_i = t_0 + i h of a uniform grid with an odd number of
+    nodes (m, ...) → (m, ...): composite Simpson h/3 (y₀ + 4y₁ + y₂) over each pair of intervals
+    at the even nodes; at the odd ones, the integral of the interpolating parabola of the pair over
+    its first interval, h/12 (5y₀ + 8y₁ − y₂). The rule of ``scipy.integrate.cumulative_simpson``
+    (SciPy ≥ 1.12, absent from 1.11), written here so that 1.11 gives the same result."""
+    y = np.asarray(y)
+    if y.shape[0] % 2 == 0 or y.shape[0] < 3:
+        raise ValueError(f"cumulative_simpson_uniform: need an odd number (>= 3) of nodes, got {y.shape[0]}")
+    first, middle, last = y[0:-2:2], y[1:-1:2], y[2::2]
+    out = np.zeros(y.shape, dtype=np.result_type(y, float))
+    out[2::2] = np.cumsum(h / 3.0 * (first + 4.0 * middle + last), axis=0)
+    out[1::2] = out[0:-2:2] + h / 12.0 * (5.0 * first + 8.0 * middle - last)
+    return out
+
+
 class SetpointPD:
-    """Controller for :func:`~flexmodal_ros.simulation.plant.run_closed_loop`: the set-point law
+    """Controller for :func:`~flexmodal_ros.simulation.closed_loop.run_closed_loop`: the set-point law
     (2.2)-(2.3) with its set-point moving along the reference, τ_m = W⁻¹ comp(q^d(t)) +
     K_P (q_m^d(q^d(t)) − q_m) − K_D q̇_m, clipped at the effort limits (law ``"pd"``); ``shaper``
-    as in :class:`~flexmodal_ros.control.law.FailSafeController`."""
+    as in :class:`~flexmodal_ros.control.FailSafeController`."""
 
     def __init__(self, model, shaper=None):
         self.model, self.shaper = model, shaper
@@ -177,7 +193,7 @@ class SetpointPD:
 
 @dataclass
 class MoveResult:
-    """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.plant.ClosedLoopResult`),
+    """One simulated move: the closed-loop log ``run`` (:class:`~flexmodal_ros.simulation.closed_loop.ClosedLoopResult`),
     tool positions ``p_ee`` (N, 3), the tracked ``reference`` (path or shaped), ``added_delay`` [s],
     the rest position ``p_rest`` (3,) and the shaper's ``path_modes`` (None unshaped)."""
     run: object

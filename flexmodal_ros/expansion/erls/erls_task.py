@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import InputError
-from ...modes.modeset import mac, track_modes
+from ...modes import mac, track_modes
 from ..eigen import BiorthogonalModes, eigenpairs, eigenpairs_batch
 from ..recursion import ExpansionWarning, ModalPolynomial, expand
 from ...robot.trajectory import eta
@@ -222,7 +222,7 @@ def validation_task(model, trajectory: JointTrajectory | None = None, order: int
 
 def _tracked(exact, mid, start_cols, window: int = 8):
     """Index (per sample) of the exact modes continuing modes ``start_cols`` of sample ``mid``:
-    MAC tracking (:func:`~flexmodal_ros.modes.modeset.track_modes`) from T/2 towards both ends over the
+    MAC tracking (:func:`~flexmodal_ros.modes.tracking.track_modes`) from T/2 towards both ends over the
     lowest ``window`` oscillatory modes."""
     size = min(min(m.num_modes for m in exact), max(start_cols) + 1 + window)
     subset = lambda m: BiorthogonalModes(**{**m.mode_fields(), "frequencies_hz": m.frequencies_hz[:size],

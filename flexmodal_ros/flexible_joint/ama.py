@@ -28,7 +28,7 @@ from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_sta
                                      equilibrium_from_compensation, single_configuration_terms,
                                      single_state_matrix, state_template)
 from flexmodal_ros.robot.model import create_data
-from flexmodal_ros.modes.modeset import ModeSet, SpectrumModes, first_mode_set, mode_sets
+from flexmodal_ros.modes import ModeSet, SpectrumModes, first_mode_set, mode_sets
 from flexmodal_ros.core.validation import finite_array, finite_vector
 
 @dataclass(frozen=True, kw_only=True)
