@@ -96,6 +96,7 @@ def base_commands(work: Path, files: dict) -> dict:
         "shape": (planar + ["--trajectory", files["traj"], "--shaper", "zv", "-o", str(work / "shaped.csv")],
                   {"--params": PLANAR_PARAMS, "--urdf": PLANAR_URDF, "--trajectory": files["traj"],
                    "-o": str(work / "shaped.csv")}),
+        "doctor": ([], {}),                     # no file option: nothing to feed it (test_cli_bad_files)
     }
 
 

@@ -357,8 +357,9 @@ def _probe(directory, where, error):
     os.close(fd)
     try:
         os.unlink(name)
-    except OSError:
-        pass
+    except OSError as exc:      # the directory is writable (the check passed); say what is left behind
+        warnings.warn(f"{where}: could not remove the probe file {name} ({exc.strerror}); delete it by hand",
+                      RuntimeWarning, stacklevel=3)
 
 
 def write_output(path, field, write, error=InputError):
