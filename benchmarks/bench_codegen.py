@@ -24,9 +24,19 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.robot.dh import dh_to_urdf, load_dh
 from flexmodal_ros.robot.inverse_dynamics import FlexibleJointFeedforward
 from flexmodal_ros.robot.model import load_model
+
+
+def box_inertia(rng, mass):
+    """Inertia about the COM of a solid box of ``mass`` with random sides 0.1-0.5 m, randomly
+    rotated: a rigid body's (positive definite, triangle inequalities hold), as the loader demands."""
+    a, b, c = rng.uniform(0.1, 0.5, 3)
+    moments = mass / 12 * np.array([b * b + c * c, a * a + c * c, a * a + b * b])
+    R = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    return R @ np.diag(moments) @ R.T
 
 
 def write_robot(folder, n, seed=0):
@@ -34,11 +44,11 @@ def write_robot(folder, n, seed=0):
     rng = np.random.default_rng(seed)
     links = []
     for i in range(n):
-        A = rng.uniform(-0.05, 0.05, (3, 3))
-        inertia = A @ A.T + np.diag(rng.uniform(0.02, 0.1, 3))
+        mass = float(rng.uniform(1, 5))
+        inertia = box_inertia(rng, mass)
         links.append({"joint": f"joint_{i + 1}", "type": "revolute", "theta": 0.0,
                       "d": float(rng.uniform(0.1, 0.3)), "a": float(rng.uniform(0.1, 0.3)),
-                      "alpha": float(rng.uniform(0.2, 1.3)), "mass": float(rng.uniform(1, 5)),
+                      "alpha": float(rng.uniform(0.2, 1.3)), "mass": mass,
                       "com": rng.uniform(-0.05, 0.05, 3).tolist(),
                       "inertia": [float(inertia[0, 0]), float(inertia[0, 1]), float(inertia[0, 2]),
                                   float(inertia[1, 1]), float(inertia[1, 2]), float(inertia[2, 2])],
@@ -60,8 +70,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3)
+    add_quick_option(ap)
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if args.quick:
+        args.n, args.repeats = 2, 1
+    print(machine_load())
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         urdf, params = write_robot(tmp, args.n)
@@ -75,13 +88,13 @@ def main():
             gen.append(info.generation_s)
             comp.append(info.compile_s)
         warm = []
-        for _ in range(max(5, args.repeats)):
+        for _ in range(1 if args.quick else max(5, args.repeats)):
             t0 = time.perf_counter()
             FlexibleJointFeedforward(model, cache=tmp / "cache_0")
             warm.append(time.perf_counter() - t0)
         env = dict(os.environ, FLEXMODAL_CACHE=str(tmp / "cache_0"))
         cli = []
-        for _ in range(3):
+        for _ in range(1 if args.quick else 3):
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-m", "flexmodal_ros.cli", "codegen", "--urdf", str(urdf), "--params",
                             str(params), "--json"], check=True, capture_output=True, env=env)
@@ -91,6 +104,7 @@ def main():
           f"compile {med(comp):.2f} s), warm cache {med(warm) * 1e3:.0f} ms (target <= 200)")
     print(f"`flexmodal codegen` process on a warm cache (Python start-up and imports included): {med(cli):.2f} s")
     print(f"operations {info.operations}; τ, τ', τ'' alone {info.operations_rigid}")
+    print(machine_load())
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from threadpoolctl import threadpool_limits
 
-from bench_modal import median_time
+from _shared import add_quick_option, machine_load, median_time
 from flexmodal_ros.constrained import modal_analysis, static_equilibrium
 from flexmodal_ros.constrained.eigenanalysis import _index_one_pencil, _second_order_pencil
 from flexmodal_ros.constrained.equilibrium import penalty_equilibrium
@@ -86,11 +86,14 @@ def _target_line(label, seconds, target, baseline, baseline_text, unit=1.0, unit
           f"{baseline * unit:.3f} {unit_name} (product/baseline {seconds / baseline:.2f}×)")
 
 
-def bench_fourbar(repeats):
-    """Table 1 timings and the N = 20 targets; ``repeats`` calls per median."""
+def bench_fourbar(repeats, loops=None):
+    """Table 1 timings and the N = 20 targets; ``repeats`` calls per median (``loops``: only the
+    rows N <= loops, for --quick; the targets then refer to the last row)."""
     print(f"1. N-loop four-bar, dense (median ms per linearization + eigensolution; {_load()})")
     print(f"{'N':>3} {'n':>4} {'MCS':>8} {'RCS':>8} {'UCS':>8}   paper MCS/RCS/UCS [ms]")
     for N, paper in PAPER_TABLE_1_MS.items():
+        if loops and N > loops:
+            continue
         model = load_paper_model("fourbar", loops=N)
         system, eq, q_p = _prepared(model)
         data = system.create_data()
@@ -219,17 +222,22 @@ def plot_scaling(rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
-    ap.add_argument("--plot", default="constrained_scaling.png", help="scaling plot PNG path")
+    add_quick_option(ap)
+    ap.add_argument("--plot", default="constrained_scaling.png", help="scaling plot PNG path ('' = none)")
     ap.add_argument("--dense-max", type=int, default=100, help="largest n_p solved densely")
     ap.add_argument("--max-elements", type=int, default=400, help="largest n_p of the scaling plot")
     args = ap.parse_args()
-    repeats = 5 if args.quick else 21
-    bench_fourbar(201 if not args.quick else 51)
-    sizes = [10, 25, 50, 75, 100, 150, 200, 300, 400]
-    sizes = [n for n in sizes if n <= (100 if args.quick else args.max_elements)]
-    rows = bench_pendulum(sizes, 3 if args.quick else 5, args.dense_max)
-    plot_scaling(rows, args.plot)
+    print(machine_load())
+    if args.quick:
+        bench_fourbar(1, loops=5)
+        bench_pendulum([10], 1, args.dense_max)
+        print(f"done ({_load()})")
+        return
+    bench_fourbar(201)
+    sizes = [n for n in (10, 25, 50, 75, 100, 150, 200, 300, 400) if n <= args.max_elements]
+    rows = bench_pendulum(sizes, 5, args.dense_max)
+    if args.plot:
+        plot_scaling(rows, args.plot)
     print(f"done ({_load()})")
 
 

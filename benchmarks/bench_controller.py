@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.control import FailSafeController, SafetyLimits
 from flexmodal_ros.nodes.conversions import JointStateReader, JointStateWriter, TorqueCommandWriter
 from flexmodal_ros.robot.registry import load_robot
@@ -93,7 +94,11 @@ def main():
     parser.add_argument("--cycles", type=int, default=3000)
     parser.add_argument("--integration-rate", type=float, default=2000.0,
                         help="simulator RK4 rate [Hz] (node default 2000)")
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.cycles = 1, 60
+    print(machine_load())
     model = load_robot("kuka_lwr4")
     controller_cycles(model, 50)  # warm-up (builds/loads the generated feedforward library)
     fast = describe("controller cycle", [controller_cycles(model, args.cycles) for _ in range(args.repeats)])
@@ -106,6 +111,7 @@ def main():
     steps = int(round(args.integration_rate * PERIOD))
     describe(f"simulator 1 ms ({steps} RK4 steps at {args.integration_rate:g} Hz)",
              [simulator_periods(model, args.cycles, args.integration_rate) for _ in range(args.repeats)])
+    print(machine_load())
 
 
 if __name__ == "__main__":

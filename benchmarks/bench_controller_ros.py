@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.control import LAW_INPUTS, LAW_OUTPUTS, ControlLaw, law_layout
 from flexmodal_ros.flexible_joint.linear_model import setpoint_reference
 from flexmodal_ros.robot.model import create_data
@@ -62,7 +63,11 @@ def main():
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--realtime", type=int, default=0, metavar="PRIORITY",
                     help="realtime_priority of the simulator and the controller nodes (0: normal scheduling)")
+    add_quick_option(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.seconds = 1, 0.3
+    print(machine_load())
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
     import rclpy
@@ -124,6 +129,7 @@ def main():
     print(f"  limit of this machine, the bare work in C on rcl (no policy, no Python): handed to rmw "
           f"{percentiles(published)}; of which parse + law + serialize {percentiles(ready)}; late cycles "
           f"{np.median(c_late):.3f} % (gaps in the simulator's 1 kHz states)")
+    print(machine_load())
 
 
 def run_node(node, bindir, native, seconds, realtime):

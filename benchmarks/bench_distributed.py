@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.distributed import sweep_to_store
 from flexmodal_ros.distributed.executors import LOOPBACK_CLUSTER
 from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
@@ -52,7 +53,7 @@ def load():
     return "load %.2f/%.2f/%.2f" % os.getloadavg()
 
 
-def throughput(configs, repeats):
+def throughput(configs, repeats, cluster_sizes=(1, 2)):
     """Each repeat runs every variant back to back (same load conditions); medians per variant and
     the median of the per-repeat ratios."""
     from distributed import LocalCluster
@@ -64,7 +65,7 @@ def throughput(configs, repeats):
           f"{os.cpu_count()} CPUs, {load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         clusters = {}
-        for n in (1, 2):
+        for n in cluster_sizes:
             t0 = time.perf_counter()
             clusters[n] = stack.enter_context(LocalCluster(n_workers=n, **LOOPBACK_CLUSTER))
             print(f"LocalCluster({n}) start-up {time.perf_counter() - t0:.1f} s ({load()})", flush=True)
@@ -79,6 +80,8 @@ def throughput(configs, repeats):
             "dask store, 2 workers": lambda: store(scheduler=clusters[2].scheduler_address),
             "local store, 2 threads": lambda: store(workers=2),
         }
+        variants = {name: fn for name, fn in variants.items()
+                    if "dask" not in name or int(name.split(", ")[1][0]) in clusters}
         rates = {name: [] for name in variants}
         for rep in range(repeats):
             for name, fn in variants.items():
@@ -92,6 +95,8 @@ def throughput(configs, repeats):
         print(f"{name:<26} median {statistics.median(values):8.0f} configs/s", flush=True)
     for n, local in ((1, "local batch, 1 thread"), (2, "local batch, 2 threads")):
         dask = f"dask store, {n} worker{'s' if n > 1 else ''}"
+        if dask not in rates:
+            continue
         ratios = [d / b for d, b in zip(rates[dask], rates[local])]
         print(f"ratio {dask} / {local}: median {statistics.median(ratios):.3f} "
               f"(per repeat {', '.join(f'{r:.3f}' for r in ratios)})"
@@ -132,15 +137,20 @@ def main():
     ap.add_argument("--rss-configs", type=int, default=1_000_000, help="client RSS run size (default 1e6; 0 skips)")
     ap.add_argument("--rss", type=int, help=argparse.SUPPRESS)   # child process of the RSS run
     ap.add_argument("--skip-throughput", action="store_true")
+    add_quick_option(ap)
     args = ap.parse_args()
     if args.rss:
         peak_rss(args.rss)
         return
+    if args.quick:
+        args.configs, args.repeats, args.rss_configs = 500, 1, 0
+    print(machine_load())
     if not args.skip_throughput:
-        throughput(args.configs, args.repeats)
+        throughput(args.configs, args.repeats, (1,) if args.quick else (1, 2))
     if args.rss_configs:
         print(f"client peak RSS, {args.rss_configs} configurations on local:2 (fresh process):", flush=True)
         subprocess.run([sys.executable, __file__, "--rss", str(args.rss_configs)], check=True)
+    print(machine_load())
 
 
 if __name__ == "__main__":

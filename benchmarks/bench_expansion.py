@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from bench_modal import median_time            # benchmarks/ is on sys.path when run as a script
+from _shared import add_quick_option, machine_load, median_time   # benchmarks/ is on sys.path when run as a script
 from flexmodal_ros.expansion.erls import ErlsSystem, linearize_batch, load_erls
 from flexmodal_ros.expansion.erls.erls_task import expand_at_half_time, straight_path
 from flexmodal_ros.flexible_joint.ama import modal_analysis
@@ -106,12 +106,14 @@ def bench_expansion_times(max_order, repeats):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    add_quick_option(parser)
     args = parser.parse_args()
-    repeats = 3 if args.quick else 7
+    repeats = 1 if args.quick else 7
+    print(machine_load())
     bench_paper(repeats)
     bench_kuka_live(repeats)
-    bench_expansion_times(4 if args.quick else 5, 3 if args.quick else 5)
+    bench_expansion_times(2 if args.quick else 5, 1 if args.quick else 5)
+    print(machine_load())
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.export import export_files
 from flexmodal_ros.export.mujoco_plant import MujocoRobot, MujocoSimulator
 from flexmodal_ros.nodes.conversions import JointStateWriter
@@ -124,15 +125,19 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ros", action="store_true", help="also the controller under sim time (nodes)")
     parser.add_argument("--fidelity", action="store_true", help="only the mapping fidelity table")
+    add_quick_option(parser)
     args = parser.parse_args()
+    print(machine_load())
     if args.fidelity:
         return fidelity_table()
+    if args.quick:
+        args.repeats = 1
     print("export time per robot [ms] (median of %d):" % args.repeats)
     for (robot, fmt), ms in export_times(args.repeats).items():
         print(f"  {robot:<10} {fmt:<5} {ms:8.1f}")
     print("simulator real-time factor, kuka_lwr4, headless (simulated s per wall s; 1 ms periods with a "
           f"JointState each; median of {args.repeats}):")
-    rows = simulators(args.repeats)
+    rows = simulators(args.repeats, 0.05 if args.quick else 2.0)
     for label, rtf in rows.items():
         print(f"  {label:<24} {rtf:6.1f}x")
     print(f"  mujoco 1 kHz / built-in: {rows['mujoco_simulator 1 kHz'] / rows['built-in RK4 2 kHz']:.1f}x")

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, modal_data_arrays,
                                           _measured_eigenvalues)
 from flexmodal_ros.flexible_joint.linear_model import assemble
@@ -67,7 +68,7 @@ def loop_residuals(problem, p):
     return np.array(out)
 
 
-def bench_cases(model, data, starts, repeats):
+def bench_cases(model, data, starts, repeats, cases=None):
     print(f"\n## Table 3.2 cases ({starts} starts, median of {repeats}): 2 processes of a persistent pool "
           "(as in the server) / one process (what a one-shot `flexmodal identify` picks: a first pool "
           "costs ~4 s to start)")
@@ -77,7 +78,8 @@ def bench_cases(model, data, starts, repeats):
         for f in [pool.submit(int) for _ in range(2)]:
             f.result()
         for case, (shift, (ref, F_ref)) in enumerate(zip(SHIFTS, TABLE_3_2), start=1):
-            _case(model, data, starts, repeats, case, shift, ref, F_ref, pool)
+            if cases is None or case <= cases:
+                _case(model, data, starts, repeats, case, shift, ref, F_ref, pool)
 
 
 def _case(model, data, starts, repeats, case, shift, ref, F_ref, pool):
@@ -92,13 +94,12 @@ def _case(model, data, starts, repeats, case, shift, ref, F_ref, pool):
           f"{np.abs(v[2:] - ref[2:]).max():7.3f}  {t:8.2f}  {one:10.2f}")
 
 
-def bench_evaluation(model, data, repeats):
+def bench_evaluation(model, data, repeats, n=2000):
     print("\n## Time per evaluation (planar_2r, N = 30 measurements, 6 unknowns)")
     det = IdentificationProblem(model, data, objective="determinant")
     eig = IdentificationProblem(model, data, objective="eigenvalue")
     p = np.r_[model.k, model.d_f, model.d_fm] * 1.01
     assert np.allclose(det.residuals(p), loop_residuals(det, p), rtol=1e-9)
-    n = 2000
     rows = [("determinant residuals, vectorized", lambda: det.residuals(p)),
             ("determinant residuals, loop over measurements", lambda: loop_residuals(det, p)),
             ("determinant Jacobian (exact, adjugate)", lambda: det.jacobian(p)),
@@ -106,7 +107,7 @@ def bench_evaluation(model, data, repeats):
             ("eigenvalue Jacobian (exact)", lambda: eig.jacobian(p))]
     result = {}
     for name, fn in rows:
-        reps = n if "loop" not in name else n // 10
+        reps = n if "loop" not in name else max(1, n // 10)
         t, _ = median_time(lambda: [fn() for _ in range(reps)], repeats)
         result[name] = t / reps
         print(f"{name:<48} {t / reps * 1e6:9.1f} µs")
@@ -114,7 +115,7 @@ def bench_evaluation(model, data, repeats):
     print(f"speed-up of vectorizing over measurements: {speedup:.1f}x")
 
 
-def bench_objectives(model, data, starts):
+def bench_objectives(model, data, starts, scenarios_max=None):
     print(f"\n## Determinant (3.31) vs eigenvalue matching ({starts} starts); truth k = "
           f"{model.k.tolist()}, d_f = {model.d_f.tolist()}, d_fm = {model.d_fm.tolist()}")
     truth = np.r_[model.k, model.d_f, model.d_fm]
@@ -125,7 +126,7 @@ def bench_objectives(model, data, starts):
                        np.clip(data.damping_ratio + sigma * rng.standard_normal(data.num_measurements),
                                1e-3, 0.99)) for i in range(3)]
     print("scenario              objective     max|dk|/k   max|d_f err|  max|d_fm err|")
-    for name, zeta in scenarios:
+    for name, zeta in scenarios[:scenarios_max]:
         for objective in ("determinant", "eigenvalue"):
             res = identify(model, data.with_damping(zeta), objective=objective, starts=starts, workers=2)
             err = res.values - truth
@@ -137,11 +138,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--starts", type=int, default=30)
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.starts = 1, 2
+    print(machine_load())
     model, data = planar_data()
-    bench_cases(model, data, args.starts, args.repeats)
-    bench_evaluation(model, data, args.repeats)
-    bench_objectives(model, data, args.starts)
+    bench_cases(model, data, args.starts, args.repeats, 1 if args.quick else None)
+    bench_evaluation(model, data, args.repeats, 10 if args.quick else 2000)
+    bench_objectives(model, data, args.starts, 1 if args.quick else None)
+    print(machine_load())
 
 
 if __name__ == "__main__":

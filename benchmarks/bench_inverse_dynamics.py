@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from _shared import add_quick_option, generic_chain, machine_load
 from flexmodal_ros.robot.inverse_dynamics import FlexibleJointFeedforward, feedforward_numeric
 from flexmodal_ros.robot.inverse_dynamics.build import CFLAGS, count_operations, emit_c, feedforward_function, find_compiler
 from flexmodal_ros.robot.registry import load_robot
@@ -32,23 +33,6 @@ from flexmodal_ros.robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESI
 
 THESIS_LWR4 = {"add": 1289, "mul": 1516, "trig": 12}
 THESIS_GEN_TIME = {5: 82.0, 30: 7047.0}          # s, Maple 2018, i7-2720QM (thesis §4.5.3)
-
-
-def generic_chain(n, seed=0):
-    """All-revolute chain with DH-like placements Tz(d) Tx(a) Rx(α), all parameters nonzero."""
-    rng = np.random.default_rng(seed)
-    pm = pin.Model()
-    parent = 0
-    for i in range(n):
-        d, a, alpha = rng.uniform(0.1, 0.5), rng.uniform(0.1, 0.5), rng.uniform(0.2, 1.3)
-        placement = pin.SE3(pin.rpy.rpyToMatrix(alpha, 0, 0), np.array([a, 0.0, d])) if i else pin.SE3.Identity()
-        parent = pm.addJoint(parent, pin.JointModelRZ(), placement, f"j{i}")
-        A = rng.uniform(-0.1, 0.1, (3, 3))
-        inertia = A @ A.T + np.diag(rng.uniform(0.05, 0.2, 3))
-        pm.appendBodyToJoint(parent, pin.Inertia(rng.uniform(1, 5), rng.uniform(0.02, 0.2, 3), inertia),
-                             pin.SE3.Identity())
-    pm.gravity.linear = np.array([0.0, 0.0, -9.81])
-    return pm
 
 
 def generation(pm, repeats):
@@ -102,11 +86,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-n", type=int, default=30)
     parser.add_argument("--json", help="also write the results to this JSON file")
+    add_quick_option(parser)
     args = parser.parse_args()
+    quick = args.quick
+    max_n = 5 if quick else args.max_n
     report = {}
+    print(machine_load())
 
     lwr = load_robot("kuka_lwr4")
-    ops, gen = generation(lwr.pin, 5)
+    ops, gen = generation(lwr.pin, 1 if quick else 5)
     ff = FlexibleJointFeedforward(lwr)
     full = ff.library.operations
     ratio = (ops["add"] + ops["mul"]) / (THESIS_LWR4["add"] + THESIS_LWR4["mul"])
@@ -122,8 +110,8 @@ def main():
     print("== generic all-revolute chains (τ, τ', τ'')")
     print(f"   {'n':>3} {'add/sub':>8} {'323n-309':>9} {'mul':>7} {'389n-325':>9} {'trig':>5} {'gen [s]':>8} thesis gen [s]")
     report["generic"] = []
-    for n in range(5, args.max_n + 1, 5):
-        ops, gen = generation(generic_chain(n), 3 if n <= 15 else 1)
+    for n in range(5, max_n + 1, 5):
+        ops, gen = generation(generic_chain(n), 1 if quick else 3 if n <= 15 else 1)
         print(f"   {n:>3} {ops['add']:>8} {323 * n - 309:>9} {ops['mul']:>7} {389 * n - 325:>9} {ops['trig']:>5} "
               f"{gen:>8.2f} {THESIS_GEN_TIME.get(n, '')}")
         report["generic"].append({"n": n, "operations": ops, "thesis_add": 323 * n - 309,
@@ -134,13 +122,15 @@ def main():
     x, y = np.array(states, float), np.empty((7, lwr.n))
     q0 = np.array(states[0])
     rnea_data = lwr.pin.createData()
-    timing = {"c_us": c_loop_time(ff.library),
-              "python_us": python_time(lambda: ff(*states)),
-              "python_evaluate_us": python_time(lambda: ff.evaluate(x, y)),
-              "ctypes_call_us": python_time(ff._c.run),
-              "pin_rnea_us": python_time(lambda: pin.rnea(lwr.pin, rnea_data, q0, x[1], x[2])),
-              "casadi_vm_us": python_time(lambda: vm(*states), number=500),
-              "pinocchio_reference_us": python_time(lambda: feedforward_numeric(lwr, *states), number=50)}
+    reps, scale = (1, 0.01) if quick else (7, 1.0)
+    timing = {"c_us": c_loop_time(ff.library, calls=int(200000 * scale), repeats=reps),
+              "python_us": python_time(lambda: ff(*states), reps, int(5000 * scale)),
+              "python_evaluate_us": python_time(lambda: ff.evaluate(x, y), reps, int(5000 * scale)),
+              "ctypes_call_us": python_time(ff._c.run, reps, int(5000 * scale)),
+              "pin_rnea_us": python_time(lambda: pin.rnea(lwr.pin, rnea_data, q0, x[1], x[2]), reps, int(5000 * scale)),
+              "casadi_vm_us": python_time(lambda: vm(*states), reps, max(1, int(500 * scale))),
+              "pinocchio_reference_us": python_time(lambda: feedforward_numeric(lwr, *states), reps,
+                                                    max(1, int(50 * scale)))}
     print("== kuka_lwr4 evaluation of τ, τ', τ'', q_m, q_m', q_m'', τ_m per call (median of 7 runs)")
     print(f"   C loop {timing['c_us']:.2f} µs (goal <= 5) | Python FlexibleJointFeedforward {timing['python_us']:.2f} µs "
           f"(goal <= 20) | thesis MATLAB mex 19.3 µs")

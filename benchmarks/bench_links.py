@@ -19,6 +19,7 @@ import time
 import numpy as np
 from scipy.optimize import brentq
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.links import link_modal_map, link_modes, load_link_arm
 from flexmodal_ros.links.characteristic import characteristic_matrix, equilibrate
 from flexmodal_ros.links.fe import fe_frequencies
@@ -133,16 +134,19 @@ def bench_fe(arm):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    add_quick_option(parser)
     parser.add_argument("--skip-map", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    print(machine_load())
     arm = load_link_arm("three_link_arm")
     link_modes(arm, [0.0, 0.3, 0.3], 10)  # imports and caches
-    bench_single(arm, 40 if args.quick else 200)
-    bench_fe(arm)
+    bench_single(arm, 3 if args.quick else 200)
+    if not args.quick:
+        bench_fe(arm)
     if not args.skip_map:
-        bench_map(arm, 31 if args.quick else 91, args.workers)
+        bench_map(arm, 3 if args.quick else 91, 1 if args.quick else args.workers)
+    print(machine_load())
 
 
 if __name__ == "__main__":

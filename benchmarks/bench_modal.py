@@ -31,6 +31,7 @@ import time
 import numpy as np
 import pinocchio as pin
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.flexible_joint.linear_model import state_matrix
 from flexmodal_ros.flexible_joint.ama import linearized_batch, modal_analysis, modal_analysis_arrays, modal_analysis_batch
 from flexmodal_ros.robot.model import create_data
@@ -223,7 +224,12 @@ def bench_service(calls):
         rclpy.shutdown()
         for server in servers:
             server.terminate()
-            server.wait(10)
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:    # seen with the ServiceThread server under load: not ours to judge here
+                print(f"note: server {server.args[-1]} did not end within 10 s of SIGTERM; killed")
+                server.kill()
+                server.wait(10)
 
 
 SPACING = 0.5e-3         # sleep before each spaced call [s]
@@ -276,16 +282,17 @@ except (KeyboardInterrupt, ExternalShutdownException):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
+    add_quick_option(ap)
     ap.add_argument("--skip-ros", action="store_true")
     args = ap.parse_args()
-    repeats = 3 if args.quick else 9
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    repeats = 1 if args.quick else 9
+    print(machine_load())
     for robot in ("kuka_lwr4", "scompi"):
-        bench_single(robot, 1000 if args.quick else 4000)
-    bench_batch(repeats, 2000 if args.quick else 8000)
+        bench_single(robot, 40 if args.quick else 4000)
+    bench_batch(repeats, 40 if args.quick else 8000)
     if not args.skip_ros:
-        bench_service(200 if args.quick else 1000)
+        bench_service(20 if args.quick else 1000)
+    print(machine_load())
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")          # pyOMA2's progress bars
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from _shared import add_quick_option, machine_load
 from flexmodal_ros.robot.params import Tool
 from flexmodal_ros.flexible_joint.ama import modal_analysis
 from flexmodal_ros.robot.model import with_overrides
@@ -133,6 +134,18 @@ def encoder_noise(seeds, dynamics):
                   f"{comp.count(BELOW_NOISE):>12}{comp.count(MISSED):>8}  {below}")
 
 
+def quick():
+    """--quick: one short linear record of case 1, ours (ERA, low orders) and pyOMA2 once."""
+    scompi = load_robot("scompi")
+    q8 = config_line(scompi, Q1, Q50, 50)[7]
+    ama = modal_analysis(scompi, q8)
+    record = simulate_impact(scompi, q8, Impulse(), 0.6, dynamics="linear")
+    for name, fn in (("ERA (ours)", lambda: ours(record, scompi, q8, "era", range(2, 21, 2))),
+                     ("SSI-cov (pyOMA2)", lambda: pyoma2_ssicov(record, ama))):
+        seconds, (f, z) = timed(fn, 1)
+        print(f"{name:<22}{seconds:>10.3f} s, {errors(f, z, ama)[0]}/11 modes (quick run: not a measurement)")
+
+
 def kuka():
     """KUKA LWR4 impact tests, nonlinear loop, per mode (module docstring)."""
     model = load_robot("kuka_lwr4")
@@ -154,7 +167,12 @@ def main():
     parser.add_argument("--seeds", default="0,1,2,3,4", help="noise seeds, comma-separated (--part noise)")
     parser.add_argument("--dynamics", choices=("linear", "nonlinear"), default="linear",
                         help="closed loop of the noisy records (--part noise; default linear, as the test)")
+    add_quick_option(parser)
     args = parser.parse_args()
+    print(machine_load())
+    if args.quick:
+        logging.disable(logging.INFO)
+        return quick()
     logging.disable(logging.INFO)                   # pyOMA2 logs every step at INFO
     if args.part in ("table", "all"):
         table_2_5(args.repeats)

@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from _shared import add_quick_option
 from flexmodal_ros.flexible_joint.linear_model import closed_loop_state_matrix, configuration_terms
 from flexmodal_ros.flexible_joint.ama import modal_analysis, modal_analysis_batch
 from flexmodal_ros.robot.model import create_data
@@ -138,9 +139,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--service", action="store_true", help="~/shape_trajectory round trip (issue 32)")
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     if args.service:
-        service_round_trip(max(args.repeats, 15))
+        service_round_trip(max(args.repeats, 15) if not args.quick else 3)
         return
     model = load_robot("kuka_lwr4")
     _, positions = thesis_trajectory(model)

@@ -22,7 +22,7 @@ import flexmodal_ros.robot.inverse_dynamics.symbolic as symbolic
 from flexmodal_ros.robot.registry import load_robot
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_inverse_dynamics import generic_chain  # noqa: E402
+from _shared import add_quick_option, generic_chain, machine_load  # noqa: E402
 
 
 class Vec:
@@ -84,7 +84,12 @@ def run(lib, pin_model, label):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sympy", action="store_true", help="SymPy instead of symengine (n = 5 only, slow)")
+    add_quick_option(parser)
     args = parser.parse_args()
+    print(machine_load())
+    if args.quick:
+        run(symengine, generic_chain(2), "generic")
+        return
     if args.sympy:
         run(sympy, generic_chain(5), "generic")
         return

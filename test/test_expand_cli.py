@@ -86,7 +86,8 @@ def test_expand_erls_arm_with_velocities(capsys):
     (["--robot", "planar_2r"], "--about"),
     (["--robot", "no_such_robot", "--about", "0.3,0.5"], "unknown robot"),
     (["--robot", "erls_2link", "--about", "0.3,0.5,1,1"], "--about"),
-    (["--robot", "planar_2r", "--about", "0.3,0.5", "-o", "/nonexistent_dir/c.npz"], "-o: cannot write"),
+    (["--robot", "planar_2r", "--about", "0.3,0.5", "-o", "/nonexistent_dir/c.npz"],
+     "-o /nonexistent_dir/c.npz: directory /nonexistent_dir does not exist"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, message):
     code, out, err = run(capsys, "expand", *args)

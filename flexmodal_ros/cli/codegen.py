@@ -8,15 +8,15 @@ Output file names start with the robot name of the params YAML, reduced to a pla
 (:func:`~flexmodal_ros.core.validation.safe_filename`): they always land inside --out-dir / --plot.
 """
 import shutil
-from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
 from ..robot.inverse_dynamics import FeedforwardOutput, FlexibleJointFeedforward, feedforward_numeric
 from ..robot.trajectory import THESIS_LWR4_Q0, THESIS_LWR4_QF, THESIS_LWR4_T, point_to_point
-from ..core.validation import finite_vector, output_path
-from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from ..core.validation import finite_vector, output_path, write_output
+from .options import (add_json_option, add_model_options, checked_output_dir, file_option, model_from_args,
+                      parse_floats, print_json)
 
 _STATE = (("q", "position [rad or m]"), ("qd", "velocity"), ("qdd", "acceleration"),
           ("q3", "jerk"), ("q4", "snap"))
@@ -27,7 +27,7 @@ _PLOTTED = (("tau", "τ [N m]"), ("tau_dot", "τ' [N m/s]"), ("tau_ddot", "τ'' 
 def add_parser(sub):
     p = sub.add_parser("codegen", help="generate and compile C code of τ, τ', τ'', q_m and τ_m; op counts")
     add_model_options(p)
-    p.add_argument("--out-dir", help="also copy the generated C source here")
+    file_option(p, "--out-dir", kind="output_dir", help="also copy the generated C source here")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -38,20 +38,22 @@ def add_parser(sub):
     s.add_argument("--trajectory", choices=["thesis"],
                    help="evaluate along the thesis LWR4 point-to-point motion (4.29)-(4.30), T = 3 s")
     s.add_argument("--samples", type=int, default=301, help="trajectory samples (default 301)")
-    s.add_argument("--plot", metavar="DIR", help="save PNG plots of τ, τ', τ'', τ_m and a CSV here")
+    file_option(s, "--plot", kind="output_dir", metavar="DIR",
+                help="save PNG plots of τ, τ', τ'', τ_m and a CSV here")
     add_json_option(s)
     s.set_defaults(func=run_invdyn)
 
 
 def run(args):
+    out_dir = checked_output_dir(args, "out_dir", "--out-dir")
     model = model_from_args(args)
     ff = FlexibleJointFeedforward(model)
     info = ff.library
     rigid = info.operations_rigid           # stored with the library (no regeneration on a cache hit)
     source = info.source
-    if args.out_dir:
-        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
-        source = shutil.copy(info.source, output_path(args.out_dir, f"{model.name}_feedforward", ".c"))
+    if out_dir:
+        target = output_path(out_dir, f"{model.name}_feedforward", ".c")
+        source = write_output(target, "--out-dir", lambda path: shutil.copy(info.source, path))
     result = {"robot": model.name, "n": model.n, "operations": info.operations,
               "operations_rigid_terms": rigid, "source": str(source), "library": info.library,
               "symbol": info.symbol, "hash": info.hash, "generation_s": info.generation_s,
@@ -69,6 +71,7 @@ def run(args):
 
 
 def run_invdyn(args):
+    checked_output_dir(args, "plot", "--plot", needed=bool(args.trajectory))
     model = model_from_args(args)
     if args.trajectory:
         return _run_trajectory(args, model)
@@ -102,7 +105,7 @@ def _run_trajectory(args, model):
               "max_abs": {f: float(np.abs(getattr(series, f)).max()) for f in FeedforwardOutput._fields},
               "motor_torque_max_deviation_from_pinocchio": float(np.abs(series.motor_torque - ref).max())}
     if args.plot:
-        result["files"] = _save_plots(Path(args.plot), model, times, series)
+        result["files"] = write_output(args.plot, "--plot", lambda folder: _save_plots(folder, model, times, series))
     if args.json:
         print_json(result)
     else:
@@ -117,7 +120,6 @@ def _save_plots(folder, model, times, series):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    folder.mkdir(parents=True, exist_ok=True)
     files = []
     for field, label in _PLOTTED:
         fig, ax = plt.subplots(figsize=(7, 4))

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..modes import snap_to_axis
-from .options import add_json_option, configurations_from_args, model_overrides, parse_floats, print_json
+from .options import (add_json_option, configurations_from_args, file_option, model_overrides, parse_floats,
+                      print_json)
 
 DEFAULT_ROBOT_METHOD = "mcs"
 METHOD_CHOICES = ("mcs", "rcs", "ucs")
@@ -26,8 +27,8 @@ METHOD_CHOICES = ("mcs", "rcs", "ucs")
 def add_parser(sub):
     p = sub.add_parser("constrained", help="linearization of constrained multibody systems "
                        "(four-bar, flexible double pendulum): MCS, RCS, UCS")
-    p.add_argument("--model", required=True,
-                   help="bundled model (fourbar, fourbar_singular, pendulum) or a model YAML file")
+    file_option(p, "--model", kind="input", required=True,
+                help="bundled model (fourbar, fourbar_singular, pendulum) or a model YAML file")
     p.add_argument("--loops", type=int, help="four-bar: number of loops N")
     p.add_argument("--damping", type=float, help="four-bar: dashpot c_f alongside each spring [N s/m]")
     p.add_argument("--elements", type=int, help="pendulum: finite elements per link n_p")
@@ -64,12 +65,15 @@ def first_modes(modes, count):
 
 def run(args):
     from ..constrained import modal_analysis, static_equilibrium
-    from ..constrained.paper_models import load_paper_model
+    from ..constrained.eigenanalysis import check_dense_size
+    from ..constrained.paper_models import load_paper_model, paper_model_size
 
     if args.show < 0:
         raise InputError("--show: must be >= 0")
-    model = load_paper_model(args.model, loops=args.loops, damping=args.damping,
-                             elements=args.elements)
+    names = {"loops": "--loops", "elements": "--elements", "damping": "--damping"}
+    sizes = dict(loops=args.loops, damping=args.damping, elements=args.elements)
+    check_dense_size(paper_model_size(args.model, names, **sizes), args.modes, "--modes")
+    model = load_paper_model(args.model, names, **sizes)
     system = model.system
     eq = static_equilibrium(system, model.guess)
     penalty = _penalty(args, model.penalty)
@@ -78,7 +82,7 @@ def run(args):
     for method in methods:
         start = time.perf_counter()
         result = modal_analysis(system, eq, method, num_modes=args.modes, penalty=penalty,
-                                refine=args.refine)
+                                refine=args.refine, num_modes_field="--modes")
         results[method] = (result, time.perf_counter() - start)
     if args.json:
         print_json({"model": model.name, "parameters": dataclasses.asdict(model.parameters),

@@ -1,11 +1,10 @@
 """``flexmodal model`` (model summary) and ``flexmodal dh2urdf`` (DH table -> URDF)."""
-from pathlib import Path
-
 import numpy as np
 
+from ..core.validation import write_output
 from ..robot.dh import dh_to_urdf, load_dh
 from ..robot.model import summary
-from .options import add_json_option, add_model_options, model_from_args, print_json
+from .options import add_json_option, add_model_options, checked_output, file_option, model_from_args, print_json
 
 
 def add_parser(sub):
@@ -14,8 +13,8 @@ def add_parser(sub):
     add_json_option(p)
     p.set_defaults(func=run_model)
     d = sub.add_parser("dh2urdf", help="write a URDF from a standard-DH table YAML")
-    d.add_argument("dh_file", help="DH table YAML (see flexmodal_ros/dh.py)")
-    d.add_argument("-o", "--output", help="output URDF (default: print)")
+    file_option(d, "dh_file", kind="input", help="DH table YAML (see flexmodal_ros/robot/dh.py)")
+    file_option(d, "-o", "--output", kind="output", help="output URDF (default: print)")
     d.set_defaults(func=run_dh2urdf)
 
 
@@ -35,10 +34,11 @@ def run_model(args):
 
 
 def run_dh2urdf(args):
+    output = checked_output(args, "output", "-o")
     name, base, links = load_dh(args.dh_file)
     text = dh_to_urdf(name, links, base)
-    if args.output:
-        Path(args.output).write_text(text)
+    if output:
+        write_output(output, "-o", lambda path: path.write_text(text))
     else:
         print(text, end="")
     return 0

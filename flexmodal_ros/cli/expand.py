@@ -8,13 +8,14 @@
 """
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.validation import write_output
 from ..modes import frequencies_and_damping, mac
-from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
+                      model_from_args, parse_floats, print_json)
 
 DEFAULT_TOLERANCE = 1e-3   # = flexmodal_ros.expansion.recursion.DEFAULT_TOLERANCE (checked in the tests);
 # the parametric core (CasADi, SciPy sparse) is imported on use so that other subcommands start fast
@@ -25,19 +26,20 @@ def add_parser(sub):
     add_model_options(p)
     p.add_argument("--about", help="expansion point x0: q (URDF joint order) [rad or m]; with --velocities "
                    "(flexible-link arms) q then q̇ [rad/s]")
-    p.add_argument("--order", type=int, default=3, help="Taylor order t >= 1 (default 3)")
+    p.add_argument("--order", type=int, default=3, help="Taylor order t >= 1 (default 3); at most 6 and "
+                   "C(p + t, t) <= 1000 terms (flexmodal_ros/expansion/multiindex.py)")
     p.add_argument("--modes", help="1-based mode numbers at x0, comma-separated (default: all modes)")
     p.add_argument("--velocities", action="store_true",
                    help="also expand in the joint velocities (flexible-link arms: x = {q_r, q̇_r})")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help=f"relative eigenvalue error that defines the trust radius (default {DEFAULT_TOLERANCE:g})")
-    p.add_argument("-o", "--output", help="write the coefficients to this .npz file")
+    file_option(p, "-o", "--output", kind="output", help="write the coefficients to this .npz file")
     p.add_argument("--at", action="append", default=[], metavar="X",
                    help="evaluate the polynomials and the exact solution at X (repeatable)")
     p.add_argument("--table1", action="store_true", help="print Table 1 of the paper (addend counts)")
     p.add_argument("--paper", action="store_true",
                    help="run the paper's validation task (straight path, t = 4) on the ERLS arm")
-    p.add_argument("--plot-dir", default="flexmodal_output/expand", help="PNG output of --paper")
+    file_option(p, "--plot-dir", kind="output_dir", default="flexmodal_output/expand", help="PNG output of --paper")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -48,7 +50,9 @@ def run(args):
     if args.table1:
         return _table1(args)
     if args.paper:
+        checked_output_dir(args, "plot_dir", "--plot-dir")
         return _paper(args)
+    output = checked_output(args, "output", "-o")
     if args.about is None:
         raise InputError("--about: the expansion point is required (or use --table1 / --paper)")
     system = _system(args)
@@ -56,11 +60,12 @@ def run(args):
     points = [parse_floats(text, "--at") for text in args.at]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        poly = expand(system, order=args.order, modes=modes, tolerance=args.tolerance)
+        poly = expand(system, order=args.order, modes=modes, tolerance=args.tolerance, order_field="--order",
+                      modes_field="--modes")
         rows = [_point(system, poly, x) for x in points]
     notes = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-    if args.output:
-        _write(lambda: poly.save(Path(args.output)), "-o")
+    if output:
+        write_output(output, "-o", poly.save)
     at0 = poly.evaluate(poly.x0, warn=False)
     out = {"robot": system.describe().get("robot", system.describe().get("model")),
            "system": system.kind, "parameters": list(poly.parameter_names), "about": poly.x0.tolist(),
@@ -105,14 +110,6 @@ def _system(args):
                          f"{' then their velocities' if args.velocities else ''}), got {x0.size}")
     point = operating_point(erls, x0[:nr], x0[nr:] if args.velocities else None)
     return ErlsSystem(erls, point, ("positions", "velocities") if args.velocities else ("positions",))
-
-
-def _write(action, option):
-    """Run a file-writing ``action``; an OS error becomes an InputError naming ``option``."""
-    try:
-        return action()
-    except OSError as exc:
-        raise InputError(f"{option}: cannot write ({exc.strerror}: {exc.filename})") from None
 
 
 def _integers(text, field):
@@ -193,7 +190,8 @@ def _paper(args):
             raise InputError(f"--robot: {args.robot!r} is not a bundled flexible-link (ERLS) arm")
     result = validation_task(model)
     summary = result.summary()
-    summary["plots"] = [str(p) for p in _write(lambda: plot_validation(result, args.plot_dir), "--plot-dir")]
+    summary["plots"] = [str(p) for p in write_output(args.plot_dir, "--plot-dir",
+                                                     lambda folder: plot_validation(result, folder))]
     if args.json:
         print_json(summary)
         return 0

@@ -3,7 +3,8 @@ import time
 
 from ..export import FORMATS, LINK_DAMPING_MODES, ROTOR_MODES, export_files
 from ..export.tree import check_source_urdf
-from .options import add_json_option, add_model_options, model_from_args, print_json
+from ..core.validation import write_output
+from .options import add_json_option, add_model_options, checked_output, file_option, model_from_args, print_json
 
 
 def add_parser(sub):
@@ -11,7 +12,7 @@ def add_parser(sub):
                        "description with a rotor link, <joint>_motor and an elastic joint per joint")
     add_model_options(p)
     p.add_argument("--format", required=True, choices=FORMATS)
-    p.add_argument("-o", "--output", required=True, help="description file to write")
+    file_option(p, "-o", "--output", kind="output", required=True, help="description file to write")
     p.add_argument("--rotor", choices=ROTOR_MODES, help="rotor inertia mapping (default: armature for "
                    "mjcf, gear for urdf/sdf; see README 'Gazebo and MuJoCo')")
     p.add_argument("--link-damping", choices=LINK_DAMPING_MODES, help="link damping d_f mapping "
@@ -28,13 +29,14 @@ def add_parser(sub):
 
 
 def run(args):
+    output = checked_output(args, "output", "-o")
     source = _source_urdf(args)
     if source is not None:
         check_source_urdf(source)               # unsupported joints: the export's own message
     model = model_from_args(args)
     start = time.perf_counter()
-    result = export_files(model, args.format, args.output, args.rotor, args.link_damping,
-                          args.gear_ratio, args.timestep)
+    result = write_output(output, "-o", lambda path: export_files(model, args.format, path, args.rotor,
+                                                                   args.link_damping, args.gear_ratio, args.timestep))
     out = dict(result.to_dict(), format=args.format, export_time_s=time.perf_counter() - start)
     if args.check > 0:
         out["check"] = _check(model, args, result).to_dict()

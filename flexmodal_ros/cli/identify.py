@@ -6,14 +6,14 @@ import numpy as np
 
 from ..identification.inverse_eigen import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, NOISE_DAMPING, NOISE_FREQUENCY_REL, OBJECTIVES,
                               identify, load_data_file, write_params)
-from .options import add_json_option, print_json
+from .options import add_json_option, checked_output, file_option, print_json
 from .scheduler import add_scheduler_options, check_scheduler
 
 
 def add_parser(sub):
     p = sub.add_parser("identify", help="identify k, d_f, d_fm from frequencies and damping ratios "
                        "measured in several configurations")
-    p.add_argument("--data", required=True, help="YAML data file (robot + measurements; see "
+    file_option(p, "--data", kind="input", required=True, help="YAML data file (robot + measurements; see "
                    "config/planar_2r_modal_data.yaml)")
     p.add_argument("--unknowns", default="k,d_f,d_fm",
                    help="comma-separated subset of k,d_f,d_fm (default: all; others from the config)")
@@ -30,7 +30,7 @@ def add_parser(sub):
                    help=f"assumed relative frequency noise sigma_f/f (default {NOISE_FREQUENCY_REL})")
     p.add_argument("--noise-damping", type=float, default=NOISE_DAMPING,
                    help=f"assumed damping-ratio noise sigma_zeta, a fraction (default {NOISE_DAMPING})")
-    p.add_argument("--write-params", metavar="OUT.yaml",
+    file_option(p, "--write-params", kind="output", metavar="OUT.yaml",
                    help="write a complete flexibility YAML with the identified values")
     add_scheduler_options(p)
     add_json_option(p)
@@ -38,6 +38,7 @@ def add_parser(sub):
 
 
 def run(args):
+    checked_output(args, "write_params", "--write-params")
     data_file = load_data_file(args.data)
     check_scheduler(args)
     pick = lambda cli, file: cli if cli is not None else file

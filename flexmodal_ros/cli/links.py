@@ -11,10 +11,12 @@ import numpy as np
 from ..core.errors import InputError
 from ..links import BEAM_MODELS, JOINT_MODELS, link_arm_from_model, link_modes, with_joints, with_thickness
 from ..links.sweeps import joint_stiffness_sweep, link_modal_map
-from ..links.solve import MAX_MODES, REGIMES
+from ..links.solve import MAX_MODES, REGIMES, check_request
+from ..core.validation import write_output
 from ..modes import plot_tracked
-from .options import (add_json_option, add_model_options, add_sweep_output_options, configurations_from_args,
-                      model_from_args, parse_floats, print_crossings, print_json, write_map_outputs)
+from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir,
+                      configurations_from_args, file_option, model_from_args, parse_floats, print_crossings,
+                      print_json, write_map_outputs)
 
 
 def add_parser(sub):
@@ -41,7 +43,7 @@ def add_parser(sub):
                        help="sweep: straight line between two configurations (with --num)")
     where.add_argument("--grid", action="append", metavar="JOINT=START:STOP:NUM",
                        help="sweep: vary JOINT over NUM values (repeatable; others at --q)")
-    where.add_argument("--configs", metavar="FILE", help="sweep: CSV file, one configuration per row")
+    file_option(where, "--configs", kind="input", metavar="FILE", help="sweep: CSV file, one configuration per row")
     where.add_argument("--kt-sweep", metavar="E0:E1:NUM",
                        help="frequencies vs joint stiffness k_T = 10^E for NUM exponents from E0 to E1, "
                             "all joints (with --joints elastic or servo; default elastic)")
@@ -69,6 +71,9 @@ def _angles(args, values):
 
 
 def run(args):
+    check_request(args.modes, args.model, args.regime, "--modes")
+    sweep = bool(args.line or args.grid or args.configs or args.kt_sweep)
+    checked_output_dir(args, "out_dir", "--out-dir", needed=sweep or args.plot_mode is not None)
     model, arm = _arm(args)
     if args.line or args.grid or args.configs:
         return _run_sweep(args, model, arm)
@@ -77,13 +82,12 @@ def run(args):
     q = _angles(args, parse_floats(args.q, "--q"))
     if args.kt_sweep:
         return _run_kt_sweep(args, arm, q)
-    res = link_modes(arm, q, args.modes, args.model, args.regime)
+    res = link_modes(arm, q, args.modes, args.model, args.regime, field="--modes")
     files = []
     if args.plot_mode is not None:
         from ..links.shapes import plot_mode
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files.append(str(plot_mode(arm, res, args.plot_mode - 1, out / f"link_mode_{args.plot_mode}.png")))
+        target = Path(args.out_dir) / f"link_mode_{args.plot_mode}.png"
+        files.append(str(write_output(target, "--out-dir", lambda path: plot_mode(arm, res, args.plot_mode - 1, path))))
     if args.json:
         doc = {"robot": arm.name, "link_names": list(arm.link_names)}
         doc.update(res.to_dict(arm.joint_names))
@@ -130,12 +134,12 @@ def _run_kt_sweep(args, arm, q):
     stiffness = 10.0 ** np.linspace(start, stop, int(num))
     mmap = joint_stiffness_sweep(arm, q, stiffness, args.modes, args.model, args.regime)
     files = write_map_outputs(mmap, args.out_dir, "link_modes_vs_kt", "", plot=False)
-    rigid = link_modes(with_joints(arm, "rigid"), q, args.modes, args.model, args.regime).frequencies_hz
+    rigid = link_modes(with_joints(arm, "rigid"), q, args.modes, args.model, args.regime, field="--modes").frequencies_hz
     f = mmap.tracked("frequencies_hz")
     if not args.no_plot:
-        files.append(plot_tracked(np.log10(stiffness), f, mmap.tracked("damping_ratios"),
-                                  Path(args.out_dir) / "link_modes_vs_kt.png", title=f"{arm.name}: {args.model} link modes vs "
-                                  f"joint stiffness ({arm.joint_model})", xlabel="log10 k_T [N m/rad]"))
+        files.append(write_output(Path(args.out_dir) / "link_modes_vs_kt.png", "--out-dir", lambda path: plot_tracked(
+            np.log10(stiffness), f, mmap.tracked("damping_ratios"), path, title=f"{arm.name}: {args.model} link "
+            f"modes vs joint stiffness ({arm.joint_model})", xlabel="log10 k_T [N m/rad]")))
     relative = (rigid[None, :] - np.sort(f, axis=1)) / rigid[None, :]
     summary = {"robot": arm.name, "model": args.model, "joint_model": arm.joint_model,
                "joint_stiffness": stiffness.tolist(), "rigid_frequencies_hz": rigid.tolist(),

@@ -10,8 +10,8 @@ from ..robot.model import with_overrides
 from ..flexible_joint.sampled import HOLDS
 from ..flexible_joint.sweep import modal_map
 from .options import (add_json_option, add_model_options, add_override_options, add_sweep_output_options,
-                      configurations_from_args, model_from_args, model_overrides, parse_floats, print_crossings,
-                      print_json, write_map_outputs)
+                      checked_output_dir, configurations_from_args, file_option, model_from_args, model_overrides,
+                      parse_floats, print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 from .scheduler import add_store_options, check_scheduler, run_store_sweep
 
@@ -37,8 +37,8 @@ def add_parser(sub):
                        help="straight line between two comma-separated configurations (with --num)")
     where.add_argument("--grid", action="append", metavar="JOINT=START:STOP:NUM",
                        help="vary JOINT over NUM values (repeatable; others at --q)")
-    where.add_argument("--configs", metavar="FILE",
-                       help="CSV file, one configuration per row (URDF joint order, no header)")
+    file_option(where, "--configs", kind="input", metavar="FILE",
+                help="CSV file, one configuration per row (URDF joint order, no header)")
     s.add_argument("--num", type=int, default=50, help="configurations on --line (default 50)")
     s.add_argument("--q", help="base configuration of --grid (default: zeros)")
     add_override_options(s)
@@ -96,6 +96,7 @@ def _warn(lines):
 
 
 def run_sweep(args):
+    checked_output_dir(args, "out_dir", "--out-dir", needed=not (args.store and args.no_plot))
     if wants_constrained(args):  # closed-chain robot or --method: flexmodal_ros.constrained
         model, mmap = robot_sweep(args)
     else:

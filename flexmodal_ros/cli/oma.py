@@ -1,5 +1,10 @@
 """``flexmodal oma``: operational modal analysis of a simulated impact test, a ROS 2 bag or a CSV
-record; comparison with the AMA; oma.json, oma.csv, stabilization.png and identify_data.yaml."""
+record; comparison with the AMA; oma.json, oma.csv, stabilization.png and identify_data.yaml.
+
+``--save-record F`` writes the analysed record: ``F.csv`` as CSV (``# excitation_end_s:`` header
+comment), anything else as a new ROS 2 bag directory (sqlite3; MCAP if F ends in ``.mcap``) with
+the excitation end on the topic ``/flexmodal/excitation_end``. Read back through ``--csv`` /
+``--bag``, the stored instant is where the free decay starts (no guess from the response)."""
 from dataclasses import replace
 from pathlib import Path
 
@@ -8,12 +13,14 @@ import numpy as np
 from ..robot.params import Tool
 from ..core.errors import InputError
 from ..robot.model import with_overrides
-from ..oma.bags import read_joint_states
+from ..core.validation import output_file, write_output
+from ..oma.bags import read_joint_states, write_joint_states
 from ..oma.impact import AXES, CHANNEL_SETS, DYNAMICS, HOLDS, EncoderNoise, Impulse, simulate_impact
 from ..oma.estimators import METHODS
 from ..oma.pipeline import run_oma, write_outputs
-from ..oma.record import read_csv
-from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from ..oma.record import read_csv, write_csv
+from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
+                      model_from_args, parse_floats, print_json)
 
 DEFAULT_OUT = "flexmodal_output/oma"
 
@@ -28,9 +35,9 @@ def add_parser(sub):
     p.add_argument("--kd", help="motor-side D gain(s) [N m s/rad]")
     p.add_argument("--tool-mass", type=float, help="point-mass tool at the end-effector frame [kg]")
     src = p.add_argument_group("recorded data (instead of a simulation)")
-    src.add_argument("--bag", help="ROS 2 bag directory (or its .db3/.mcap file), sqlite3 or MCAP")
+    file_option(src, "--bag", kind="input", help="ROS 2 bag directory (or its .db3/.mcap file), sqlite3 or MCAP")
     src.add_argument("--topic", default="/joint_states", help="JointState topic (default /joint_states)")
-    src.add_argument("--csv", help="CSV record: a t column then one column per channel")
+    file_option(src, "--csv", kind="input", help="CSV record: a t column then one column per channel")
     src.add_argument("--joints", help="channels to analyse, comma-separated (default: bag: every "
                                       "<joint>_motor of the robot, else all)")
     src.add_argument("--start", type=float, help="analyse from this time [s after the first sample]")
@@ -57,9 +64,12 @@ def add_parser(sub):
     p.add_argument("--method", default="era", choices=METHODS, help="identification method (default era)")
     p.add_argument("--orders", help="model orders START:STOP[:STEP] (default: era/ssi-cov 2:100:2, var 2:30)")
     p.add_argument("--snr-min", type=float, help="least SNR of a reported mode (default 5)")
-    p.add_argument("--out-dir", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
-    p.add_argument("--data-out", help="append the identified modes to this identification data file "
-                                      "(default OUT_DIR/identify_data.yaml, new)")
+    file_option(p, "--out-dir", kind="output_dir", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    file_option(p, "--data-out", kind="output", help="append the identified modes to this identification data file "
+                                                     "(default OUT_DIR/identify_data.yaml, new)")
+    file_option(p, "--save-record", kind="output", metavar="F",
+                help="also write the analysed record: F.csv as CSV, else a new ROS 2 bag directory F (MCAP if F "
+                     "ends in .mcap), with its excitation end (read back by --csv / --bag)")
     p.add_argument("--no-plot", action="store_true", help="skip stabilization.png")
     add_json_option(p)
     p.set_defaults(func=run)
@@ -134,7 +144,10 @@ def _record(args, model):
                                        None if args.end is None else record.t[0] + args.end)
         q = parse_floats(args.q, "--q") if args.q else None
         if q is None and model is not None and args.bag:
-            links = read_joint_states(args.bag, args.topic, list(model.joint_names), args.start, args.end)
+            try:
+                links = read_joint_states(args.bag, args.topic, list(model.joint_names), args.start, args.end)
+            except InputError as exc:
+                raise InputError(f"--q: not given, and the bag's link positions cannot be read ({exc})") from None
             q = np.median(links.values, axis=0)
         return record, q
     if model is None:
@@ -144,20 +157,61 @@ def _record(args, model):
     q = parse_floats(args.q, "--q")
     noise = parse_noise(args.noise) if args.noise else None
     records = []
-    for k, axis in enumerate(parse_axes(args.impulse_axis)):      # independent noise per impact
-        impulse = Impulse(args.impulse, axis, args.t_impulse, args.impulse_duration)
-        records.append(simulate_impact(model, q, impulse, args.duration, args.sample_rate, args.controller_rate_hz,
-                                       args.hold, args.dynamics, args.channels,
-                                       None if noise is None else replace(noise, seed=noise.seed + k)))
+    try:
+        for k, axis in enumerate(parse_axes(args.impulse_axis)):      # independent noise per impact
+            impulse = Impulse(args.impulse, axis, args.t_impulse, args.impulse_duration)
+            records.append(simulate_impact(model, q, impulse, args.duration, args.sample_rate,
+                                           args.controller_rate_hz, args.hold, args.dynamics, args.channels,
+                                           None if noise is None else replace(noise, seed=noise.seed + k)))
+    except InputError as exc:
+        raise InputError(_as_options(str(exc))) from None
     return (records[0] if len(records) == 1 else records), q
 
 
+# core field names of the simulated impact test → the options that set them (messages name the option)
+_OPTION_NAMES = {"impulse_axis": "--impulse-axis", "t_impulse": "--t-impulse", "impulse_duration": "--impulse-duration",
+                 "impulse": "--impulse", "sample_rate_hz/duration": "--sample-rate/--duration",
+                 "noise counts": "--noise counts", "noise std": "--noise std", "controller_rate_hz": "--controller-rate-hz"}
+
+
+def _as_options(message):
+    field, sep, rest = message.partition(":")
+    return f"{_OPTION_NAMES[field]}{sep}{rest}" if field in _OPTION_NAMES else message
+
+
+def save_record_target(text):
+    """(path, kind) of --save-record: kind "csv" for F.csv, else "sqlite3"/"mcap" for a new bag
+    directory F; checked before any work (a bag must not exist yet)."""
+    path = Path(text)
+    if path.suffix.lower() == ".csv":
+        return output_file(path, "--save-record"), "csv"
+    if path.exists() or path.is_symlink():
+        raise InputError(f"--save-record {path}: already exists (a bag is written as a new directory; "
+                         "give a new name, or F.csv for CSV)")
+    output_file(path, "--save-record")             # the parent directory must exist and be writable
+    return path, "mcap" if path.suffix.lower() == ".mcap" else "sqlite3"
+
+
+def _save_record(record, path, kind):
+    if kind == "csv":
+        return write_output(path, "--save-record", lambda p: write_csv(record, p))
+    return write_output(path, "--save-record", lambda p: write_joint_states(p, record, storage=kind))
+
+
 def run(args):
+    out_dir = checked_output_dir(args, "out_dir", "--out-dir")
+    checked_output(args, "data_out", "--data-out")
+    target = save_record_target(args.save_record) if args.save_record else None
     model = _model(args)
     record, q = _record(args, model)
+    if target and isinstance(record, list):
+        raise InputError("--save-record: several impact tests (--impulse-axis with several axes) give several "
+                         "records; save one axis at a time")
     orders = parse_orders(args.orders) if args.orders else None
     result = run_oma(record, model, q, args.method, orders, args.controller_rate_hz, args.hold, args.snr_min)
-    result = write_outputs(result, Path(args.out_dir), plot=not args.no_plot, data_out=args.data_out)
+    saved = {"record": _save_record(result.record, *target)} if target else {}
+    result = write_output(out_dir, "--out-dir", lambda folder: write_outputs(
+        result, folder, plot=not args.no_plot, data_out=args.data_out, files=saved))
     if args.json:
         print_json(result.to_dict())
         return 0

@@ -1,4 +1,12 @@
-"""Options and helpers shared by the ``flexmodal`` subcommands."""
+"""Options and helpers shared by the ``flexmodal`` subcommands.
+
+Every option that names a file or a directory is declared through :func:`file_option`, which tags
+the argparse action with ``file_kind`` ("input", "output" or "output_dir"): the bad-file test
+(test/test_cli_bad_files.py) finds them there. Outputs are checked before any work with
+:func:`checked_output` / :func:`checked_output_dir` (core: :func:`~flexmodal_ros.core.validation.output_file`,
+:func:`~flexmodal_ros.core.validation.output_directory`) and written through
+:func:`~flexmodal_ros.core.validation.write_output`.
+"""
 import io
 import json
 from pathlib import Path
@@ -6,18 +14,44 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.validation import output_directory, output_file, read_text_file, shown, write_output
 from ..flexible_joint.sweep import MAX_CONFIGURATIONS, check_map_size, config_grid, config_line, grid_spec
 from ..robot.params import Tool
 from ..robot.registry import resolve_model
-from ..core.validation import read_text_file, shown
+
+FILE_KINDS = ("input", "output", "output_dir")
+
+
+def file_option(parser, *flags, kind, **kwargs):
+    """``parser.add_argument(*flags, **kwargs)`` for an option naming a file or directory, tagged
+    with ``file_kind`` = ``kind`` (one of FILE_KINDS)."""
+    if kind not in FILE_KINDS:
+        raise ValueError(f"kind: expected one of {FILE_KINDS}, got {kind!r}")
+    action = parser.add_argument(*flags, **kwargs)
+    action.file_kind = kind
+    return action
+
+
+def checked_output(args, dest, option):
+    """The output file of option ``option`` (``args.<dest>``; None if not given), checked before
+    any work."""
+    value = getattr(args, dest)
+    return None if value is None else output_file(value, option)
+
+
+def checked_output_dir(args, dest, option, needed=True):
+    """The output directory of option ``option`` (``args.<dest>``), created and checked before any
+    work when ``needed`` (None if not given or not needed)."""
+    value = getattr(args, dest)
+    return None if value in (None, "") or not needed else output_directory(value, option)
 
 
 def add_model_options(parser):
     """--robot NAME | --urdf F --params F."""
     group = parser.add_argument_group("robot model")
     group.add_argument("--robot", help="bundled robot name (scompi, planar_2r, kuka_lwr4)")
-    group.add_argument("--urdf", help="URDF file (default: the one named in --params)")
-    group.add_argument("--params", help="flexibility YAML file")
+    file_option(group, "--urdf", kind="input", help="URDF file (default: the one named in --params)")
+    file_option(group, "--params", kind="input", help="flexibility YAML file")
 
 
 def model_from_args(args):
@@ -28,7 +62,8 @@ def model_from_args(args):
 def add_sweep_output_options(parser, stem, workers="worker threads"):
     """--out-dir, --no-track, --no-plot, --workers, --no-progress, --max-configurations of the
     sweep commands."""
-    parser.add_argument("--out-dir", default=".", help=f"directory for {stem}.{{csv,json,png}} (default .)")
+    file_option(parser, "--out-dir", kind="output_dir", default=".",
+                help=f"directory for {stem}.{{csv,json,png}} (default .)")
     parser.add_argument("--no-track", action="store_true", help="keep modes in frequency order (no MAC tracking)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     parser.add_argument("--workers", type=int, default=None, help=f"{workers} (default: up to 2 CPUs)")
@@ -44,11 +79,11 @@ def write_map_outputs(mmap, out_dir, stem, title, plot=True):
     """``stem``.csv / .json (and .png unless ``plot`` is false) of a ModalMap in ``out_dir``."""
     from ..modes import plot_map, write_csv, write_json
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = [write_csv(mmap, out / f"{stem}.csv"), write_json(mmap, out / f"{stem}.json")]
+    out = output_directory(out_dir, "--out-dir")
+    files = [write_output(out / f"{stem}.csv", "--out-dir", lambda p: write_csv(mmap, p)),
+             write_output(out / f"{stem}.json", "--out-dir", lambda p: write_json(mmap, p))]
     if plot:
-        files.append(plot_map(mmap, out / f"{stem}.png", title=title))
+        files.append(write_output(out / f"{stem}.png", "--out-dir", lambda p: plot_map(mmap, p, title=title)))
     return files
 
 
@@ -134,6 +169,8 @@ def _grid_axis(spec, limit):
 
 def _read_configs(path):
     text = read_text_file(path, "--configs")
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        raise InputError(f"--configs {path}: no configurations (empty file)")
     try:
         return np.loadtxt(io.StringIO(text), delimiter=",", ndmin=2)
     except ValueError as exc:

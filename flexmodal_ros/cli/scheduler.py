@@ -1,9 +1,9 @@
 """Options shared by ``flexmodal sweep`` and ``flexmodal identify`` for Dask and out-of-core maps
 (:mod:`flexmodal_ros.distributed`)."""
-from pathlib import Path
-
 from ..distributed.executors import DEFAULT_TIMEOUT_S, parse_scheduler
 from ..core.errors import InputError
+from ..core.validation import output_directory, write_output
+from .options import file_option
 
 MAX_CROSSINGS_SHOWN = 10
 
@@ -21,8 +21,8 @@ def add_scheduler_options(parser):
 def add_store_options(parser):
     """--store PATH, --chunk-size N, --store-shapes (``flexmodal sweep``)."""
     group = add_scheduler_options(parser)
-    group.add_argument("--store", metavar="PATH", help="stream the map to a Zarr store (out of core, "
-                       "resumable; read with xarray.open_zarr(PATH, consolidated=False))")
+    file_option(group, "--store", kind="output_dir", metavar="PATH", help="stream the map to a Zarr store (out of "
+                "core, resumable; read with xarray.open_zarr(PATH, consolidated=False))")
     group.add_argument("--chunk-size", type=int, help="configurations per task (default 4096, or the "
                        "store's when resuming)")
     group.add_argument("--store-shapes", action="store_true",
@@ -48,9 +48,9 @@ def run_store_sweep(args, model, configurations, print_json):
                          progress=not args.no_progress, timeout=args.scheduler_timeout)
     files = [str(run.path)]
     if not args.no_plot:
-        out = Path(args.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        files.append(str(plot_store(run.path, out / "modal_map.png", f"{model.name}: modal map")))
+        out = output_directory(args.out_dir, "--out-dir")
+        files.append(str(write_output(out / "modal_map.png", "--out-dir",
+                                      lambda path: plot_store(run.path, path, f"{model.name}: modal map"))))
     s = run.summary
     summary = {"robot": model.name, "store": str(run.path), "chunks_computed": run.computed,
                "chunks_resumed": run.resumed, **s, "files": files}

@@ -19,7 +19,9 @@ from ..core.errors import InputError
 from ..shaping import DEFAULT_DESIGN, DESIGNS, KINDS, MODAL_CHOICES, shape_with_design
 from ..shaping.trajectory_file import read_waypoints, write_samples
 from ..shaping.vibration import linearized_vibration
-from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from ..core.validation import write_output
+from .options import (add_json_option, add_model_options, checked_output, file_option, model_from_args, parse_floats,
+                      print_json)
 
 
 def add_shaping_options(p):
@@ -68,9 +70,11 @@ def add_parser(sub):
     p = sub.add_parser("shape", help="input shaping (zv, zvd, ei) of a waypoint trajectory with the "
                                      "configuration-dependent modes")
     add_model_options(p)
-    p.add_argument("--trajectory", required=True, help="waypoint YAML (joint_names, points: time, positions)")
+    file_option(p, "--trajectory", kind="input", required=True,
+                help="waypoint YAML (joint_names, points: time, positions)")
     p.add_argument("--shaper", required=True, choices=KINDS, help="shaper family")
-    p.add_argument("-o", "--output", required=True, help="CSV of the shaped reference and its derivatives")
+    file_option(p, "-o", "--output", kind="output", required=True,
+                help="CSV of the shaped reference and its derivatives")
     p.add_argument("--rate-hz", type=float, default=1000.0, help="sample rate of the CSV [Hz] (default 1000)")
     add_shaping_options(p)
     add_json_option(p)
@@ -78,6 +82,7 @@ def add_parser(sub):
 
 
 def run(args):
+    output = checked_output(args, "output", "-o")
     model = model_from_args(args)
     path = read_waypoints(model, args.trajectory)
     if not args.rate_hz > 0:
@@ -93,7 +98,7 @@ def run(args):
         samples = path_derivatives(path, t)[0]
         print(f"flexmodal shape: warning: no mode qualifies for shaping (threshold {args.threshold:g}); "
               "the reference is written unshaped", file=sys.stderr)
-    write_samples(args.output, model.joint_names, t, samples)
+    write_output(output, "-o", lambda p: write_samples(p, model.joint_names, t, samples))
     out = {"robot": model.name, "shaper": args.shaper, "shaped": shaped is not None,
            "shaper_design": options["shaper_design"], "fixed_shaper": options["shaper_design"] == "fixed",
            "output": str(args.output), "samples": int(t.size),

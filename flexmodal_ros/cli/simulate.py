@@ -19,8 +19,6 @@ path instead of their exact eigenvalues at every sample); ``--model-stiffness-sc
 the controller: feedforward (default), pd_only (= ``--no-feedforward``: PD on W q^d, no
 compensation), pd (PD with the static compensation (2.2)-(2.3) at the moving reference).
 """
-from pathlib import Path
-
 import numpy as np
 
 from ..core.errors import InputError
@@ -29,7 +27,9 @@ from ..shaping import SHAPING_CHOICES
 from ..shaping.trajectory_file import read_waypoints
 from ..shaping.vibration import LAWS, compare, plot_residual, prepare_reference, simulate_move
 from ..simulation import DEFAULT_DT, save_closed_loop_plot, thesis_trajectory
-from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from ..core.validation import write_output
+from .options import (add_json_option, add_model_options, checked_output_dir, file_option, model_from_args,
+                      parse_floats, print_json)
 from .shape import add_shaping_options, shaping_options
 
 DEFAULT_PLOT_DIR = "flexmodal_output/simulate"
@@ -46,7 +46,7 @@ def add_parser(sub):
     p.add_argument("--q0", help="start configuration, comma-separated [rad or m] (default: thesis LWR4 q0)")
     p.add_argument("--qf", help="goal configuration, comma-separated (default: thesis LWR4 qf)")
     p.add_argument("--T", type=float, help="motion time [s] (default 3, thesis)")
-    p.add_argument("--trajectory", help="waypoint YAML instead of --q0/--qf/--T (see flexmodal shape)")
+    file_option(p, "--trajectory", kind="input", help="waypoint YAML instead of --q0/--qf/--T (see flexmodal shape)")
     p.add_argument("--shaping", choices=SHAPING_CHOICES, default="none",
                    help="input shaping of the reference with the configuration-dependent modes (default none)")
     p.add_argument("--model-stiffness-scale", type=float, default=1.0,
@@ -63,8 +63,8 @@ def add_parser(sub):
     p.add_argument("--dt", type=float, default=DEFAULT_DT, help=f"integration step [s] (default {DEFAULT_DT:g})")
     p.add_argument("--delay-cycles", type=int, default=0,
                    help="command transport delay in controller cycles (default 0)")
-    p.add_argument("--plot-dir", default=DEFAULT_PLOT_DIR, help=f"where the PNGs go (default {DEFAULT_PLOT_DIR}); "
-                                                                "'' = no plot")
+    file_option(p, "--plot-dir", kind="output_dir", default=DEFAULT_PLOT_DIR,
+                help=f"where the PNGs go (default {DEFAULT_PLOT_DIR}); '' = no plot")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -91,6 +91,7 @@ def reference_from_args(args, model):
 
 
 def run(args):
+    plot_dir = checked_output_dir(args, "plot_dir", "--plot-dir")
     model = model_from_args(args)
     times, positions = reference_from_args(args, model)
     if not args.settle > 0 or args.delay_cycles < 0 or not args.rate_hz > 0:
@@ -138,14 +139,13 @@ def run(args):
         if "fixed_start" in runs:
             out["fixed_start"] = {"residual_vibration": residuals["fixed_start"],
                                   "added_duration_s": runs["fixed_start"].added_delay}
-    if args.plot_dir:
-        Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
-        path = Path(args.plot_dir) / "closed_loop.png"
-        save_closed_loop_plot({f"{law} {name}": r.run for name, r in runs.items()}, path)
+    if plot_dir:
+        path = plot_dir / "closed_loop.png"
+        write_output(path, "--plot-dir", lambda p: save_closed_loop_plot(
+            {f"{law} {name}": r.run for name, r in runs.items()}, p))
         out["plot"] = str(path)
-        out["residual_plot"] = str(plot_residual(runs, Path(args.plot_dir) / "residual_vibration.png",
-                                                 f"{model.name}: {law}, end-effector residual vibration",
-                                                 args.settle))
+        out["residual_plot"] = str(write_output(plot_dir / "residual_vibration.png", "--plot-dir", lambda p: plot_residual(
+            runs, p, f"{model.name}: {law}, end-effector residual vibration", args.settle)))
     if args.json:
         print_json(out)
         return 0

@@ -102,7 +102,7 @@ def load_closed_chain(urdf_path, params_path) -> ClosedChainRobot:
     """
     cfg = load_config(params_path)
     urdf = Path(urdf_path) if urdf_path is not None else cfg.urdf_path
-    tree, mimics = _parse_urdf(urdf)
+    tree, mimics = _parse_urdf(urdf, cfg.accept_inertia)
     if mimics:
         raise ConfigError(f"urdf joint(s) {', '.join(sorted(mimics))}: mimic joints are not supported "
                           "in closed-chain robots (declare the coupling as a loop closure)")

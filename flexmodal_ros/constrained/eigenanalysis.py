@@ -30,6 +30,14 @@ n_p = 50 / 100); QZ on the pencil only if M is not positive definite:
   (configurable ``spurious_threshold``): η above it is spurious. All 2n eigenpairs are needed
   for that, so the dense UCS is bounded by one eigendecomposition of order 2n.
 
+Automatic refinement (``refine="auto"``, the default of the dense path): the dense solvers are
+backward stable, so their eigenvalue errors are of order ε‖K‖ — about 2e-8 on the lowest modes of
+the fine pendulum meshes (n_p = 50: RCS − MCS 2.2e-8, above the source's 8.2e-9). For the
+``AUTO_REFINE_MODES`` lowest modes the residual r = (s²M + sC + K)x (RCS: with the multipliers'
+part Φ_qᵀℓ removed) bounds the error, |δs| ≲ ‖r‖/|xᴴ(2sM + C)x|; the modes where that bound
+exceeds ``AUTO_REFINE_RTOL``·|s| are refined as ``refine=k`` does (:func:`_refine_quadratic`,
+:func:`_refine_pencil`), the others are left as they are.
+
 Every path runs on one BLAS thread (:func:`flexmodal_ros.core.blas.single_blas_thread`): on small
 models the thread hand-off costs more than the arithmetic, and for the large dense ones QZ gains
 little from threads while a shared machine makes them collapse (measured, pendulum n_p = 100 on
@@ -67,6 +75,10 @@ from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSyst
 
 UCS_SPURIOUS_THRESHOLD = 1e-3   # η = ‖Φ̂_q v‖/‖v‖ above this: a penalty (spurious) mode
 INFINITE_TOL = 1e-8             # |β|/‖(α, β)‖ at or below this: an infinite eigenvalue (RCS)
+AUTO_REFINE_MODES = 8           # lowest oscillatory modes checked by refine="auto" (the CLI shows 8)
+AUTO_REFINE_RTOL = 1e-10        # residual bound above this × |s|: the mode is refined
+MAX_DENSE_COORDINATES = 1300    # whole spectrum (dense QZ/QR of order up to 2n): pendulum n_p <= 214,
+                                # four-bar N <= 648; larger models: the sparse path (num_modes)
 SHIFT_OFFSET = 1e-10            # relative offset of the inverse-iteration shift from the eigenvalue
 ARPACK_TOL = 1e-10              # Ritz-value tolerance; the requested modes are refined afterwards
 SMALL_ORDER = 40                # pencils up to this order take the dense QZ on the sparse path
@@ -126,7 +138,7 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
                    penalty: Penalty = Penalty(), basis="auto", independent=None, reselect=True,
                    solver="auto", scale=True, refine=None,
                    spurious_threshold=UCS_SPURIOUS_THRESHOLD, infinite_tol=INFINITE_TOL,
-                   q_penalty=None, data=None) -> ConstrainedModes:
+                   q_penalty=None, data=None, num_modes_field="num_modes") -> ConstrainedModes:
     """Modes of ``system`` linearized about ``equilibrium`` by ``method`` ("mcs", "rcs", "ucs").
 
     ``num_modes=None`` computes the whole spectrum densely; an integer k the k lowest modes
@@ -136,21 +148,26 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
     ``spurious_threshold``, ``q_penalty`` (the penalty equilibrium if already solved, e.g. by
     :func:`~.equilibrium.penalty_equilibrium`). ``refine=k`` refines the k lowest modes by
     shifted inverse iteration (:func:`_refine_quadratic`, :func:`_refine_pencil`); None: all
-    requested modes of the sparse path, none of the dense path. See the module docstring for the
-    classification rules.
+    requested modes of the sparse path, "auto" on the dense path (those of the
+    AUTO_REFINE_MODES lowest whose residual says so, module docstring); "auto" may be given for
+    either path, 0 turns refinement off. See the module docstring for the classification rules. The dense path takes models of at most MAX_DENSE_COORDINATES
+    coordinates (``num_modes_field`` names the mode count in that error, e.g. "--modes").
     """
     if method not in METHODS:
         raise InputError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     if solver not in SOLVERS:
         raise InputError(f"solver: expected one of {', '.join(SOLVERS)}, got {solver!r}")
     sparse = num_modes is not None
+    check_dense_size(system, num_modes, num_modes_field)
     if sparse:
         num_modes = int(num_modes)
         if num_modes < 1:
             raise InputError(f"num_modes: must be >= 1, got {num_modes}")
         sigma = finite_scalar(sigma, "sigma")
     threshold = float(spurious_threshold)
-    refine = (num_modes if sparse else 0) if refine is None else int(refine)
+    if refine is None:
+        refine = num_modes if sparse else "auto"
+    refine = refine if refine == "auto" else int(refine)
     start = time.perf_counter()
     data = system.create_data() if data is None else data
     with single_blas_thread():
@@ -169,8 +186,8 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
             result, spurious = _penalty_filter(result, lin, threshold)
             if refine:
                 w, x, diag = result
-                w, x = _refine_quadratic(lin, w, x, refine)
-                result = (w, x, {**diag, "refined_modes": int(refine)})
+                w, x, note = _refine(lin, w, x, refine, _refine_quadratic)
+                result = (w, x, {**diag, **note})
             lam = lin.info["multipliers"]
     w, v, diag = result
     if sparse:
@@ -185,6 +202,16 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
                             coordinate_names=system.coordinate_names,
                             spurious_eigenvalues=frozen(np.asarray(spurious[0], complex)),
                             spurious_reasons=tuple(spurious[1]), diagnostics=diag)
+
+
+def check_dense_size(size, num_modes, num_modes_field="num_modes"):
+    """InputError (before any work) if the whole spectrum is asked (``num_modes`` None) of a model
+    with ``size`` (an int, or a system with ``n``) above MAX_DENSE_COORDINATES coordinates."""
+    n = int(getattr(size, "n", size))
+    if num_modes is None and n > MAX_DENSE_COORDINATES:
+        raise InputError(f"{num_modes_field}: the whole spectrum (dense path) is limited to "
+                         f"{MAX_DENSE_COORDINATES} coordinates and this model has {n}; ask for the "
+                         f"lowest modes ({num_modes_field} K, sparse path)")
 
 
 def _lowest(w, v, k):
@@ -277,8 +304,8 @@ def _second_order_modes(lin: SecondOrderSystem, solver, num_modes, sigma, refine
         w, y = _shift_invert(A, E, 2 * num_modes + 2, sigma)
         x, diag = y[:k], {"solver": "arpack"}
         if refine:
-            w, x = _refine_quadratic(lin, w, x, refine)
-            diag["refined_modes"] = int(refine)
+            w, x, note = _refine(lin, w, x, refine, _refine_quadratic)
+            diag.update(note)
     else:
         M, C, K = (_dense(a) for a in (lin.M, lin.C, lin.K))
         damped = bool(np.any(C))
@@ -303,8 +330,8 @@ def _second_order_modes(lin: SecondOrderSystem, solver, num_modes, sigma, refine
                 w, x = w * tau, y
                 diag = {"solver": "QZ (scaled first-order pencil)", "time_scale": tau}
         if refine:
-            w, x = _refine_quadratic(lin, w, x, refine)
-            diag["refined_modes"] = int(refine)
+            w, x, note = _refine(lin, w, x, refine, _refine_quadratic)
+            diag.update(note)
     shapes = x if basis is None else basis @ x
     return w, np.asarray(shapes), diag
 
@@ -333,7 +360,45 @@ def _factor(matrix):
     return lambda b: sla.lu_solve(lu, b, check_finite=False)
 
 
-def _refine_quadratic(lin: SecondOrderSystem, w, x, count):
+def _refine(lin, w, x, refine, refiner):
+    """``refine`` modes (a count, or "auto": those of the AUTO_REFINE_MODES lowest whose residual
+    bound exceeds AUTO_REFINE_RTOL·|s|) by ``refiner``; (w, x, diagnostics)."""
+    if refine != "auto":
+        w, x = refiner(lin, w, x, int(refine))
+        return w, x, {"refined_modes": int(refine)}
+    candidates = lowest_modes(w, AUTO_REFINE_MODES)
+    bounds = _error_bounds(lin, w, x, candidates)
+    chosen = candidates[bounds > AUTO_REFINE_RTOL * np.abs(w[candidates])]
+    if chosen.size:
+        w, x = refiner(lin, w, x, chosen.size, chosen)
+    return w, x, {"refined_modes": int(chosen.size),
+                  "refine": f"auto: {chosen.size} of the {candidates.size} lowest modes had a residual "
+                            f"error bound above {AUTO_REFINE_RTOL:g}·|s| (largest {bounds.max(initial=0.0):.2e} 1/s)"}
+
+
+def _error_bounds(lin, w, x, indices):
+    """|δs| ≲ ‖r‖/|xᴴ(2sM + C)x| per mode, r the residual of the second-order equations
+    (:class:`SecondOrderSystem`: in its own coordinates; :class:`DescriptorSystem`: in q, without
+    its component in the range of Φ_qᵀ, which the multipliers take)."""
+    if isinstance(lin, DescriptorSystem):
+        M, C, K, phi = lin.second_order
+        phi = _dense(phi)
+        basis_q, _ = np.linalg.qr(phi.T) if phi.size else (np.zeros((M.shape[0], 0)), None)
+    else:
+        M, C, K, basis_q = lin.M, lin.C, lin.K, None
+    out = np.zeros(len(indices))
+    for k, i in enumerate(indices):
+        s, v = w[i], np.asarray(x[:, i], complex)
+        v = v / np.linalg.norm(v)
+        r = np.asarray(s * s * (M @ v) + s * (C @ v) + K @ v).ravel()
+        if basis_q is not None and basis_q.size:
+            r = r - basis_q @ (basis_q.T @ r)
+        slope = abs(np.vdot(v, np.asarray(2 * s * (M @ v) + C @ v).ravel()))
+        out[k] = np.linalg.norm(r) / slope if slope > 0 else np.inf
+    return out
+
+
+def _refine_quadratic(lin: SecondOrderSystem, w, x, count, indices=None):
     """Refine the ``count`` lowest modes of (s²M + sC + K) x = 0 (reduced coordinates x).
 
     The dense solvers are backward stable, error ≈ ε‖K‖ on every eigenvalue; with the stiffness
@@ -346,7 +411,7 @@ def _refine_quadratic(lin: SecondOrderSystem, w, x, count):
     M, C, K = lin.M, lin.C, lin.K
     forms = _ExtendedForms(*(lin.full_space or (M, C, K)))
     w, x = w.copy(), x.astype(complex).copy()
-    for i in lowest_modes(w, count):
+    for i in (lowest_modes(w, count) if indices is None else indices):
         s = w[i]
         shifted = s * (1 + SHIFT_OFFSET)  # never exactly singular; inverse iteration is unaffected
         solve = _factor(K + shifted * C + shifted ** 2 * M)
@@ -361,7 +426,7 @@ def _refine_quadratic(lin: SecondOrderSystem, w, x, count):
     return w, x
 
 
-def _refine_pencil(lin: DescriptorSystem, w, x, count):
+def _refine_pencil(lin: DescriptorSystem, w, x, count, indices=None):
     """Refine the ``count`` lowest modes (eigenvalues s [1/s], shapes x in q) of the RCS pencil:
     two steps of inverse iteration on the second-order RCS equations (the pencil with q̇ = sq
     eliminated) with the bordered matrix [[K + sC + s²M, Φ_qᵀ], [Φ_q, 0]] (sparse LU, far less
@@ -376,7 +441,7 @@ def _refine_pencil(lin: DescriptorSystem, w, x, count):
     phi = sp.csc_matrix(phi_q)
     forms = _ExtendedForms(M, C, K)
     w, x = w.copy(), x.astype(complex).copy()
-    for i in lowest_modes(w, count):
+    for i in (lowest_modes(w, count) if indices is None else indices):
         s = w[i]
         shifted = s * (1 + SHIFT_OFFSET)
         bordered = sp.bmat([[sp.csc_matrix(K + shifted * C + shifted ** 2 * M), phi.T], [phi, None]],
@@ -481,8 +546,8 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
         diag.update({"solver": "arpack", "infinite_eigenvalues": "not computed (ν = 0 under "
                      "shift-invert)"})
         if refine:
-            w, x = _refine_pencil(lin, w, x, refine)
-            diag["refined_modes"] = int(refine)
+            w, x, note = _refine(lin, w, x, refine, _refine_pencil)
+            diag.update(note)
         return (w, x, diag), ([], [])
     A, E, to_q, squared = _index_one_pencil(lin)
     alphar, alphai, beta, vr, info = generalized_eig(A, E)
@@ -512,8 +577,8 @@ def _descriptor_modes(lin: DescriptorSystem, num_modes, sigma, infinite_tol, ref
                  "max_infinite_beta": float(beta_rel[infinite].max()) if infinite.any() else None,
                  "min_finite_beta": float(finite_beta.min()) if finite_beta.size else None})
     if refine:
-        w, x = _refine_pencil(lin, w, x, refine)
-        diag["refined_modes"] = int(refine)
+        w, x, note = _refine(lin, w, x, refine, _refine_pencil)
+        diag.update(note)
     spurious = (np.full(len(reasons), np.inf + 0j), reasons)
     return (w, x, diag), spurious
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.validation import per_joint
+from ..robot.trajectory import MAX_WAYPOINTS
 
 # Tolerance on URDF position limits for trajectory waypoints [rad or m] (limits are printed rounded).
 LIMIT_TOLERANCE = 1e-9
@@ -42,7 +43,7 @@ class SafetyLimits:
     velocity_limits: tuple | None = None
     acceleration_limits: tuple | None = None
     state_velocity_factor: float = 3.0
-    max_trajectory_points: int = 1000
+    max_trajectory_points: int = MAX_WAYPOINTS
     max_trajectory_duration: float = 3600.0
     max_start_delay: float = DEFAULT_MAX_START_DELAY
 

@@ -7,13 +7,23 @@ Files given by users (params/data YAML, URDF, CSV) are read by :func:`read_text_
 files only (a FIFO or a device such as /dev/zero is refused without blocking), at most
 ``MAX_FILE_BYTES``, UTF-8. YAML goes through :func:`load_yaml_text`, which counts the nodes of the
 document *after* alias expansion before building any Python object (a few hundred bytes of nested
-aliases can stand for billions of nodes) and refuses more than ``MAX_YAML_NODES``. Messages echo
-user values through :func:`shown` (at most ``MAX_ECHO`` characters). Names that become file names
-go through :func:`safe_filename` / :func:`output_path`.
+aliases can stand for billions of nodes) and refuses more than ``MAX_YAML_NODES``, and refuses a
+key written twice in one mapping (YAML 1.2 forbids it; PyYAML would keep the last one silently),
+naming its key path. Messages echo user values through :func:`shown` (at most ``MAX_ECHO``
+characters). Names that become file names go through :func:`safe_filename` / :func:`output_path`.
+
+Files and directories the user asks to be written (``-o``, ``--out-dir``, ...) are checked before
+any work by :func:`output_file` / :func:`output_directory` (an existing target must be a regular
+file / a directory; the parent must exist and be writable; checked by creating and removing a
+probe file, which also holds for root and read-only file systems), and written through
+:func:`write_output`, which turns an OS error during the write (disk full, /dev/full, ...) into the
+same one-line error naming the option.
 """
 import os
 import re
 import stat
+import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +34,7 @@ from .errors import InputError
 MAX_FILE_BYTES = 16 * 2 ** 20      # input files (YAML, URDF, CSV) [bytes]
 MAX_YAML_NODES = 1_000_000         # YAML nodes after alias expansion
 MAX_ECHO = 80                      # characters of a user value quoted in an error message
+_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))   # PyYAML's C parser (7x faster composing)
 
 
 def finite_array(value, field, shape=None, error=InputError):
@@ -167,8 +178,10 @@ def _file_kind(mode):
 
 def load_yaml_text(text, what, error=InputError, max_nodes=MAX_YAML_NODES):
     """Parse one YAML document with the safe loader after checking that it stands for at most
-    ``max_nodes`` nodes once aliases are expanded (and that no alias refers to itself)."""
-    loader = yaml.SafeLoader(text)
+    ``max_nodes`` nodes once aliases are expanded (and that no alias refers to itself). PyYAML's
+    C parser (libyaml, in its wheels) composes the document when present: 1.7 s instead of 12 s
+    for a 0.7 MB file of 20,000 waypoints on the loaded 2-core development machine."""
+    loader = yaml.CSafeLoader(text) if _LIBYAML else _pure_python_loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -177,6 +190,7 @@ def load_yaml_text(text, what, error=InputError, max_nodes=MAX_YAML_NODES):
         if count > max_nodes:
             raise error(f"{what}: the YAML stands for more than {max_nodes} nodes once its aliases "
                         "are expanded (nested anchors/aliases); write the data out instead")
+        _refuse_duplicate_keys(node, what, error)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise error(f"{what}: malformed YAML: {shown(' '.join(str(exc).split()), 300)}") from None
@@ -184,6 +198,17 @@ def load_yaml_text(text, what, error=InputError, max_nodes=MAX_YAML_NODES):
         raise error(f"{what}: YAML nested too deeply") from None
     finally:
         loader.dispose()
+
+
+_warned = []
+
+
+def _pure_python_loader(text):
+    if not _warned:
+        _warned.append(True)
+        warnings.warn("PyYAML without libyaml: YAML files are parsed in pure Python (about 7x slower)",
+                      RuntimeWarning, stacklevel=3)
+    return yaml.SafeLoader(text)
 
 
 def _expanded_nodes(root, limit):
@@ -213,6 +238,34 @@ def _expanded_nodes(root, limit):
     return size[id(root)]
 
 
+def _refuse_duplicate_keys(root, what, error):
+    """Error naming the first key (as a dotted path, with its line) written twice in one mapping
+    of the composed document. Merge keys (``<<``) may override keys: only keys written in the
+    mapping itself count. Each node is visited once (aliases share nodes)."""
+    seen, stack = set(), [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys = {}
+            for key, value in node.value:
+                if key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                name = key.value if isinstance(key, yaml.ScalarNode) else f"<{key.id} key>"
+                label = f"{path}.{name}" if path else str(name)
+                if isinstance(key, yaml.ScalarNode):
+                    token = (key.tag, key.value)
+                    if token in keys:
+                        raise error(f"{what}: duplicate key {shown(label)} (line {key.start_mark.line + 1}; "
+                                    f"first at line {keys[token] + 1}): each key may appear once")
+                    keys[token] = key.start_mark.line
+                stack.append((value, label))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+
+
 def load_yaml_mapping(path, what, error=InputError):
     """Read a YAML file whose top level is a mapping (:func:`read_text_file`,
     :func:`load_yaml_text`); errors name the file and what is wrong."""
@@ -240,6 +293,84 @@ def output_path(folder, name, suffix=""):
     if path.resolve().parent != folder.resolve():
         raise InputError(f"output file name {shown(name)}: would leave {folder}")
     return path
+
+
+def output_file(path, field, error=InputError):
+    """``path`` as a file the command may write, checked before any work: an existing ``path``
+    must be a regular file (not a directory, FIFO or device such as /dev/full), its directory must
+    exist and accept a new file. Returns the Path; errors name ``field`` (the option or request
+    field as the user wrote it)."""
+    path, info = _output_target(path, field, "file", error)
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise error(f"{field} {path}: not a regular file ({_file_kind(info.st_mode)})")
+    parent = path.parent
+    try:
+        parent_info = os.stat(parent)
+    except OSError as exc:
+        reason = "does not exist" if isinstance(exc, FileNotFoundError) else exc.strerror
+        raise error(f"{field} {path}: directory {parent} {reason}") from None
+    if not stat.S_ISDIR(parent_info.st_mode):
+        raise error(f"{field} {path}: {parent} is not a directory ({_file_kind(parent_info.st_mode)})")
+    _probe(parent, f"{field} {path}", error)
+    if info is not None and not os.access(path, os.W_OK):
+        raise error(f"{field} {path}: cannot write (permission denied)")
+    return path
+
+
+def output_directory(path, field, error=InputError):
+    """``path`` as a directory the command may write into, created with its parents if missing
+    and checked before any work (an existing ``path`` must be a directory; a probe file must be
+    creatable in it). Returns the Path; errors name ``field``."""
+    path, info = _output_target(path, field, "directory", error)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        kind = "a regular file" if stat.S_ISREG(info.st_mode) else _file_kind(info.st_mode)
+        raise error(f"{field} {path}: not a directory ({kind})")
+    if info is None:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise error(f"{field} {path}: cannot create the directory ({exc.strerror})") from None
+    _probe(path, f"{field} {path}", error)
+    return path
+
+
+def _output_target(path, field, what, error):
+    """(Path, os.stat result or None if it does not exist) of an output ``what`` (file/directory)."""
+    path = Path(path)
+    if not str(path).strip():
+        raise error(f"{field}: empty {what} name")
+    try:
+        return path, os.stat(path)
+    except FileNotFoundError:
+        return path, None
+    except OSError as exc:
+        raise error(f"{field} {path}: cannot use as output {what} ({exc.strerror})") from None
+
+
+def _probe(directory, where, error):
+    """Create and remove a file in ``directory`` (write permission, read-only file systems and
+    root all answer truthfully only to an attempt)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".flexmodal-probe-", dir=directory)
+    except OSError as exc:
+        raise error(f"{where}: cannot write in {directory} ({exc.strerror})") from None
+    os.close(fd)
+    try:
+        os.unlink(name)
+    except OSError as exc:      # the directory is writable (the check passed); say what is left behind
+        warnings.warn(f"{where}: could not remove the probe file {name} ({exc.strerror}); delete it by hand",
+                      RuntimeWarning, stacklevel=3)
+
+
+def write_output(path, field, write, error=InputError):
+    """Run ``write(path)`` (a function writing the file) for a file checked by
+    :func:`output_file`; an OS error while writing (disk full, quota, /dev/full, the file replaced
+    meanwhile) becomes one error naming ``field``. Returns what ``write`` returns."""
+    try:
+        return write(Path(path))
+    except OSError as exc:
+        target = exc.filename or path
+        raise error(f"{field} {target}: cannot write ({exc.strerror or exc})") from None
 
 
 def _show(arr):

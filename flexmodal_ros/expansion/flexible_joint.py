@@ -26,7 +26,7 @@ from ..robot.inverse_dynamics.symbolic import canonical_chain, joint_axis, rnea_
 from ..flexible_joint.linear_model import assemble
 from ..flexible_joint.ama import check_configurations, linearized_batch, modal_analysis_batch
 from ..robot.model import create_data
-from .multiindex import multi_index_set
+from .multiindex import addend_count, multi_index_set
 from .taylor import TaylorMap
 
 _CACHE: dict = {}          # id(pin model) → (pin model, {(wrench bytes, order): (TaylorMap M, TaylorMap G)})
@@ -84,7 +84,7 @@ def _generalized_wrench(model, q):
     return out
 
 
-def _cached(cache, model, order, build):
+def _cached(cache, model, order, build, stop=None):
     """Taylor maps cached per Pinocchio model and wrench: the stored one of the lowest order ≥
     ``order`` (its leading rows serve a lower order), else ``build()``, stored under ``order``."""
     entry = cache.get(id(model.pin))
@@ -100,11 +100,13 @@ def _cached(cache, model, order, build):
     return value
 
 
-def taylor_maps(model, order: int):
-    """(TaylorMap of upper(M) to degree t, TaylorMap of G to degree t+1), cached per model."""
+def taylor_maps(model, order: int, stop=None):
+    """(TaylorMap of upper(M) to degree t, TaylorMap of G to degree t+1), cached per model;
+    ``stop`` (a :class:`~flexmodal_ros.core.workers.StopToken`) is checked between degrees."""
     def build():
         q, upper, G = _symbolic_inertia_and_load(model)
-        return TaylorMap(upper, q, order, name="mass_taylor"), TaylorMap(G, q, order + 1, name="load_taylor")
+        return (TaylorMap(upper, q, order, name="mass_taylor", stop=stop),
+                TaylorMap(G, q, order + 1, name="load_taylor", stop=stop))
     return _cached(_CACHE, model, order, build)
 
 
@@ -121,19 +123,25 @@ class FlexibleJointSystem:
         self.num_dof = 2 * model.n
         self.row_names = tuple(model.joint_names) + tuple(f"{j}_motor" for j in model.joint_names)
 
+    def symbolic_entries(self, order: int) -> int:
+        """Coefficient expressions differentiated symbolically for ``order`` (the size bound of
+        :func:`~.multiindex.check_expansion_size`): upper(M) to degree t, G to degree t + 1."""
+        n = self.model.n
+        return n * (n + 1) // 2 * addend_count(n, order) + n * addend_count(n, order + 1)
+
     def describe(self) -> dict:
         m = self.model
         return {"system": "flexible_joint", "robot": m.name, "parameters": ["positions"],
                 "kp": m.kp.tolist(), "kd": m.kd.tolist(), "tool_mass": float(m.tool.mass),
                 "wrench": m.wrench.tolist(), "rows": list(self.row_names)}
 
-    def taylor(self, x0, order: int):
+    def taylor(self, x0, order: int, stop=None):
         """(MultiIndexSet, M̄^(σ), D̄^(σ), K̄^(σ)) with (N, 2n, 2n) coefficient stacks at x0."""
         m, n = self.model, self.model.n
         x0 = check_configurations(m, x0, "x0")[0]
         mset = multi_index_set(n, order)
         N = len(mset)
-        mass_map, load_map = taylor_maps(m, order)
+        mass_map, load_map = taylor_maps(m, order, stop)
         upper = mass_map(x0)[:N]
         load = load_map(x0)                                     # degree ≤ order + 1 (or more)
         M = np.zeros((N, n, n))
@@ -159,14 +167,14 @@ class FlexibleJointSystem:
         return modal_analysis_batch(self.model, check_configurations(self.model, xs, "x"), workers=1)
 
 
-def segment_taylor_map(model, order: int) -> TaylorMap:
+def segment_taylor_map(model, order: int, stop=None) -> TaylorMap:
     """TaylorMap (s0, q_a, Δq) → (order + 1, n(n+1)/2 + n²) coefficients in s of
     [upper(M); vec(K_G)] at q = q_a + s Δq (vec column-major), cached per model, wrench and order."""
     def build():
         q, upper, G = _symbolic_inertia_and_load(model)
         start, step, s = ca.SX.sym("q_a", model.n), ca.SX.sym("dq", model.n), ca.SX.sym("s")
         outputs = ca.substitute(ca.vertcat(upper, ca.vec(ca.jacobian(G, q))), q, start + s * step)
-        return TaylorMap(outputs, s, order, frozen=(start, step), name="segment_taylor")
+        return TaylorMap(outputs, s, order, frozen=(start, step), name="segment_taylor", stop=stop)
     return _cached(_SEGMENT_CACHE, model, order, build)
 
 
@@ -196,12 +204,12 @@ class PathSegmentSystem:
         """q(s) (m, n) for s values ``xs`` (m,) or (m, 1)."""
         return self.start + np.reshape(np.asarray(xs, float), (-1, 1)) * self.step
 
-    def taylor(self, x0, order: int):
+    def taylor(self, x0, order: int, stop=None):
         """(MultiIndexSet (p = 1), M̄^(d), D̄^(d), K̄^(d)) with (order + 1, 2n, 2n) stacks at s = x0."""
         m, n = self.model, self.model.n
         x0 = np.reshape(np.asarray(x0, float), (1,))
         N = order + 1
-        coeffs = segment_taylor_map(m, order)(x0, self.start, self.step)[:N]
+        coeffs = segment_taylor_map(m, order, stop)(x0, self.start, self.step)[:N]
         iu = np.triu_indices(n)
         M = np.zeros((N, n, n))
         M[:, iu[0], iu[1]] = coeffs[:, :iu[0].size]

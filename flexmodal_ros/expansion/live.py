@@ -22,6 +22,7 @@ from ..flexible_joint.linear_model import equilibrium_from_compensation
 from ..flexible_joint.ama import ModalResult, check_configurations, modal_analysis
 from ..robot.model import create_data, gravity_torque, wrench_torque
 from .recursion import ExpansionWarning, ModalPolynomial, expand
+from .multiindex import check_expansion_size
 from .flexible_joint import FlexibleJointSystem, taylor_maps
 
 
@@ -52,13 +53,14 @@ class PolynomialModalTracker:
     ``counts`` the configurations answered by each source ("polynomial", "expanded", "exact").
     """
 
-    def __init__(self, model, order: int = 3, tolerance: float | None = None, trust_radius=None):
+    def __init__(self, model, order: int = 3, tolerance: float | None = None, trust_radius=None,
+                 order_field: str = "expansion_order"):
         if trust_radius is not None and not trust_radius > 0:
             raise InputError(f"trust_radius: must be > 0 (or None for automatic), got {trust_radius}")
-        self.model, self.order = model, int(order)
+        self.system = FlexibleJointSystem(model)
+        self.model, self.order = model, check_expansion_size(self.system, order, order_field)
         self.tolerance = LIVE_TOLERANCE if tolerance is None else float(tolerance)
         self.fixed_radius = None if trust_radius is None else float(trust_radius)
-        self.system = FlexibleJointSystem(model)
         self.data = create_data(model)
         self.polynomial: ModalPolynomial | None = None
         self.expansions = 0

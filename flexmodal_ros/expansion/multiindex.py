@@ -9,6 +9,26 @@ by total degree; within a degree d, multi-index τ = σ + e_j comes from its *pa
 in parent order) and the variable j ≥ the last non-zero position of σ, with j ascending. Each τ has
 exactly one such (parent, j) pair — j is the last non-zero position of τ — which is what lets
 :mod:`.taylor` obtain degree d from one derivative of degree d−1 per term.
+
+Size limits of one expansion (:func:`check_expansion_size`, checked before any work by
+:func:`~.recursion.expand`, the CLI and the modal server): the Taylor coefficients are built by
+symbolic differentiation, whose expression graphs grow with the total degree and with the number
+of coefficients, so
+
+- the order is at most ``MAX_ORDER`` = 6 (one degree more roughly doubles to triples the symbolic
+  work: planar_2r t = 12/14/16 took 1.5/4.6/17 s for 91/120/153 terms; the kuka_lwr4 path segment
+  t = 6/8 2.5/24 s; measured on the 2-core development machine);
+- the number of addends C(p+t, t) is at most ``MAX_TERMS`` = 1000 (Table 1's counts; kuka_lwr4,
+  p = 7: t ≤ 5, 792 terms; scompi, p = 6: t ≤ 6, 924 terms);
+- the memory of the recursion's coefficient arrays (:func:`expansion_bytes`) is at most
+  ``MAX_EXPANSION_BYTES``;
+- a system may bound its own symbolic work (``symbolic_entries(order)``, the number of coefficient
+  expressions it differentiates) by ``MAX_SYMBOLIC_ENTRIES``: for the flexible-joint closed loop
+  (:class:`~.flexible_joint.FlexibleJointSystem`) 0.16-0.27 ms per entry were measured (kuka_lwr4,
+  t = 3..6: 1.5/3.4/5.6/14 s for 5.7k/15k/34k/72k entries), so 40,000 entries keep the first
+  (uncached) expansion of a robot near 8 s; cached, it costs a tenth of that.
+
+Requests beyond them are refused with the largest order that the system allows.
 """
 from __future__ import annotations
 
@@ -19,10 +39,60 @@ import numpy as np
 
 from ..core.errors import InputError
 
+MAX_ORDER = 6                        # total degree t of one expansion (module docstring)
+MAX_TERMS = 1000                     # addends C(p + t, t)
+MAX_SYMBOLIC_ENTRIES = 40_000        # symbolic coefficient expressions of a system (its own count)
+MAX_EXPANSION_BYTES = 512 * 2 ** 20  # coefficient arrays of the recursion and the matrix series
+
 
 def addend_count(p: int, t: int) -> int:
     """Number of terms C(p+t, t) of a p-variate polynomial of total degree ≤ t (Table 1)."""
     return comb(p + t, t)
+
+
+def expansion_bytes(p: int, t: int, num_dof: int, pairs=None) -> int:
+    """Bytes of the arrays of one expansion of ``pairs`` eigenpairs (default: all 2·num_dof) of a
+    system with ``num_dof`` coordinates: the three matrix series (N, n, n) real, and per pair λ,
+    φ, ψ and the three products of the recursion (N, n) complex, N = C(p+t, t)."""
+    n = int(num_dof)
+    k = 2 * n if pairs is None else int(pairs)
+    N = addend_count(p, t)
+    return N * (3 * n * n * 8 + 6 * k * n * 16)
+
+
+def check_expansion_size(system, order, field: str = "order", pairs=None, error=InputError) -> int:
+    """``order`` as an int after checking the limits of the module docstring for ``system`` (an
+    object with ``parameter_names``, ``num_dof`` and optionally ``symbolic_entries(order)``);
+    the error names ``field`` (the request field or CLI option as the user wrote it) and the
+    largest order allowed for this system."""
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise error(f"{field}: the Taylor order t must be an integer >= 1, got {order!r}")
+    p = len(system.parameter_names)
+    reason = _size_problem(system, p, int(order), pairs)
+    if reason is None:
+        return int(order)
+    allowed = max((t for t in range(1, MAX_ORDER + 1) if _size_problem(system, p, t, pairs) is None), default=0)
+    limit = f"the largest order this system allows is {allowed}" if allowed else "no order fits this system"
+    raise error(f"{field}: {order} is too large, {limit} ({reason}; limits in "
+                f"flexmodal_ros/expansion/multiindex.py)")
+
+
+def _size_problem(system, p, t, pairs):
+    """Why an expansion of order t of ``system`` in p parameters is too large, or None."""
+    if t > MAX_ORDER:
+        return f"the maximum order is {MAX_ORDER}"
+    terms = addend_count(p, t)
+    if terms > MAX_TERMS:
+        return f"{p} parameters at order {t} give C({p + t}, {t}) = {terms} terms, more than {MAX_TERMS}"
+    num_dof = getattr(system, "num_dof", None)
+    size = 0 if num_dof is None else expansion_bytes(p, t, num_dof, pairs)
+    if size > MAX_EXPANSION_BYTES:
+        return f"{size / 2 ** 20:.0f} MiB of coefficients, more than {MAX_EXPANSION_BYTES / 2 ** 20:.0f} MiB"
+    entries = getattr(system, "symbolic_entries", None)
+    if entries is not None and entries(t) > MAX_SYMBOLIC_ENTRIES:
+        return (f"{entries(t)} symbolic coefficient expressions to differentiate, more than "
+                f"{MAX_SYMBOLIC_ENTRIES}")
+    return None
 
 
 def degree_count(p: int, d: int) -> int:

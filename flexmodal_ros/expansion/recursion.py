@@ -39,11 +39,12 @@ import scipy.sparse
 
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
+from ..core.workers import StopToken
 from ..modes import (classify_stability, frequencies_and_damping, is_real, lowest_modes, match_eigenvalues,
                      modes_from_classified, normalize_shapes)
 from ..core.validation import finite_array
 from .eigen import BiorthogonalModes, eigenpairs
-from .multiindex import MultiIndexSet, multi_index_set
+from .multiindex import MultiIndexSet, check_expansion_size, multi_index_set
 
 FORMAT_VERSION = 1
 REPEATED_RTOL = 1e-8       # |λ_i − λ_j| ≤ 1e-8 |λ_i|: repeated eigenvalue, S_i singular → error
@@ -281,11 +282,12 @@ def trust_radius(eigenvalue_coefficients: np.ndarray, p: int, order: int, tolera
     return float(radius.min()) if radius.size else float("inf")
 
 
-def eigenpair_series(Mc, Cc, Kc, mset: MultiIndexSet, lam0, vec0):
+def eigenpair_series(Mc, Cc, Kc, mset: MultiIndexSet, lam0, vec0, stop=None):
     """Coefficients of k eigenpairs (λ^(σ) (N, k), v^(σ) (N, k, n)) by the recursion (26)-(28).
 
     ``Mc``, ``Cc``, ``Kc`` (N, n, n) matrix coefficients; ``lam0`` (k,) and ``vec0`` (n, k) the
-    eigenpairs at x0 (right: the matrices; left: their transposes and λ0*).
+    eigenpairs at x0 (right: the matrices; left: their transposes and λ0*); ``stop`` (a
+    :class:`~flexmodal_ros.core.workers.StopToken`) is checked once per degree.
     """
     N, n = Mc.shape[0], Mc.shape[1]
     lam0 = np.asarray(lam0, complex)
@@ -307,6 +309,8 @@ def eigenpair_series(Mc, Cc, Kc, mset: MultiIndexSet, lam0, vec0):
         bordered[n, :n] = vec0[:, i].conj()
         factors.append(scipy.linalg.lu_factor(bordered, check_finite=False))
     for d in range(1, mset.order + 1):
+        if stop is not None:
+            stop.check()
         sl = mset.degree_slices[d]
         # degree-d coefficients with λ^(τ) = 0, φ^(τ) = 0 (they are still zero here)
         for name in "MCK":
@@ -385,7 +389,25 @@ def _pair_sum(mset: MultiIndexSet, d: int, e: int):
     return matrix.toarray() if size * len(target) <= 256 else matrix
 
 
-def select_pairs(pairs, modes=None):
+def _with_deadline(stop, deadline):
+    """A StopToken that stops at ``deadline`` (monotonic time) and when ``stop`` (if any) says so."""
+    if stop is None:
+        return StopToken(float(deadline))
+    return _EarliestStop(stop, float(deadline))
+
+
+class _EarliestStop:
+    """``stop`` and a deadline together (the earlier one wins)."""
+
+    def __init__(self, stop, deadline):
+        self.stop, self.deadline = stop, deadline
+
+    def check(self):
+        self.stop.check()
+        StopToken(self.deadline).check()
+
+
+def select_pairs(pairs, modes=None, field="modes"):
     """Columns of ``pairs`` (an :class:`~.eigen.Eigenpairs`) to expand and their 1-based mode numbers.
 
     ``modes``: 1-based numbers in the x0 ModeSet order (oscillatory modes by frequency, then the
@@ -399,13 +421,13 @@ def select_pairs(pairs, modes=None):
     else:
         numbers = np.asarray(modes)
         if numbers.ndim != 1 or numbers.size == 0 or not np.issubdtype(numbers.dtype, np.integer):
-            raise InputError(f"modes: expected a non-empty list of integer mode numbers, got {modes!r}")
+            raise InputError(f"{field}: expected a non-empty list of integer mode numbers, got {modes!r}")
         bad = [int(m) for m in numbers if not 1 <= m <= total]
         if bad:
-            raise InputError(f"modes: mode number(s) {bad} out of range 1..{total} "
+            raise InputError(f"{field}: mode number(s) {bad} out of range 1..{total} "
                              f"({ms.num_modes} oscillatory modes + {ms.real_eigenvalues.size} real eigenvalues)")
         if len(set(numbers.tolist())) != numbers.size:
-            raise InputError(f"modes: repeated mode numbers in {numbers.tolist()}")
+            raise InputError(f"{field}: repeated mode numbers in {numbers.tolist()}")
     cols = []
     for m in numbers:
         value = ordered[m - 1]
@@ -447,7 +469,8 @@ def check_separation(eigenvalues, cols, numbers):
 
 
 def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
-           tolerance: float = DEFAULT_TOLERANCE, allow_unstable: bool = True, near=None) -> ModalPolynomial:
+           tolerance: float = DEFAULT_TOLERANCE, allow_unstable: bool = True, near=None,
+           stop=None, deadline=None, order_field: str = "order", modes_field: str = "modes") -> ModalPolynomial:
     """Expand eigenpairs of ``system`` about x0 up to total degree ``order`` (eqs. (19)-(29)).
 
     ``system``: a parametric system (:class:`flexmodal_ros.expansion.FlexibleJointSystem`,
@@ -457,16 +480,29 @@ def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
     radius; ``allow_unstable``: False turns the instability warning into an InputError; ``near``
     (instead of ``modes``): expand the oscillatory eigenpairs nearest these eigenvalues
     (:func:`select_nearest`, in their order).
+
+    The size of the work is checked before it starts (:func:`~.multiindex.check_expansion_size`;
+    ``order_field`` / ``modes_field`` name the order and the modes in errors, e.g. "--order");
+    long work is interruptible:
+    ``stop`` (a :class:`~flexmodal_ros.core.workers.StopToken`, e.g. cancelled at node shutdown)
+    and ``deadline`` (a ``time.monotonic()`` value) are checked between the degrees of the
+    symbolic differentiation and of the recursion, raising
+    :class:`~flexmodal_ros.core.workers.Interrupted`.
     """
     start = time.perf_counter()
-    if isinstance(order, bool) or int(order) != order or order < 1:
-        raise InputError(f"order: the Taylor order t must be an integer >= 1, got {order!r}")
+    if isinstance(order, (float, np.floating)) and float(order).is_integer():
+        order = int(order)
+    order = check_expansion_size(system, order, order_field,
+                                 None if modes is None or near is not None else len(np.atleast_1d(modes)))
     if not np.isfinite(tolerance) or tolerance <= 0:
         raise InputError(f"tolerance: must be > 0, got {tolerance}")
-    order = int(order)
+    if deadline is not None:
+        stop = _with_deadline(stop, deadline)
+    if stop is not None:
+        stop.check()
     p = len(system.parameter_names)
     x0 = system.x0 if x0 is None else finite_array(x0, "x0", (p,))
-    mset, Mc, Cc, Kc = system.taylor(x0, order)
+    mset, Mc, Cc, Kc = system.taylor(x0, order) if stop is None else system.taylor(x0, order, stop=stop)
     pairs = eigenpairs(Mc[0], Cc[0], Kc[0])
     label, bad = classify_stability(pairs.eigenvalues)
     if label != "stable":
@@ -477,15 +513,15 @@ def expand(system, x0=None, order: int = 3, modes=None, left: bool = True,
         warnings.warn(message, ExpansionWarning, stacklevel=2)
     if near is not None and modes is not None:
         raise InputError("modes: give either modes or near, not both")
-    cols, numbers = select_pairs(pairs, modes) if near is None else select_nearest(pairs, near)
+    cols, numbers = select_pairs(pairs, modes, modes_field) if near is None else select_nearest(pairs, near)
     check_separation(pairs.eigenvalues, cols, numbers)
     lam0 = pairs.eigenvalues[cols]
     with single_blas_thread():     # many small products: threading only costs here
-        lam, right = eigenpair_series(Mc, Cc, Kc, mset, lam0, pairs.right[:, cols])
+        lam, right = eigenpair_series(Mc, Cc, Kc, mset, lam0, pairs.right[:, cols], stop)
         lft = None
         if left:
             T = lambda a: np.swapaxes(a, -1, -2)
-            lam_left, lft = eigenpair_series(T(Mc), T(Cc), T(Kc), mset, lam0.conj(), pairs.left[:, cols])
+            lam_left, lft = eigenpair_series(T(Mc), T(Cc), T(Kc), mset, lam0.conj(), pairs.left[:, cols], stop)
     if left:
         scale = np.abs(lam).max()
         gap = np.abs(lam_left.conj() - lam).max()

@@ -19,9 +19,10 @@ class TaylorMap:
     """Callable ``(x0, *frozen) → (N, m)`` array of the Taylor coefficients of ``outputs`` (SX column,
     m entries) in ``x`` (SX column, p symbols) up to total degree ``order``; ``frozen`` are further SX
     symbols held fixed (operating-point values that are not expansion parameters). Row i belongs
-    to multi-index ``multi_indices.exponents[i]``."""
+    to multi-index ``multi_indices.exponents[i]``. ``stop`` (a
+    :class:`~flexmodal_ros.core.workers.StopToken`) is checked before each degree is differentiated."""
 
-    def __init__(self, outputs, x, order: int, frozen=(), name: str = "taylor"):
+    def __init__(self, outputs, x, order: int, frozen=(), name: str = "taylor", stop=None):
         outputs = ca.SX(outputs)
         if outputs.size2() != 1:
             outputs = ca.vec(outputs)
@@ -30,6 +31,8 @@ class TaylorMap:
         mset, m = self.multi_indices, self.size
         levels = [outputs]
         for d in range(1, order + 1):
+            if stop is not None:            # a StopToken: the symbolic work is checked per degree
+                stop.check()
             jac = ca.jacobian(levels[-1], x)
             prev = mset.degree_slices[d - 1].start
             cols = []

@@ -84,6 +84,7 @@ MAX_CONFIGURATIONS = 1_000
 MAX_MEASURED_MODES = 5_000
 MAX_PROBLEM_BYTES = 512 * 2 ** 20        # precomputed characteristic matrices [bytes]
 MAX_BOUND = 1e12                         # k_max, d_max beyond this overflow the residuals
+MAX_FREQUENCY_HZ = 1e6                   # measured frequencies beyond this overflow λ² (3.31)
 
 
 # ----------------------------------------------------------------------------- data model
@@ -91,13 +92,17 @@ MAX_BOUND = 1e12                         # k_max, d_max beyond this overflow the
 @dataclass(frozen=True)
 class ModalData:
     """Measured modal data: ``q`` (m, n) configurations [rad or m]; per measured mode (N entries):
-    ``config`` index into q, ``frequency_hz`` f̂ > 0 [Hz], ``damping_ratio`` 0 < ζ̂ < 1,
-    ``mode_index`` 0-based model mode (ascending frequency) or −1 = match automatically."""
+    ``config`` index into q, ``frequency_hz`` 0 < f̂ <= MAX_FREQUENCY_HZ [Hz], ``damping_ratio``
+    0 < ζ̂ < 1, ``mode_index`` 0-based model mode (ascending frequency) or −1 = match
+    automatically; ``style`` how its entries are named in messages ("request": flat arrays
+    frequencies_hz[i] as in IdentifyJointParameters, "file": measurements[c].modes[j] of a data
+    file)."""
     q: np.ndarray
     config: np.ndarray
     frequency_hz: np.ndarray
     damping_ratio: np.ndarray
     mode_index: np.ndarray
+    style: str = "request"
 
     @property
     def num_measurements(self) -> int:
@@ -105,7 +110,12 @@ class ModalData:
 
     def with_damping(self, damping_ratio) -> "ModalData":
         """Copy with other damping ratios (e.g. shifted by an absolute amount, thesis Table 3.2)."""
-        return modal_data_arrays(self.q, self.config, self.frequency_hz, damping_ratio, self.mode_index)
+        return modal_data_arrays(self.q, self.config, self.frequency_hz, damping_ratio, self.mode_index, self.style)
+
+    def entry(self, i, field="frequency_hz") -> str:
+        """Name of measured mode ``i``'s ``field`` (frequency_hz, damping_ratio, mode_index) as the
+        user wrote it (:attr:`style`)."""
+        return entry_name(self.config, i, field, self.style)
 
 
 def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalData:
@@ -136,14 +146,27 @@ def modal_data(measurements, n: int, field_name: str = "measurements") -> ModalD
             freq.append(finite_scalar(mode["frequency_hz"], f"{mw}.frequency_hz"))
             zeta.append(finite_scalar(mode["damping_ratio"], f"{mw}.damping_ratio"))
             index.append(_mode_index(mode.get("mode_index", -1), f"{mw}.mode_index"))
-    return modal_data_arrays(np.array(qs), config, freq, zeta, index)
+    return modal_data_arrays(np.array(qs), config, freq, zeta, index, style="file")
 
 
-def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None) -> ModalData:
-    """Validated :class:`ModalData` from flat arrays (see its docstring); errors name the entry."""
-    q = finite_array(q, "q", (None, None))
-    f = finite_vector(frequency_hz, None, "frequency_hz")
-    z = finite_vector(damping_ratio, f.size, "damping_ratio")
+REQUEST_FIELDS = {"frequency_hz": "frequencies_hz", "damping_ratio": "damping_ratios", "mode_index": "mode_indices"}
+
+
+def entry_name(config, i, field, style="request") -> str:
+    """Measured mode ``i``'s ``field`` as the user wrote it: ``frequencies_hz[i]`` (request arrays)
+    or ``measurements[c].modes[j].frequency_hz`` (data file)."""
+    if style == "file":
+        return f"{_entry(config, i)}.{field}"
+    return f"{REQUEST_FIELDS.get(field, field)}[{i}]"
+
+
+def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None, style="request") -> ModalData:
+    """Validated :class:`ModalData` from flat arrays (see its docstring); errors name the entry as
+    the user wrote it (``style``: "request" flat arrays, "file" a data file's measurements)."""
+    q = finite_array(q, "q" if style == "file" else "positions", (None, None))
+    names = ("frequency_hz", "damping_ratio") if style == "file" else ("frequencies_hz", "damping_ratios")
+    f = finite_vector(frequency_hz, None, names[0])
+    z = finite_vector(damping_ratio, f.size, names[1])
     c = np.asarray(config, dtype=int).reshape(-1)
     idx = np.full(f.size, -1) if mode_index is None else np.asarray(mode_index, dtype=int).reshape(-1)
     if f.size == 0 or q.shape[0] == 0:
@@ -154,13 +177,16 @@ def modal_data_arrays(q, config, frequency_hz, damping_ratio, mode_index=None) -
     if c.min() < 0 or c.max() >= q.shape[0]:
         raise InputError(f"config: indices must lie in 0..{q.shape[0] - 1}")
     for name, bad, what in (("frequency_hz", f <= 0, "> 0"),
+                            ("frequency_hz", f > MAX_FREQUENCY_HZ, f"<= {MAX_FREQUENCY_HZ:g} Hz"),
                             ("damping_ratio", (z <= 0) | (z >= 1), "in (0, 1) (fraction, not %)")):
         if bad.any():
             i = int(np.argmax(bad))
-            raise InputError(f"{_entry(c, i)}.{name}: must be {what}, got {(f if name[0] == 'f' else z)[i]:g}")
+            raise InputError(f"{entry_name(c, i, name, style)}: must be {what}, got "
+                             f"{(f if name[0] == 'f' else z)[i]:g}")
     if (idx < -1).any():
-        raise InputError(f"{_entry(c, int(np.argmax(idx < -1)))}.mode_index: must be >= 0 (or -1 = auto)")
-    return ModalData(*(frozen(a) for a in (q, c, f, z, idx)))
+        raise InputError(f"{entry_name(c, int(np.argmax(idx < -1)), 'mode_index', style)}: must be >= 0 "
+                         "(or -1 = auto)")
+    return ModalData(*(frozen(a) for a in (q, c, f, z, idx)), style=style)
 
 
 def check_sizes(configurations, measured_modes):
@@ -337,6 +363,21 @@ class IdentificationProblem:
         C0 = (L ** 2 * eye + L * self.Dt0[c] + self.Kt0[c]) / omega[:, None, None]
         C = (L[:, None] * self.Dt[c] + self.Kt[c]) / omega[:, None, None, None]
         return C0, C
+
+    def check_finite(self, p):
+        """InputError naming the measured mode(s) (and the unknowns) at which the residuals are not
+        finite at ``p`` (an overflow of the measured values or of the model with these unknowns)."""
+        with np.errstate(all="ignore"):
+            res = self.residuals(p)
+        bad = np.flatnonzero(~np.isfinite(res.reshape(-1, 2)).all(axis=1))
+        if bad.size == 0:
+            return
+        d = self.data
+        which = ", ".join(f"{d.entry(i)} = {d.frequency_hz[i]:g} Hz / {d.entry(i, 'damping_ratio')} = "
+                          f"{d.damping_ratio[i]:g}" for i in bad[:3]) + (f" and {bad.size - 3} more" if bad.size > 3 else "")
+        raise InputError(f"{which}: the residuals of these measured modes are not finite at the unknowns "
+                         f"{', '.join(f'{n} = {v:.4g}' for n, v in zip(self.names, p))} (values too large for "
+                         f"the objective '{self.objective_name}'; check them, their units, k_max and d_max)")
 
     # -- residuals
     def residuals(self, p, frequency_hz=None, damping_ratio=None) -> np.ndarray:
@@ -570,6 +611,7 @@ def _local_solve(problem: IdentificationProblem, x0, stop=NO_STOP):
         return problem.residuals(x * up)
 
     jac = lambda x: problem.jacobian(x * up) * up
+    problem.check_finite(x0 * up)            # SciPy would only say "Residuals are not finite in the initial point."
     sol = least_squares(fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf",
                         xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=200 * (x0.size + 1))
     return sol.x, float(sol.fun @ sol.fun), int(sol.nfev), int(sol.status), str(sol.message)
@@ -749,7 +791,7 @@ def write_params(model, result: IdentificationResult, out_path) -> Path:
     """Write a complete flexibility YAML (format of config/<robot>.yaml) equal to the model's
     params file with k, d_f, d_fm replaced by the identified values; the urdf path is made absolute."""
     if model.params_path is None:
-        raise InputError("write-params: the model has no params file to start from")
+        raise InputError("--write-params: the model has no params file to start from")
     raw = load_yaml_mapping(model.params_path, "params file")
     urdf = Path(str(raw["urdf"]))
     raw["urdf"] = str(urdf if urdf.is_absolute() else (Path(model.params_path).parent / urdf).resolve())
@@ -764,5 +806,5 @@ def write_params(model, result: IdentificationResult, out_path) -> Path:
                        f"{result.objective_name}, F* = {result.objective:.6g})\n"
                        + yaml.safe_dump(raw, sort_keys=False))
     except OSError as exc:
-        raise InputError(f"write-params {out}: cannot write ({exc.strerror})") from None
+        raise InputError(f"--write-params {out}: cannot write ({exc.strerror})") from None
     return out

@@ -21,6 +21,16 @@ Algorithm (:func:`link_modes`):
    then be ≤ ``CONFIRM_RTOL``·σ_max (two for a double root); its singular vector is the mode (37);
 5. shapes: U, V, Ψ of every link from the null vector, in frame 0 through (41)-(44).
 
+Size limits (checked before the expensive steps, errors name the request field): at most
+``MAX_MODES`` = 50 modes per request, and the frame that isolates them may have at most
+``MAX_FRAME_UNKNOWNS`` = 240 nodal unknowns (its links are cut into segments short enough for the
+highest frequency asked; each count and determinant factorizes that dense matrix, and the number
+of counts grows with the modes, so the work grows about as the fourth power of the modes: the
+bundled arms took 0.3-4 s for 50 modes and 10-27 s for 100 on the 2-core development machine under
+load ≈ 10; 200 modes took minutes). A more slender arm reaches the frame limit with fewer modes;
+the error then says how many modes fit. ``stop`` / ``deadline`` (:func:`link_modes`) interrupt
+the work between iterations.
+
 Mode-shape normalization (the paper gives none): coefficient vectors are scaled to unit generalized
 mass, Σ_i ∫ ρS(U² + V²) + ρIΨ² dx + Σ_i (M_i|d_i|² + J_iΨ_i(L)²) + Σ B q_m² = 1 [kg, with
 rotations in rad], sign such that the largest global displacement component is positive. The
@@ -36,6 +46,7 @@ import numpy as np
 
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
+from ..core.workers import StopToken
 from ..modes import TWO_PI, ModeSet, modes_from_classified
 from .arm import check_angles
 from .beam import BEAM_MODELS
@@ -43,7 +54,8 @@ from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix
                              section_constants, singular_check)
 from .stiffness import build_frame, count_below, determinant
 
-MAX_MODES = 200
+MAX_MODES = 50         # per request; see "Size limits" in the module docstring
+MAX_FRAME_UNKNOWNS = 240   # nodal unknowns of the Wittrick–Williams frame (cost ∝ unknowns³ per count)
 REGIMES = ("full", "below-cutoff")
 POINTS = 21            # stations per link of ModeSet.mode_shapes and of plots
 QUADRATURE = 32        # Gauss-Legendre points per link for the generalized mass
@@ -100,15 +112,39 @@ class LinkModes(ModeSet):
         return out
 
 
-def check_request(num_modes, model, regime):
-    """InputError naming the field for a bad mode count, beam model or regime."""
+def check_request(num_modes, model, regime, field="num_modes"):
+    """InputError naming the field for a bad mode count (``field``: the request field or CLI
+    option as the user wrote it), beam model or regime."""
     if model not in BEAM_MODELS:
         raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {model!r}")
     if regime not in REGIMES:
         raise InputError(f"regime: expected one of {', '.join(REGIMES)}, got {regime!r}")
     if isinstance(num_modes, bool) or not isinstance(num_modes, (int, np.integer)) \
             or not 1 <= num_modes <= MAX_MODES:
-        raise InputError(f"modes: expected an integer from 1 to {MAX_MODES}, got {num_modes!r}")
+        raise InputError(f"{field}: expected an integer from 1 to {MAX_MODES}, got {num_modes!r}")
+
+
+def _stop_token(stop, deadline):
+    """A StopToken for ``stop`` and/or ``deadline`` (time.monotonic()), or None."""
+    if deadline is None:
+        return stop
+    if stop is None:
+        return StopToken(float(deadline))
+    return _Both(stop, StopToken(float(deadline)))
+
+
+class _Both:
+    def __init__(self, *tokens):
+        self.tokens = tokens
+
+    def check(self):
+        for token in self.tokens:
+            token.check()
+
+
+def _check(stop):
+    if stop is not None:
+        stop.check()
 
 
 def cutoff(arm, model: str) -> float:
@@ -120,42 +156,57 @@ def cutoff(arm, model: str) -> float:
 
 @single_thread_blas
 def natural_frequencies(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
-                        guess=None) -> np.ndarray:
+                        guess=None, stop=None, deadline=None, field="num_modes") -> np.ndarray:
     """ω (N,) [rad/s], ascending with multiplicities: the first ``num_modes`` roots of (40), steps
     1-3 of the module docstring. ``guess`` (N,) [rad/s] warm-starts the isolation;
-    ``regime="below-cutoff"`` refuses (InputError) when fewer than N roots lie below ω_lim."""
+    ``regime="below-cutoff"`` refuses (InputError) when fewer than N roots lie below ω_lim.
+    ``stop`` (a :class:`~flexmodal_ros.core.workers.StopToken`) and ``deadline`` (a
+    ``time.monotonic()`` value) end the work with :class:`~flexmodal_ros.core.workers.Interrupted`;
+    ``field`` names the mode count in errors."""
     q = check_angles(arm, q)
-    check_request(num_modes, model, regime)
+    check_request(num_modes, model, regime, field)
+    stop = _stop_token(stop, deadline)
+    _check(stop)
     limit = cutoff(arm, model) if regime == "below-cutoff" else np.inf
     points = _warm_points(guess, num_modes, limit)
     if points is not None:
         frame = build_frame(arm, q, model, points[-1])
-        J = count_below(frame, points)
-        if J[-1] < num_modes:
+        if frame.size > MAX_FRAME_UNKNOWNS:
             points = None
+        else:
+            J = count_below(frame, points)
+            if J[-1] < num_modes:
+                points = None
     if points is None:
-        w_hi, frame = _upper_bound(arm, q, num_modes, model, limit)
+        w_hi, frame = _upper_bound(arm, q, num_modes, model, limit, stop, field)
         points = w_hi * (np.arange(1, GRID_PER_MODE * num_modes + 1) / (GRID_PER_MODE * num_modes)) ** 2
         J = count_below(frame, points)
-    brackets = _isolate(frame, points, J, num_modes)
-    roots = _refine(frame, brackets, guess)
+    brackets = _isolate(frame, points, J, num_modes, stop)
+    roots = _refine(frame, brackets, guess, stop)
     lo = np.concatenate([[b[0]] * b[3] for b in brackets])
     hi = np.concatenate([[b[1]] * b[3] for b in brackets])
     single = np.concatenate([[b[3] == 1] * b[3] for b in brackets])
-    return _polish(arm, q, model, frame, roots, lo, hi, single)[:num_modes]
+    return _polish(arm, q, model, frame, roots, lo, hi, single, stop)[:num_modes]
 
 
-def _upper_bound(arm, q, N, model, limit):
+def _upper_bound(arm, q, N, model, limit, stop=None, field="num_modes"):
     top = limit * (1 - 1e-9)
     w = min(_first_guess(arm, model) * N, top)
+    reached = 0
     while True:
+        _check(stop)
         frame = build_frame(arm, q, model, w)
+        if frame.size > MAX_FRAME_UNKNOWNS:
+            raise InputError(f"{field}: {N} modes of this arm need a frame of {frame.size} unknowns, more than "
+                             f"{MAX_FRAME_UNKNOWNS} (ask for at most {max(reached, 1)} modes; limits in "
+                             f"flexmodal_ros/links/solve.py)")
         J = int(count_below(frame, [w])[0])
+        reached = J
         if J >= N:
             return w, frame
         if w >= top:
             f_lim = limit / TWO_PI        # allow-pole-logic: the cut-off angular frequency in Hz, no eigenvalue
-            raise InputError(f"modes: only {J} natural frequencies lie below the Timoshenko cut-off "
+            raise InputError(f"{field}: only {J} natural frequencies lie below the Timoshenko cut-off "
                              f"f_lim = {f_lim:.6g} Hz (regime below-cutoff); ask for at most "
                              f"{J} modes, or use the full spectrum")
         w = min(2.0 * w, top)
@@ -181,7 +232,7 @@ def _warm_points(guess, N, limit):
     return pts[pts > 0]
 
 
-def _isolate(frame, points, J, N):
+def _isolate(frame, points, J, N, stop=None):
     """[(lo, hi, J(lo), multiplicity)] for roots 1..N from counts ``J`` at sorted ``points``
     (J(points[-1]) ≥ N): intervals with more than one root are bisected until they hold one, or
     are narrower than DOUBLE_RTOL (a multiple root)."""
@@ -190,6 +241,7 @@ def _isolate(frame, points, J, N):
     pending = [(a, b, ja, jb) for a, b, ja, jb in zip(lo, points, Jlo, J) if jb > ja and ja < N]
     done = []
     while pending:
+        _check(stop)
         split = [p for p in pending if p[3] - p[2] > 1 and p[1] - p[0] > DOUBLE_RTOL * p[1]]
         done += [(a, b, ja, jb - ja) for a, b, ja, jb in pending
                  if jb - ja == 1 or b - a <= DOUBLE_RTOL * b]
@@ -204,7 +256,7 @@ def _isolate(frame, points, J, N):
     return done
 
 
-def _refine(frame, brackets, guess=None):
+def _refine(frame, brackets, guess=None, stop=None):
     """ω (M,) [rad/s] with multiplicities: single-root brackets refined all at once on det K(ω)
     to ROOT_RTOL (:func:`_newton_on_k`, from the guessed root when one lies in the bracket, else
     the bracket's middle); multiple roots at the centre of their (DOUBLE_RTOL-narrow) bracket."""
@@ -219,14 +271,14 @@ def _refine(frame, brackets, guess=None):
             pick = np.clip(np.searchsorted(g, start), 0, g.size - 1)
             start = np.where((g[pick] > lo) & (g[pick] < hi), g[pick], start)
         parity = np.array([brackets[i][2] for i in single])
-        roots.update(zip(single, _newton_on_k(frame, lo, hi, parity, start, ROOT_RTOL)))
+        roots.update(zip(single, _newton_on_k(frame, lo, hi, parity, start, ROOT_RTOL, stop=stop)))
     out = []
     for i, b in enumerate(brackets):
         out += [roots[i]] * b[3]
     return np.array(out)
 
 
-def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60):
+def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60, stop=None):
     """Single roots of det K(ω) in the brackets [lo, hi], all at once: safeguarded Newton steps on
     det K with the derivative of log|det K| from a second point ω(1 + NEWTON_STEP) in the same
     batched call; bisection when a step leaves the bracket. The sign of det K is (−1)^J(ω)
@@ -237,10 +289,13 @@ def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60):
     x = np.where((start > a) & (start < b), start, 0.5 * (a + b))
     active = np.ones(x.size, bool)
     for _ in range(maxiter):
+        _check(stop)
         h = np.minimum(NEWTON_STEP * x, 0.5 * (b - x))  # x + h stays inside the one-root bracket
-        sign, logdet = determinant(frame, np.concatenate([x, x + h]))
-        s0, s1 = sign[:x.size], sign[x.size:]
-        l0, l1 = logdet[:x.size], logdet[x.size:]
+        s0, s1, l0, l1 = np.ones(x.size), np.ones(x.size), np.zeros(x.size), np.zeros(x.size)
+        live = np.flatnonzero(active)                  # converged brackets are not evaluated again
+        sign, logdet = determinant(frame, np.concatenate([x[live], x[live] + h[live]]))
+        s0[live], s1[live] = sign[:live.size], sign[live.size:]
+        l0[live], l1[live] = logdet[:live.size], logdet[live.size:]
         left = s0 == sign_a  # the root lies above x
         a, b = np.where(active & left, x, a), np.where(active & ~left, x, b)
         straddle = s0 != s1  # the root lies in [x, x + h]: linear interpolation of det K
@@ -259,7 +314,7 @@ def _newton_on_k(frame, lo, hi, parity_lo, start, rtol, maxiter=60):
     raise RuntimeError("Newton refinement on det K did not converge")
 
 
-def _polish(arm, q, model, frame, roots, lo, hi, single):
+def _polish(arm, q, model, frame, roots, lo, hi, single, stop=None):
     """Roots refined on det M(ω): one secant step through ω(1 ± SECANT_STEP) where det M changes
     sign there and no neighbour or cut-off is within POLISH_BRACKET; otherwise Chandrupatla in
     the root's own Wittrick–Williams bracket [lo, hi] (on det M, or on det K if a cut-off lies
@@ -289,20 +344,27 @@ def _polish(arm, q, model, frame, roots, lo, hi, single):
         out[idx[secant]] = a - f_lo[secant] * (b - a) / (f_hi[secant] - f_lo[secant])
         done[idx[secant]] = True
     rest = np.nonzero(single & ~done)[0]
+    _check(stop)
     if rest.size:
         straddle = np.zeros(rest.size, bool)
         for lim in limits:
             straddle |= (lo[rest] <= lim * (1 + 1e-9)) & (hi[rest] >= lim * (1 - 1e-9))
+        straddle |= lo[rest] <= 0                     # the paper's basis needs ω > 0
         on_m, on_k = rest[~straddle], rest[straddle]
         if on_m.size:
-            out[on_m] = _chandrupatla_on_m(arm, q, model, lo[on_m], hi[on_m])
+            polished = _chandrupatla_on_m(arm, q, model, lo[on_m], hi[on_m])
+            failed = np.isnan(polished)                 # det M without a sign change: a pole inside
+            out[on_m[~failed]] = polished[~failed]
+            on_k = np.concatenate([on_k, on_m[failed]])
         if on_k.size:
             out[on_k] = _chandrupatla_on_k(frame, lo[on_k], hi[on_k], POLISH_RTOL)
     return out
 
 
 def _chandrupatla_on_m(arm, q, model, lo, hi):
-    """Single roots of det M(ω) (equilibration fixed per bracket at its midpoint) in [lo, hi]."""
+    """Single roots of det M(ω) (equilibration fixed per bracket at its midpoint) in [lo, hi];
+    NaN for brackets over which det M does not change sign (the paper's M(ω) has poles of its
+    own, e.g. where a link's basis functions degenerate: those roots are polished on det K)."""
     _, dr, dc = equilibrate(characteristic_matrix(arm, q, 0.5 * (lo + hi), model))
 
     def scaled(w, which):
@@ -312,12 +374,19 @@ def _chandrupatla_on_m(arm, q, model, lo, hi):
     every = np.arange(lo.size)
     sign_hi, ref = scaled(hi, every)
     sign_lo, log_lo = scaled(lo, every)
+    out = np.full(lo.size, np.nan)
+    ok = (sign_lo * sign_hi < 0) & np.isfinite(log_lo) & np.isfinite(ref)
+    if not ok.any():
+        return out
+    keep = np.flatnonzero(ok)
 
     def scaled_det(w, which):
-        sign, logdet = scaled(w, which)
-        return sign * np.exp(logdet - ref[which])
+        sign, logdet = scaled(w, keep[which])
+        return sign * np.exp(logdet - ref[keep[which]])
 
-    return chandrupatla(scaled_det, lo, hi, sign_lo * np.exp(log_lo - ref), sign_hi, POLISH_RTOL)
+    out[keep] = chandrupatla(scaled_det, lo[keep], hi[keep], (sign_lo * np.exp(log_lo - ref))[keep],
+                             sign_hi[keep], POLISH_RTOL)
+    return out
 
 
 def _chandrupatla_on_k(frame, lo, hi, rtol, guess=None):
@@ -386,14 +455,16 @@ def chandrupatla(fun, a, b, fa, fb, xrtol, maxiter=100, start=None):
 
 @single_thread_blas
 def link_modes(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: str = "full",
-               guess=None) -> LinkModes:
+               guess=None, stop=None, deadline=None, field="num_modes") -> LinkModes:
     """First ``num_modes`` natural frequencies [Hz] and mode shapes of ``arm`` at joint angles ``q``
     (n,) [rad] for beam ``model`` (timoshenko | euler-bernoulli | eb-inextensible): steps 1-5 of
     the module docstring. ``guess``: natural frequencies [rad/s] of a nearby configuration (warm
-    start; ignored when J does not confirm it). Raises InputError on bad input and RuntimeError if
-    a root fails its singular-value confirmation (a numerical failure, never expected)."""
+    start; ignored when J does not confirm it). Raises InputError on bad input (``field`` names
+    the mode count as the caller's user wrote it) and RuntimeError if a root fails its
+    singular-value confirmation (a numerical failure, never expected); ``stop`` / ``deadline``
+    as :func:`natural_frequencies`."""
     q = check_angles(arm, q)
-    omegas = natural_frequencies(arm, q, num_modes, model, regime, guess)
+    omegas = natural_frequencies(arm, q, num_modes, model, regime, guess, stop, deadline, field)
     coeffs, ratios = _null_vectors(arm, q, omegas, model)
     return _assemble(arm, q, model, omegas, coeffs, ratios)
 

@@ -45,7 +45,7 @@ from flexmodal_interfaces.srv import ApplyWrench, RunModalTest
 
 from ..core.errors import FlexmodalError
 from ..core.validation import shown, shown_names
-from ..oma.bags import read_joint_states, write_serialized
+from ..oma.bags import REQUEST_FIELDS, read_joint_states, write_serialized
 from ..oma.pipeline import run_oma, write_outputs
 from .base import confined_path, declare_output_root, declare_typed, declare_robot_model, run_node
 from .guard import GuardedNode
@@ -106,7 +106,7 @@ class ModalTestNode(GuardedNode):
                     self.destroy_client(client)
             topic = self.states.topic
             bag = write_serialized(folder / "record", messages, topic, self.storage)
-            record = read_joint_states(bag, topic, options["channels"])
+            record = read_joint_states(bag, topic, options["channels"], fields=REQUEST_FIELDS)
             links = read_joint_states(bag, topic, list(self.model.joint_names))
             q = np.median(links.values, axis=0)
             result = run_oma(record, options["model"], q, options["method"])

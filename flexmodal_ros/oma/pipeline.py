@@ -80,12 +80,13 @@ def run_oma(record, model=None, q=None, method: str = "era", orders=None, contro
                      records=tuple(records))
 
 
-def write_outputs(result: OmaResult, out_dir, plot: bool = True, data_out=None) -> OmaResult:
+def write_outputs(result: OmaResult, out_dir, plot: bool = True, data_out=None, files=None) -> OmaResult:
     """Write oma.json, oma.csv, stabilization.png (``plot``) and, with a model, identify_data.yaml
-    (or append the measurement to ``data_out``); returns the result with ``files`` filled."""
+    (or append the measurement to ``data_out``); returns the result with ``files`` filled
+    (``files``: further files already written, e.g. the saved record, listed in oma.json too)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files = {}
+    files = dict(files or {})
     if result.comparisons:
         files["csv"] = write_comparison_csv(result.comparisons[0], result.identified, out / "oma.csv")
     else:

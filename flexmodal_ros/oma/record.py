@@ -10,15 +10,20 @@ uniform grid (cubic spline) with a warning kept in :attr:`Record.warnings`.
 from __future__ import annotations
 
 import csv
+import io
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.validation import frozen
+from ..core.validation import frozen, read_text_file, shown
 
 MIN_SAMPLES = 64                 # below this no model of any useful order can be fitted
+EXCITATION_KEY = "excitation_end_s"   # CSV header comment "# excitation_end_s: <t>" (record time base)
+METADATA_KEY = "metadata"             # CSV header comment "# metadata: <JSON>" (e.g. the simulated impulse)
+IMPULSE_KEYS = ("force", "axis", "start", "duration")
 STAMP_JITTER_RTOL = 0.01         # |Δt − median Δt| above 1 % of the median → resampled
 
 
@@ -61,12 +66,13 @@ class Record:
                              f"of the record ({self.t[0]:.4f}..{self.t[-1]:.4f} s); at least {MIN_SAMPLES} needed")
         return replace(self, t=frozen(self.t[keep]), values=frozen(self.values[keep]))
 
-    def select(self, channels) -> "Record":
-        """The named channels, in the given order; InputError naming unknown ones."""
+    def select(self, channels, field="joints") -> "Record":
+        """The named channels, in the given order; InputError naming unknown ones (``field``: how
+        the caller's user wrote the channel list, e.g. "--joints" or "channels")."""
         channels = list(channels)
         unknown = [c for c in channels if c not in self.channels]
         if unknown:
-            raise InputError(f"joints: unknown channel(s) {', '.join(unknown)} (the record has "
+            raise InputError(f"{field}: unknown channel(s) {', '.join(unknown)} (the record has "
                              f"{', '.join(self.channels)})")
         idx = [self.channels.index(c) for c in channels]
         return replace(self, values=frozen(self.values[:, idx]), channels=tuple(channels))
@@ -153,34 +159,85 @@ def free_decay_start(record: Record) -> int:
 
 def read_csv(path, columns=None) -> Record:
     """CSV with a header row: a time column (``t``, ``time`` or ``stamp``, seconds) then one
-    column per channel; ``columns`` selects channels (default: all)."""
+    column per channel; ``columns`` selects channels (default: all). Leading comment lines
+    ``# key: value`` carry metadata; ``# excitation_end_s: <t>`` (written by :func:`write_csv` for
+    a record that knows it) is the end of the excitation in the time column's base, used instead of
+    guessing where the free decay starts. The file is read as text through
+    :func:`~flexmodal_ros.core.validation.read_text_file` (regular file, size limit, UTF-8)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"--csv: file not found: {path}")
-    with path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
+    text = read_text_file(path, "--csv")
+    lines = text.splitlines()
+    meta, k = {}, 0
+    while k < len(lines) and lines[k].lstrip().startswith("#"):
+        key, sep, value = lines[k].lstrip()[1:].partition(":")
+        if sep:
+            meta[key.strip()] = value.strip()
+        k += 1
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(lines[k:]))))
+    except csv.Error as exc:
+        raise InputError(f"--csv {path}: not a CSV record ({exc})") from None
     if len(rows) < 2:
         raise InputError(f"--csv {path}: needs a header row and samples")
     header = [h.strip() for h in rows[0]]
     time_cols = [i for i, h in enumerate(header) if h.lower() in ("t", "time", "stamp", "time_s", "t_s")]
     if not time_cols:
-        raise InputError(f"--csv {path}: no time column (name it t, time or stamp) in header {header}")
+        raise InputError(f"--csv {path}: no time column (name it t, time or stamp) in header {shown(header)}")
     try:
         data = np.array([[float(v) for v in r] for r in rows[1:] if r], dtype=float)
     except ValueError as exc:
-        raise InputError(f"--csv {path}: not numeric ({exc})") from None
+        raise InputError(f"--csv {path}: not numeric ({shown(str(exc))})") from None
     if data.ndim != 2 or data.shape[1] != len(header):
         raise InputError(f"--csv {path}: every row needs {len(header)} values")
+    metadata = {}
+    if METADATA_KEY in meta:
+        try:
+            metadata = json.loads(meta[METADATA_KEY])
+        except ValueError as exc:
+            raise InputError(f"--csv {path}: '# {METADATA_KEY}:' is not JSON ({exc})") from None
+        metadata = checked_metadata(metadata, f"--csv {path}: '# {METADATA_KEY}:'")
+    excitation_end = None
+    if EXCITATION_KEY in meta:
+        try:
+            excitation_end = float(meta[EXCITATION_KEY])
+        except ValueError:
+            excitation_end = float("nan")
+        if not np.isfinite(excitation_end):
+            raise InputError(f"--csv {path}: '# {EXCITATION_KEY}:' is not a number: {shown(meta[EXCITATION_KEY])}")
     names = [h for i, h in enumerate(header) if i != time_cols[0]]
     values = np.delete(data, time_cols[0], axis=1)
-    rec = make_record(data[:, time_cols[0]], values, names, metadata={"source": str(path)})
-    return rec.select(columns) if columns else rec
+    rec = make_record(data[:, time_cols[0]], values, names, excitation_end=excitation_end,
+                      metadata={**metadata, "file": str(path)})
+    return rec.select(columns, "--joints") if columns else rec
+
+
+def checked_metadata(metadata, where) -> dict:
+    """Record metadata read from a file: a JSON object whose ``impulse`` (if any) has exactly
+    the fields force [N], axis, start [s], duration [s] with finite numbers (what the model
+    comparison of a simulated impact uses); InputError naming ``where`` otherwise."""
+    if not isinstance(metadata, dict):
+        raise InputError(f"{where} expected a JSON object")
+    impulse = metadata.get("impulse")
+    if impulse is not None:
+        ok = isinstance(impulse, dict) and set(impulse) == set(IMPULSE_KEYS) and isinstance(impulse["axis"], str) \
+            and all(isinstance(impulse[k], (int, float)) and not isinstance(impulse[k], bool)
+                    and np.isfinite(impulse[k]) for k in ("force", "start", "duration"))
+        if not ok:
+            raise InputError(f"{where} impulse must have {', '.join(IMPULSE_KEYS)} (finite numbers, axis a name), "
+                             f"got {shown(impulse)}")
+    return metadata
 
 
 def write_csv(record: Record, path) -> Path:
-    """Header ``t`` + channel names, one row per sample (full precision)."""
+    """Header ``t`` + channel names, one row per sample (full precision); a record that knows its
+    excitation end starts with the comment ``# excitation_end_s: <t>``, its metadata (e.g. the
+    simulated impulse) follow as ``# metadata: <JSON>`` (both read back by :func:`read_csv`)."""
     path = Path(path)
     with path.open("w", newline="") as fh:
+        if record.excitation_end is not None:
+            fh.write(f"# {EXCITATION_KEY}: {float(record.excitation_end)!r}\n")
+        if record.metadata:
+            fh.write(f"# {METADATA_KEY}: {json.dumps(record.metadata, default=str)}\n")
         w = csv.writer(fh)
         w.writerow(["t", *record.channels])
         for tk, row in zip(record.t, record.values):

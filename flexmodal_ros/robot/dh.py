@@ -27,6 +27,8 @@ The DH table itself is a YAML file (see ``urdf/scompi.dh.yaml``)::
         com: [0.021, 0.031, -0.226]            # [m] in DH frame i
         inertia: [ixx, ixy, ixz, iyy, iyz, izz]  # [kg m^2] about the COM, DH frame i axes
         limits: {lower: -0.5, upper: 0.5, effort: 5000.0, velocity: 1.0}
+        accept_inertia: "reason"   # optional: published data that violate the triangle inequality
+                                   # (then also list the link under accept_inertia in the params YAML)
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from ..core.errors import ConfigError
 from ..core.validation import finite_vector, load_yaml_mapping, positive, shown
 
 LINK_KEYS = {"joint", "type", "theta", "d", "a", "alpha", "mass", "com", "inertia", "limits"}
+OPTIONAL_LINK_KEYS = {"accept_inertia"}
 LIMIT_KEYS = {"lower", "upper", "effort", "velocity"}
 
 
@@ -133,7 +136,7 @@ def _origin(se3):
 def _link(spec, field):
     if not isinstance(spec, dict):
         raise ConfigError(f"{field}: expected a mapping")
-    unknown = sorted(set(spec) - LINK_KEYS)
+    unknown = sorted(set(spec) - LINK_KEYS - OPTIONAL_LINK_KEYS)
     if unknown:
         raise ConfigError(f"{field}: unknown key(s) {', '.join(unknown)}")
     missing = sorted(LINK_KEYS - set(spec))
@@ -154,4 +157,5 @@ def _link(spec, field):
     return DHLink(joint=str(spec["joint"]), type=spec["type"], theta=num("theta"), d=num("d"), a=num("a"),
                   alpha=num("alpha"), mass=float(positive(spec["mass"], f"{field}.mass", ConfigError)),
                   com=finite_vector(spec["com"], 3, f"{field}.com", ConfigError),
-                  inertia=inertia_matrix(spec["inertia"], f"{field}.inertia"), limits=limits)
+                  inertia=inertia_matrix(spec["inertia"], f"{field}.inertia", triangle="accept_inertia" not in spec),
+                  limits=limits)

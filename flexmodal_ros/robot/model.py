@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from .params import Tool, load_config, make_tool
+from .params import (JOINT_RANGES, MAX_GRAVITY, MAX_LENGTH, MAX_MASS, MAX_WRENCH, Tool,
+                     check_rigid_inertia, load_config, make_tool)
 from ..core.errors import ConfigError, InputError
 from ..core.validation import (finite_vector, frozen, nonnegative, per_joint, positive, read_file_bytes, shown,
                          shown_names)
@@ -29,6 +30,7 @@ TOOL_FRAME = "flexmodal_tool_point"
 _PRISMATIC = ("PX", "PY", "PZ", "PrismaticUnaligned")
 _REVOLUTE = ("RX", "RY", "RZ", "RevoluteUnaligned")
 LOCK_TOLERANCE = 1e-9   # locked positions may sit on a (rounded) joint limit [rad or m]
+MAX_CONDITION = 1e12    # condition numbers of blkdiag(M(q_ref), B) and of the joint stiffness K̄ at load
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,7 +110,7 @@ def load_model(urdf_path, params_path):
     cfg = load_config(params_path)
     _refuse_closed_chain(cfg)            # before the tree is reduced to a serial chain
     urdf = Path(urdf_path) if urdf_path is not None else cfg.urdf_path
-    full, mimics = _parse_urdf(urdf)
+    full, mimics = _parse_urdf(urdf, cfg.accept_inertia)
     rigid, locked = _reduce_to_chain(full, cfg, mimics)
     return build_model(rigid, cfg, urdf, locked)
 
@@ -159,7 +161,9 @@ def build_model(rigid, cfg, urdf_path=None, locked=()):
         velocity_limit=frozen(_limit(rigid.velocityLimit)),
         pin=rigid, rigid=rigid, ee_frame=ee_frame, ee_frame_id=-1,
         urdf_path=Path(urdf_path) if urdf_path else None, params_path=cfg.path)
-    return _with_tool(model, cfg.tool, cfg.gravity)
+    model = _with_tool(model, cfg.tool, cfg.gravity)
+    check_conditioning(model)
+    return model
 
 
 def with_overrides(model, kp=None, kd=None, tool=None, wrench=None, gravity=None, **flex):
@@ -177,17 +181,65 @@ def with_overrides(model, kp=None, kd=None, tool=None, wrench=None, gravity=None
         if field not in checks:
             raise InputError(f"{field}: not an overridable parameter")
         if value is not None:
-            changes[field] = frozen(checks[field](per_joint(value, n, field), field))
+            values = checks[field](per_joint(value, n, field), field)
+            low, high = JOINT_RANGES[field]
+            bad = (values < low) | (values > high)
+            if bad.any():
+                raise InputError(f"{field}: {values[np.argmax(bad)]:g} outside the plausible range "
+                                 f"[{low:g}, {high:g}]")
+            changes[field] = frozen(values)
     if wrench is not None:
-        changes["wrench"] = frozen(finite_vector(wrench, 6, "wrench"))
+        changes["wrench"] = frozen(_bounded(finite_vector(wrench, 6, "wrench"), MAX_WRENCH, "wrench"))
     if not changes and tool is None and gravity is None:
         return model                     # immutable: nothing to replace (keeps per-model caches)
     out = dataclasses.replace(model, **changes)
     if tool is not None or gravity is not None:
         tool = tool if isinstance(tool, Tool) or tool is None else make_tool(tool, "tool", InputError)
-        grav = model.gravity if gravity is None else finite_vector(gravity, 3, "gravity")
+        grav = model.gravity if gravity is None else _bounded(finite_vector(gravity, 3, "gravity"), MAX_GRAVITY,
+                                                                 "gravity")
         out = _with_tool(out, model.tool if tool is None else tool, grav)
     return out
+
+
+def _bounded(values, limit, field):
+    if np.abs(values).max(initial=0.0) > limit:
+        raise InputError(f"{field}: entry {values[np.argmax(np.abs(values))]:g} beyond the plausible magnitude {limit:g}")
+    return values
+
+
+def check_conditioning(model):
+    """ConfigError unless the model's inertia and stiffness are usable in double precision: at a
+    reference configuration q_ref (0 clipped into the joint limits) blkdiag(M(q_ref), B) must be
+    positive definite with condition number <= MAX_CONDITION (a joint that moves no inertia, e.g. a
+    massless last link, makes M singular), and so must the joint stiffness of the closed loop,
+    K̄ = [[K W², −K W], [−K W, K + K_P]] (2.10). The error names the joint and what to check."""
+    q_ref = np.clip(np.zeros(model.n), model.position_lower, model.position_upper)
+    M = mass_matrix(model, create_data(model), q_ref)
+    n = model.n
+    Mbar = np.zeros((2 * n, 2 * n))
+    Mbar[:n, :n], Mbar[n:, n:] = M, np.diag(model.B)
+    _check_definite(model, Mbar, "inertia", lambda j: (
+        f"joint '{model.joint_names[j]}' moves (almost) no link inertia at q = "
+        f"{np.array2string(q_ref, precision=3)}: check the <inertial> of the links it carries "
+        f"(urdf {model.urdf_path})" if j < n else
+        f"joints.{model.joint_names[j - n]}.B = {model.B[j - n]:g} kg m^2 against link inertias up to "
+        f"{np.abs(M).max():g}"))
+    kw = model.k * model.W
+    Kbar = np.block([[np.diag(kw * model.W), -np.diag(kw)], [-np.diag(kw), np.diag(model.k + model.kp)]])
+    _check_definite(model, Kbar, "stiffness", lambda j: (
+        f"joints.{model.joint_names[j % n]}: k = {model.k[j % n]:g}, kp = {model.kp[j % n]:g} against "
+        f"k, kp up to {max(model.k.max(), model.kp.max()):g}"))
+
+
+def _check_definite(model, matrix, what, culprit):
+    values, vectors = np.linalg.eigh(matrix)
+    top = values[-1]
+    if values[0] > 0 and top <= MAX_CONDITION * values[0]:
+        return
+    j = int(np.argmax(np.abs(vectors[:, 0])))
+    condition = "inf" if values[0] <= 0 else f"{top / values[0]:.3g}"
+    raise ConfigError(f"robot {model.name}: the {what} matrix is singular or ill-conditioned (condition number "
+                      f"{condition} > {MAX_CONDITION:g}): {culprit(j)}")
 
 
 def create_data(model):
@@ -285,12 +337,13 @@ def _with_tool(model, tool, gravity):
     return dataclasses.replace(model, pin=pm, ee_frame_id=fid, tool=tool, gravity=frozen(gravity))
 
 
-def _parse_urdf(path):
+def _parse_urdf(path, accept_inertia=None):
     """Pinocchio model of a URDF file and its mimic joints {joint: mimicked joint}.
 
     The file is read once (regular file, size-limited, no XML entity declarations); continuous
     joints are given to Pinocchio as revolute joints (one coordinate, not its cos/sin pair) and
-    get infinite position limits."""
+    get infinite position limits. ``accept_inertia``: {link: reason} whose triangle inequality is
+    waived (params YAML ``accept_inertia``)."""
     path = Path(path)
     data = read_file_bytes(path, "urdf", ConfigError)
     if b"<!ENTITY" in data:
@@ -301,7 +354,7 @@ def _parse_urdf(path):
         raise ConfigError(f"urdf {path}: malformed XML: {exc}") from None
     if root.tag != "robot":
         raise ConfigError(f"urdf {path}: root element is <{root.tag[:80]}>, expected <robot>")
-    _check_urdf_numbers(root, path)
+    _check_urdf_numbers(root, path, accept_inertia or {})
     continuous = []
     mimics = {}
     for joint in root.findall("joint"):
@@ -377,8 +430,9 @@ _NUMERIC_ATTRIBUTES = {"mass": ("value",), "inertia": ("ixx", "ixy", "ixz", "iyy
                        "limit": ("lower", "upper", "effort", "velocity")}
 
 
-def _check_urdf_numbers(root, path):
-    """Reject non-numeric or non-finite values that urdfdom would only warn about and then drop."""
+def _check_urdf_numbers(root, path, accept_inertia=None):
+    """Reject non-numeric or non-finite values that urdfdom would only warn about and then drop,
+    and physically impossible links (:func:`_check_urdf_links`)."""
     for element in root.iter():
         for attr in _NUMERIC_ATTRIBUTES.get(element.tag, ()):
             text = element.get(attr)
@@ -391,6 +445,42 @@ def _check_urdf_numbers(root, path):
             if not values or not np.all(np.isfinite(values)):
                 owner = _owner_name(root, element)
                 raise ConfigError(f"urdf {path}: <{element.tag} {attr}=\"{text}\"> in {owner} is not a finite number")
+            if element.tag == "origin" and attr == "xyz" and np.abs(values).max() > MAX_LENGTH:
+                owner = _owner_name(root, element)
+                raise ConfigError(f"urdf {path}: <origin xyz=\"{text}\"> in {owner}: offset beyond the plausible "
+                                  f"{MAX_LENGTH:g} m")
+    _check_urdf_links(root, path, accept_inertia or {})
+
+
+def _check_urdf_links(root, path, accept_inertia):
+    """Each <link>'s <inertial>: 0 <= mass <= MAX_MASS (0 only with a zero inertia: no inertial),
+    and an inertia about the COM that a rigid body can have (positive semi-definite, triangle
+    inequalities, entries <= MAX_INERTIA; :func:`~flexmodal_ros.robot.params.check_rigid_inertia`);
+    the triangle inequality is waived for the links in ``accept_inertia``."""
+    links = {link.get("name") for link in root.findall("link")}
+    unknown = sorted(set(accept_inertia) - links)
+    if unknown:
+        raise ConfigError(f"accept_inertia: unknown link(s) {shown_names(unknown)} (urdf {path})")
+    for link in root.findall("link"):
+        inertial = link.find("inertial")
+        if inertial is None:
+            continue
+        where = f"urdf {path}: link '{link.get('name')}' <inertial>"
+        mass_element, inertia_element = inertial.find("mass"), inertial.find("inertia")
+        mass = float(mass_element.get("value", "0")) if mass_element is not None else 0.0
+        names = _NUMERIC_ATTRIBUTES["inertia"]
+        values = [float(inertia_element.get(a, "0")) for a in names] if inertia_element is not None else [0.0] * 6
+        ixx, ixy, ixz, iyy, iyz, izz = values
+        inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if not 0.0 <= mass <= MAX_MASS:
+            raise ConfigError(f"{where} <mass value=\"{mass_element.get('value')}\">: must lie in [0, {MAX_MASS:g}] kg")
+        if mass == 0.0 and np.any(inertia):
+            raise ConfigError(f"{where} <mass value=\"{mass_element.get('value') if mass_element is not None else ''}\">: "
+                              "a link with inertia must have a mass > 0")
+        name = link.get("name")
+        check_rigid_inertia(inertia, f"{where} <inertia ixx..izz>", ConfigError, name not in accept_inertia,
+                            f" (if the data are meant as they are, e.g. published, add accept_inertia: "
+                            f"{{{name}: <reason>}} to the params YAML)")
 
 
 def _owner_name(root, element):

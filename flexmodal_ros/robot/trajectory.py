@@ -85,6 +85,10 @@ def point_to_point(q0, qf, T, t):
     return tuple(derivs)
 
 
+MAX_WAYPOINTS = 1000   # waypoints of one trajectory: the controller's default max_trajectory_points,
+                       # and the bound of trajectory files (flexmodal shape / simulate --trajectory)
+
+
 class PiecewiseC4Trajectory:
     """Waypoints joined by rest-to-rest C⁴ segments (4.29)-(4.30), e.g. from a JointTrajectory.
 

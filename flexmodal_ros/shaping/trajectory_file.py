@@ -1,6 +1,7 @@
 """Trajectory files of ``flexmodal shape`` / ``flexmodal simulate --trajectory``.
 
-Input (YAML): waypoints joined by the rest-to-rest C⁴ profile (4.29)-(4.30), as the controller's
+Input (YAML): at most ``MAX_WAYPOINTS`` (1000, the controller's max_trajectory_points) waypoints
+joined by the rest-to-rest C⁴ profile (4.29)-(4.30), as the controller's
 ``~/reference_trajectory`` (trajectory_msgs/JointTrajectory) takes them::
 
     # times in s from the start (strictly increasing, the first one 0), positions in rad (m for
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from ..robot.trajectory import PiecewiseC4Trajectory
+from ..robot.trajectory import MAX_WAYPOINTS, PiecewiseC4Trajectory
 from ..core.validation import finite_array, load_yaml_mapping, reject_unknown_keys
 
 DERIVATIVE_SUFFIXES = ("", "_vel", "_acc", "_jerk", "_snap")
@@ -40,6 +41,9 @@ def read_waypoints(model, path) -> PiecewiseC4Trajectory:
     points = doc.get("points")
     if not isinstance(points, list) or len(points) < 2:
         raise InputError(f"{where}: points must be a list of at least 2 waypoints")
+    if len(points) > MAX_WAYPOINTS:
+        raise InputError(f"{where}: points: {len(points)} waypoints, more than {MAX_WAYPOINTS} (the controller's "
+                         "max_trajectory_points; flexmodal_ros/robot/trajectory.py MAX_WAYPOINTS)")
     times, positions = [], []
     for i, point in enumerate(points):
         if not isinstance(point, dict):

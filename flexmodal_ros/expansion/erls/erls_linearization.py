@@ -211,10 +211,9 @@ class ErlsSystem:
             points.append(OperatingPoint(q, qd, self.point.qdd, self.point.u, float(mp)))
         return linearize_batch(self.model, points)
 
-    def taylor(self, x0, order: int):
+    def taylor(self, x0, order: int, stop=None):
         """(MultiIndexSet, M̄^(σ), C̄^(σ), K̄^(σ)) with coefficient stacks (N, n, n) at x0."""
-
-        tm = self._taylor_map(order)
+        tm = self._taylor_map(order, stop)
         nf, n = self.model.n_f, self.model.n
         frozen = [self.point.q[:nf], self.point.qd, self.point.qdd, [self.point.payload_mass]]
         coeffs = tm(np.asarray(x0, float), *frozen)[: len(tm.multi_indices.truncated(order))]
@@ -222,7 +221,7 @@ class ErlsSystem:
         mats = coeffs.reshape(N, 3, n, n).transpose(1, 0, 3, 2)     # column-major vec → (N, n, n)
         return tm.multi_indices.truncated(order), mats[0], mats[1], mats[2]
 
-    def _taylor_map(self, order):
+    def _taylor_map(self, order, stop=None):
         from ..taylor import TaylorMap
 
         best = max((o for o in self._taylor if o >= order), default=None)
@@ -241,7 +240,7 @@ class ErlsSystem:
         out = dict(zip(TERMS, fn(ca.vertcat(qf, x[:nr]), qd_full, qdd, ca.SX.zeros(nr), payload)))
         Kbar = out["dM_qdd"] + out["dC_qd"] + out["dK_q"] + out["K"] - out["df_q"]
         stacked = ca.vertcat(ca.vec(out["M"]), ca.vec(out["C"] + out["dCv_qd"]), ca.vec(Kbar))
-        tm = TaylorMap(stacked, x, order, [qf, qd, qdd, mp], name="erls_taylor")
+        tm = TaylorMap(stacked, x, order, [qf, qd, qdd, mp], name="erls_taylor", stop=stop)
         self._taylor[order] = tm
         return tm
 
