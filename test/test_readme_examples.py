@@ -188,3 +188,20 @@ def test_readme_example(command, request, ros_env, ros_process):
         process = ros_process(argv, wait_for_service=(service, srv_type), timeout=120.0)
         assert process.stop(timeout=30.0) == 0, process.log()
         assert "Traceback" not in process.log_path.read_text(errors="replace"), process.log()
+
+
+def test_readme_lists_every_console_script():
+    """Issue 29 item 14: the executables README names are the ones setup.py installs."""
+    import ast
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    scripts = sorted(node.value.split("=")[0].strip() for node in ast.walk(tree)
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                     and re.match(r"^\w+ = flexmodal_ros[\w.]*:\w+$", node.value))
+    assert "flexmodal" in scripts and len(scripts) >= 9, scripts
+    text = README.read_text()
+    section = text[text.index("## ROS 2 interfaces"):]
+    section = section[:section.index("\n## ", 1)]
+    listed = sorted(set(re.findall(r"^\| `(\w+)`", section, flags=re.M)))
+    assert listed == sorted(s for s in scripts if s != "flexmodal"), (listed, scripts)
+    assert "`flexmodal`" in text
