@@ -14,8 +14,9 @@ one plant. Against the fixed-start ZVD and no shaping (peak |p_E − p_E,rest|):
 (c) on moves that excite the modes (unshaped > 1e-4 m), auto is ≥ 10× better than no shaping,
     or the design reports the residual as dominated by what the shaper does not treat.
 
-The distribution (median, worst) is printed by benchmarks/bench_shaper_design.py (README). Measured
-(seed 1): see README "Input shaping". The moves run in two processes (2 cores); ~2-3 min.
+The distribution (median, worst) is printed by benchmarks/bench_shaper_design.py; measured (seed 1)
+in docs/shaping/README.md, "Shaper design along the path". The moves run in two processes (2 cores);
+~2-3 min.
 Also: the robust design with the controller's model stiffness 20 % off the plant's.
 """
 from concurrent.futures import ProcessPoolExecutor
@@ -28,6 +29,7 @@ from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory
+from flexmodal_ros.shaping import path_modes
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import compare_designs, random_moves
 
@@ -53,7 +55,6 @@ def evaluate(args):
 
 
 def _change(plant, times, positions, selected):
-    from flexmodal_ros.shaping import path_modes
     pm = path_modes(plant, PiecewiseC4Trajectory(times, positions), modes=list(selected))
     f = pm.frequencies_hz[:, list(selected)]
     return float(np.max((f.max(axis=0) - f.min(axis=0)) / f[0]))
@@ -103,8 +104,8 @@ def test_auto_design_on_random_moves(robot, coulomb):
 def test_robust_design_keeps_its_benefit_with_the_model_stiffness_20_percent_off(robot, move):
     """The controller's model (shaping modes and static compensation) has 0.8 or 1.2 × the plant's
     joint stiffness (the plant starts at rest under the controller's hold): the robust design
-    stays ≥ 100× below no shaping and below the time-varying design (measured, PD law: kuka 1071×
-    / 167×, scompi 474× / 508×; exact model 289× / 498×)."""
+    stays ≥ 100× below no shaping and below the time-varying design (measured, PD law, s = 0.8 /
+    1.2: kuka 883× / 153×, scompi 473× / 508×; exact model 288× / 497×; docs/shaping/README.md)."""
     model = load_robot(robot)
     plant = with_overrides(model, d_c=0.0, d_cm=0.0)
     path = read_waypoints(model, DOCS / move)
