@@ -117,8 +117,10 @@ def _run_trajectory(args, model):
 
 
 def _save_plots(folder, model, times, series):
+    # deferred: matplotlib
     import matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
     files = []
     for field, label in _PLOTTED:

@@ -19,6 +19,12 @@ from ..core.errors import InputError
 from ..modes import snap_to_axis
 from .options import (add_json_option, configurations_from_args, file_option, model_overrides, parse_floats,
                       print_json)
+from ..constrained import Penalty
+from ..constrained import modal_analysis, static_equilibrium
+from ..robot.registry import is_closed_chain
+from ..constrained.closed_chain import with_robot_overrides
+from ..constrained.closed_chain import resolve_closed_chain
+from ..modes import progress_bar
 
 DEFAULT_ROBOT_METHOD = "mcs"
 METHOD_CHOICES = ("mcs", "rcs", "ucs")
@@ -46,7 +52,6 @@ def add_parser(sub):
 
 
 def _penalty(args, base):
-    from ..constrained import Penalty
 
     return Penalty(base.alpha if args.alpha is None else args.alpha,
                    base.xi if args.xi is None else args.xi,
@@ -64,8 +69,9 @@ def first_modes(modes, count):
 
 
 def run(args):
-    from ..constrained import modal_analysis, static_equilibrium
+    # deferred: scipy.sparse (through constrained.eigenanalysis)
     from ..constrained.eigenanalysis import check_dense_size
+    # deferred: CasADi, scipy.sparse (through constrained.paper_models)
     from ..constrained.paper_models import load_paper_model, paper_model_size
 
     if args.show < 0:
@@ -124,20 +130,18 @@ def add_method_option(parser):
 
 def wants_constrained(args) -> bool:
     """True for a closed-chain robot or when ``--method`` is given."""
-    from ..robot.registry import is_closed_chain
 
     return bool(getattr(args, "method", None)) or is_closed_chain(args.robot, args.urdf, args.params)
 
 
 def _robot(args):
-    from ..constrained.closed_chain import with_robot_overrides
-    from ..constrained.closed_chain import resolve_closed_chain
 
     robot = resolve_closed_chain(args.robot, args.urdf, args.params)
     return with_robot_overrides(robot, **model_overrides(args))
 
 
 def run_robot_modal(args):
+    # deferred: CasADi, scipy.sparse (through constrained.closed_chain_analysis)
     from ..constrained.closed_chain_analysis import robot_modes, robot_result_dict
 
     robot = _robot(args)
@@ -178,8 +182,8 @@ class _ActuatedCoordinates:
 def robot_sweep(args):
     """(robot, ModalMap) of a closed-chain sweep over actuated-joint configurations
     (:func:`~flexmodal_ros.constrained.closed_chain_analysis.robot_modal_map`)."""
+    # deferred: CasADi, scipy.sparse (through constrained.closed_chain_analysis)
     from ..constrained.closed_chain_analysis import robot_modal_map
-    from ..modes import progress_bar
 
     robot = _robot(args)
     coords = _ActuatedCoordinates(robot)

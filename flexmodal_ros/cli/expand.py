@@ -16,6 +16,7 @@ from ..core.validation import write_output
 from ..modes import frequencies_and_damping, mac
 from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
                       model_from_args, parse_floats, print_json)
+from ..expansion.multiindex import table1
 
 DEFAULT_TOLERANCE = 1e-3   # = flexmodal_ros.expansion.recursion.DEFAULT_TOLERANCE (checked in the tests);
 # the parametric core (CasADi, SciPy sparse) is imported on use so that other subcommands start fast
@@ -45,6 +46,7 @@ def add_parser(sub):
 
 
 def run(args):
+    # deferred: CasADi, scipy.sparse (through expansion.recursion)
     from ..expansion.recursion import expand
 
     if args.table1:
@@ -85,8 +87,11 @@ def run(args):
 def _system(args):
     """Parametric system of the chosen robot: ERLS arm (bundled name or ``model: erls`` file) or
     flexible-joint robot, at the ``--about`` point."""
+    # deferred: CasADi, scipy.sparse (through expansion.erls.erls_linearization)
     from ..expansion.erls.erls_linearization import ErlsSystem, operating_point
+    # deferred: CasADi (through expansion.erls.erls_model)
     from ..expansion.erls.erls_model import bundled_erls, is_erls_file, load_erls
+    # deferred: CasADi, scipy.sparse (through expansion.flexible_joint)
     from ..expansion.flexible_joint import FlexibleJointSystem
 
     erls = None
@@ -165,7 +170,6 @@ def _print_text(out):
 
 
 def _table1(args):
-    from ..expansion.multiindex import table1
 
     table = table1()
     if args.json:
@@ -179,7 +183,9 @@ def _table1(args):
 
 
 def _paper(args):
+    # deferred: CasADi (through expansion.erls.erls_model)
     from ..expansion.erls.erls_model import bundled_erls, load_erls
+    # deferred: CasADi, scipy.sparse (through expansion.erls.erls_task)
     from ..expansion.erls.erls_task import plot_validation, validation_task
 
     if args.params:

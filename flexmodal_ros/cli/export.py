@@ -5,6 +5,12 @@ from ..export import FORMATS, LINK_DAMPING_MODES, ROTOR_MODES, export_files
 from ..export.tree import check_source_urdf
 from ..core.validation import write_output
 from .options import add_json_option, add_model_options, checked_output, file_option, model_from_args, print_json
+from ..robot.params import load_config
+from ..robot.registry import robot_paths
+import tempfile
+from pathlib import Path
+from ..export.fidelity import mujoco_fidelity, random_configurations, urdf_fidelity
+from ..export.gazebo import write_urdf
 
 
 def add_parser(sub):
@@ -58,8 +64,6 @@ def run(args):
 
 def _source_urdf(args):
     """The URDF file the model options name (the one in the params YAML if --urdf is absent)."""
-    from ..robot.params import load_config
-    from ..robot.registry import robot_paths
 
     if args.urdf:
         return args.urdf
@@ -69,11 +73,8 @@ def _source_urdf(args):
 
 
 def _check(model, args, result):
-    import tempfile
-    from pathlib import Path
 
-    from ..export.fidelity import mujoco_fidelity, random_configurations, urdf_fidelity
-    from ..export.gazebo import write_urdf
+    # deferred: CasADi (through export.mujoco_plant)
     from ..export.mujoco_plant import MujocoRobot
 
     qs = random_configurations(model, args.check)

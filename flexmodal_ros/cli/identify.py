@@ -8,6 +8,7 @@ from ..identification.inverse_eigen import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, N
                               identify, load_data_file, write_params)
 from .options import add_json_option, checked_output, file_option, print_json
 from .scheduler import add_scheduler_options, check_scheduler
+from ..distributed import open_executor, run_starts
 
 
 def add_parser(sub):
@@ -45,7 +46,6 @@ def run(args):
     with contextlib.ExitStack() as stack:
         runner = None
         if args.scheduler:
-            from ..distributed import open_executor, run_starts
             executor = stack.enter_context(open_executor(args.scheduler, timeout=args.scheduler_timeout))
             runner = functools.partial(run_starts, executor)
         result = identify(data_file.model, data_file.data, unknowns=args.unknowns,

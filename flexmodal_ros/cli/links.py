@@ -17,6 +17,7 @@ from ..modes import plot_tracked
 from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir,
                       configurations_from_args, file_option, model_from_args, parse_floats, print_crossings,
                       print_json, write_map_outputs)
+from ..links.shapes import plot_mode
 
 
 def add_parser(sub):
@@ -85,7 +86,6 @@ def run(args):
     res = link_modes(arm, q, args.modes, args.model, args.regime, field="--modes")
     files = []
     if args.plot_mode is not None:
-        from ..links.shapes import plot_mode
         target = Path(args.out_dir) / f"link_mode_{args.plot_mode}.png"
         files.append(str(write_output(target, "--out-dir", lambda path: plot_mode(arm, res, args.plot_mode - 1, path))))
     if args.json:

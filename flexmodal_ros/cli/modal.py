@@ -14,6 +14,7 @@ from .options import (add_json_option, add_model_options, add_override_options, 
                       parse_floats, print_crossings, print_json, write_map_outputs)
 from .constrained import add_method_option, robot_sweep, run_robot_modal, wants_constrained
 from .scheduler import add_store_options, check_scheduler, run_store_sweep
+from ..flexible_joint.sampled import sampled_modal_analysis
 
 
 def add_parser(sub):
@@ -63,7 +64,6 @@ def run(args):
     model = _model(args)
     q = parse_floats(args.q, "--q")
     if args.controller_rate_hz is not None:
-        from ..flexible_joint.sampled import sampled_modal_analysis
         result = sampled_modal_analysis(model, q, args.controller_rate_hz, args.hold)
     else:
         result = modal_analysis(model, q)

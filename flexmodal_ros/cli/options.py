@@ -18,6 +18,7 @@ from ..core.validation import output_directory, output_file, read_text_file, sho
 from ..flexible_joint.sweep import MAX_CONFIGURATIONS, check_map_size, config_grid, config_line, grid_spec
 from ..robot.params import Tool
 from ..robot.registry import resolve_model
+from ..modes import plot_map, write_csv, write_json
 
 FILE_KINDS = ("input", "output", "output_dir")
 
@@ -77,7 +78,6 @@ MAX_CROSSINGS_SHOWN = 10
 
 def write_map_outputs(mmap, out_dir, stem, title, plot=True):
     """``stem``.csv / .json (and .png unless ``plot`` is false) of a ModalMap in ``out_dir``."""
-    from ..modes import plot_map, write_csv, write_json
 
     out = output_directory(out_dir, "--out-dir")
     files = [write_output(out / f"{stem}.csv", "--out-dir", lambda p: write_csv(mmap, p)),

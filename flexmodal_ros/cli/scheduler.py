@@ -4,6 +4,7 @@ from ..distributed.executors import DEFAULT_TIMEOUT_S, parse_scheduler
 from ..core.errors import InputError
 from ..core.validation import output_directory, write_output
 from .options import file_option
+from ..distributed import plot_store, sweep_to_store
 
 MAX_CROSSINGS_SHOWN = 10
 
@@ -39,7 +40,6 @@ def check_scheduler(args):
 
 def run_store_sweep(args, model, configurations, print_json):
     """``flexmodal sweep --store``: the map streamed to the store, summary and PNG from the store."""
-    from ..distributed import plot_store, sweep_to_store
 
     check_scheduler(args)
     run = sweep_to_store(model, configurations, args.store, scheduler=args.scheduler,

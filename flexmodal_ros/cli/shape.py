@@ -22,6 +22,7 @@ from ..shaping.vibration import linearized_vibration
 from ..core.validation import write_output
 from .options import (add_json_option, add_model_options, checked_output, file_option, model_from_args, parse_floats,
                       print_json)
+from ..shaping import path_derivatives
 
 
 def add_shaping_options(p):
@@ -94,7 +95,6 @@ def run(args):
     if shaped is not None:
         samples = shaped.evaluate(t)
     else:
-        from ..shaping import path_derivatives
         samples = path_derivatives(path, t)[0]
         print(f"flexmodal shape: warning: no mode qualifies for shaping (threshold {args.threshold:g}); "
               "the reference is written unshaped", file=sys.stderr)

@@ -19,6 +19,7 @@ import scipy.linalg as sla
 
 from .equilibrium import Equilibrium, project_onto_constraints
 from .linearizations import Penalty
+from .linearizations import mcs_linearization, ucs_linearization
 
 
 def jacobian_fd(fun, x, h=1e-6):
@@ -134,6 +135,7 @@ def robot_state_matrix_fd(system, point, h=1e-7):
     :mod:`~flexmodal_ros.constrained.closed_chain` for the rotors. State [q; q_m; q̇; q̇_m]; the
     linearization has zero eigenvalues for the constraint-drift directions (index-1 form) besides
     the 2(n − m) physical ones. Closures must be point or planar closures of planar motion."""
+    # deferred: Pinocchio
     import pinocchio as pin
 
     robot = system.robot
@@ -170,7 +172,6 @@ def linearization_fd_errors(system, eq: Equilibrium, independent, penalty: Penal
     """Relative errors of the three exact linearizations against the finite-difference ones
     (:func:`rcs_fd`, :func:`mcs_fd` with the coordinates ``independent``, :func:`ucs_fd`):
     ``{"rcs": {"K": …, "C": …, "M": …, "phi_q": …, "F": …}, "mcs": {…}, "ucs": {…}}``."""
-    from .linearizations import mcs_linearization, ucs_linearization
 
     terms = system.terms(eq.q, eq.u, eq.multipliers, eq.t)
     fd = rcs_fd(system, eq, h)

@@ -191,8 +191,6 @@ def resolve_any_model(robot=None, urdf=None, params=None):
 def resolve_closed_chain(robot=None, urdf=None, params=None):
     """The selected robot as a :class:`~flexmodal_ros.constrained.closed_chain.ClosedChainRobot` (a serial
     robot is accepted too: a constrained system without closures)."""
-    from ..constrained.closed_chain import load_closed_chain
-
     if robot and (urdf or params):
         raise ConfigError("give either a robot name or urdf/params files, not both")
     if robot:

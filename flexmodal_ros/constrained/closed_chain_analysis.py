@@ -169,6 +169,7 @@ class RobotSystem(ConstrainedSystem):
                       self.constraint_jacobian(z, t, data), np.zeros(self.m),
                       self.constraint_hessian(z, lam, data))
         if sparse:
+            # deferred: scipy.sparse
             import scipy.sparse as sp
             terms = terms._replace(**{k: sp.csc_matrix(getattr(terms, k)) for k in
                                       ("M", "f_q", "f_qd", "f_u", "phi_q", "hessian")})

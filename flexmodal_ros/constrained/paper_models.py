@@ -49,6 +49,7 @@ class PaperModel:
 
 def model_path(name_or_path) -> Path:
     """Path of a bundled model name or of a given YAML file."""
+    # deferred: Pinocchio (through robot.registry)
     from ..robot.registry import share_dir
 
     path = Path(str(name_or_path))

@@ -10,10 +10,11 @@ time) and restored on return, so callers of the library keep their own settings 
 """
 import functools
 
+import scipy.linalg  # noqa: F401  SciPy's BLAS/LAPACK loaded before threadpoolctl inspects the libraries
+
 
 @functools.cache
 def _controller():
-    import scipy.linalg  # noqa: F401  deferred: SciPy's BLAS/LAPACK (the modal analysis runs on it), loaded before the controller looks
     from threadpoolctl import ThreadpoolController  # deferred: threadpoolctl
     return ThreadpoolController()        # inspects the loaded libraries once (~ms), then reused
 

@@ -83,6 +83,7 @@ class DaskExecutor:
         return self.client.submit(fn, *args, retries=self.retries, pure=False)
 
     def wait_first(self, futures):
+        # deferred: Dask distributed
         from distributed import wait
         return wait(futures, return_when="FIRST_COMPLETED")
 
@@ -116,6 +117,7 @@ def open_executor(scheduler=None, workers: int | None = None, timeout: float = D
             executor.close()
         return
     kind, value = parse_scheduler(scheduler)
+    # deferred: Dask distributed
     from distributed import Client, LocalCluster
 
     with contextlib.ExitStack() as stack:
@@ -128,6 +130,7 @@ def open_executor(scheduler=None, workers: int | None = None, timeout: float = D
 
 
 def _connect(address: str, timeout: float):
+    # deferred: Dask distributed
     from distributed import Client
 
     try:

@@ -141,6 +141,7 @@ def sweep_to_store(model, configurations, store, scheduler=None, track: bool = T
 
 def _resume_chunk(path: Path) -> int:
     """Chunk size of an existing store (so that a plain re-run resumes), else the default."""
+    # deferred: Zarr
     import zarr
 
     if not path.is_dir():

@@ -130,6 +130,7 @@ def open_for_writing(path, identity: dict, n: int, width: int, shape_rows: int) 
     InputError, with nothing written, if ``path`` is not writable, is something else than a
     flexmodal store, or holds another map (robot, model, configurations, chunk size or options).
     """
+    # deferred: Zarr
     import zarr
 
     path = Path(path)
@@ -181,6 +182,7 @@ def _create_arrays(group, ident, n, width, shape_rows):
 
 
 def _read_identity(path: Path) -> dict:
+    # deferred: Zarr
     import zarr
 
     try:
@@ -299,6 +301,7 @@ class _Stats:
 
 def open_store(path):
     """A complete store opened read-only (``zarr.Group``); InputError if it is none or unfinished."""
+    # deferred: Zarr
     import zarr
 
     path = Path(path)

@@ -128,6 +128,7 @@ def _hermite(nodes, polys):
     """C⁴ piecewise polynomial (SciPy BPoly, degree ≤ 9) through the expansion points ``nodes`` with
     the derivatives 0..min(t, 4) of the expansions ``polys`` there (d^jλ/ds^j = j! λ^(j)); values
     as real views of the complex eigenvalues."""
+    # deferred: scipy.interpolate
     from scipy.interpolate import BPoly
 
     count = min(polys[0].order, 4) + 1

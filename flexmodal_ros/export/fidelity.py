@@ -28,6 +28,13 @@ from ..robot.model import create_data
 from ..modes import modes_from_eigenpairs
 from ..core.validation import finite_array
 from .tree import MOTOR_SUFFIX
+from ..flexible_joint.linear_model import state_matrix as ama_matrix
+from ..flexible_joint.ama import linearized_batch
+from ..robot.model import load_model
+from .gazebo import physical_inertia
+from .tree import rpy_matrix
+from .gazebo import write_urdf
+from .tree import build_export
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,6 @@ def random_configurations(model, count, seed=0):
 def compare_modes(state_matrices, model, configurations):
     """(m, 4) differences (see :class:`Fidelity`) of the eigenvalues of ``state_matrices`` against
     the AMA of ``model`` at ``configurations``."""
-    from ..flexible_joint.linear_model import state_matrix as ama_matrix
-    from ..flexible_joint.ama import linearized_batch
 
     (Mbar, Dbar, Kbar), _ = linearized_batch(model, create_data(model), configurations)
     per = []
@@ -103,6 +108,7 @@ def _sorted(eigenvalues):
 
 def mujoco_fidelity(model, mj_robot, configurations):
     """:class:`Fidelity` of a compiled exported MJCF (:class:`MujocoRobot`)."""
+    # deferred: CasADi (through export.mujoco_plant)
     from .mujoco_plant import closed_loop_state_matrix
 
     qs = finite_array(configurations, "configurations", (None, model.n))
@@ -193,7 +199,6 @@ def damping_mapping_fidelity(model, configurations, link_damping):
     """:class:`Fidelity` of putting d_f on the elastic joint (ṡ_e = q̇ − W⁻¹... i.e. the deflection
     rate, ``"elastic"``) or on the motor joint (``"motor"``) instead of on q̇ (2.1), with everything
     else exact: the linear algebra of (2.9)-(2.11) with D̄ changed."""
-    from ..flexible_joint.ama import linearized_batch
 
     qs = finite_array(configurations, "configurations", (None, model.n))
     (Mbar, Dbar, Kbar), _ = linearized_batch(model, create_data(model), qs)
@@ -216,9 +221,6 @@ def damping_mapping_fidelity(model, configurations, link_damping):
 def gazebo_valid_model(model, directory):
     """The suite's model of the same robot with the link inertias Gazebo accepts
     (:func:`flexmodal_ros.export.gazebo.physical_inertia`), through a rewritten URDF in ``directory``."""
-    from ..robot.model import load_model
-    from .gazebo import physical_inertia
-    from .tree import rpy_matrix
 
     root = ET.parse(model.urdf_path).getroot()
     for inertial in root.iter("inertial"):
@@ -241,8 +243,6 @@ def gazebo_breakdown(model, configurations, directory, gear_ratio=None):
     ``inertia`` (valid inertias only), ``damping_elastic`` / ``damping_motor`` (link damping only),
     ``rotor_body`` / ``rotor_gear`` (rotor only: exported file with exact link damping, against
     the model with valid inertias), ``total_<rotor>_<damping>`` (the exported file as written)."""
-    from .gazebo import write_urdf
-    from .tree import build_export
 
     qs = finite_array(configurations, "configurations", (None, model.n))
     valid = gazebo_valid_model(model, directory)
@@ -262,7 +262,6 @@ def gazebo_breakdown(model, configurations, directory, gear_ratio=None):
 
 def _model_fidelity(other, model, qs):
     """:class:`Fidelity` of the AMA of ``other`` (same joints) against ``model``'s."""
-    from ..flexible_joint.ama import linearized_batch
 
     (Mbar, Dbar, Kbar), _ = linearized_batch(other, create_data(other), qs)
     return Fidelity("linear algebra (Gazebo-valid inertias)", qs,

@@ -88,6 +88,7 @@ def write_mjcf(exported, timestep=0.001):
 
 def load_mujoco_model(path=None, xml=None):
     """Compile an exported MJCF (file ``path`` or text ``xml``) and restore the exact inertias."""
+    # deferred: MuJoCo
     import mujoco
 
     try:

@@ -34,6 +34,7 @@ class MujocoRobot:
     """
 
     def __init__(self, model, mj_model):
+        # deferred: MuJoCo
         import mujoco
 
         self.model, self.mj = model, mj_model
@@ -86,6 +87,7 @@ class MujocoRobot:
 def closed_loop_state_matrix(robot, q_d, step=1e-6):
     """Continuous-time A (2nv x 2nv) of MuJoCo + set-point law (2.2) about q^d (central differences
     of ``qacc``, relative ``step``), and the equilibrium residual max |q̈| [rad/s² or m/s²]."""
+    # deferred: MuJoCo
     import mujoco
 
     model, mj = robot.model, robot.mj
@@ -131,6 +133,7 @@ class MujocoSimulator:
     equilibrium (2.3) of ``q0``, held by the static effort of (2.2)."""
 
     def __init__(self, robot, q0, impulse_limits=ImpulseLimits()):
+        # deferred: MuJoCo
         import mujoco
 
         self.robot, self.mujoco, self.impulse_limits = robot, mujoco, impulse_limits

@@ -32,6 +32,7 @@ from .ama import ModalResult, check_configurations
 from ..robot.model import create_data
 from ..modes import TWO_PI, is_oscillatory, is_real, modes_from_eigenpairs
 from ..core.validation import finite_scalar, finite_vector
+from scipy.linalg import expm
 
 HOLDS = ("zoh", "zoh-delay")
 
@@ -73,7 +74,6 @@ def sampled_modal_analysis(model, q, controller_rate_hz: float, hold: str = "zoh
     T = 1.0 / rate
     aug = np.zeros((5 * n, 5 * n))
     aug[:4 * n, :4 * n], aug[:4 * n, 4 * n:] = A_p, B_u
-    from scipy.linalg import expm      # SciPy imported only when a sampled-data loop is asked for
 
     E = expm(aug * T)
     Phi, Gamma = E[:4 * n, :4 * n], E[:4 * n, 4 * n:]

@@ -28,8 +28,10 @@ def deformed_arm(arm, modes, index: int, amplitude: float | None = None, points:
 
 def plot_mode(arm, modes, index: int, path, amplitude: float | None = None) -> Path:
     """PNG of the undeformed arm (grey) and mode ``index`` (0-based) deformed (:func:`deformed_arm`)."""
+    # deferred: matplotlib
     import matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
 
     path = Path(path)

@@ -108,6 +108,7 @@ def plot_tracked(x, frequencies_hz: np.ndarray, damping_ratios: np.ndarray, path
     arrays) against ``x`` (like thesis Figs. 2.3-2.4)."""
     import matplotlib  # deferred: matplotlib (heavy import, plots only)
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
 
     path = Path(path)

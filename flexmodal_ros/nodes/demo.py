@@ -41,6 +41,8 @@ from ..robot.registry import load_robot
 from ..simulation import (THESIS_VELOCITY_SCALE, ClosedLoopResult, run_closed_loop, save_closed_loop_plot,
                          thesis_trajectory)
 from ..robot.trajectory import PiecewiseC4Trajectory
+from . import bringup
+from ..export.mujoco_plant import run_closed_loop_mujoco
 
 DEFAULT_OUTPUT = "flexmodal_output/demo"
 ROS_TOLERANCE_RAD = 5e-3
@@ -73,18 +75,29 @@ class SuiteClient:
     """rclpy client of the running suite: records joint states, sends trajectories, calls services."""
 
     def __init__(self, model, name="flexmodal_demo", alive=None, simulator=SIMULATOR, link_state="absolute"):
+        # deferred: rclpy
         import rclpy
+        # deferred: rclpy
         from rclpy.context import Context
+        # deferred: rclpy
         from rclpy.executors import SingleThreadedExecutor
+        # deferred: rcl_interfaces (ROS message types, built interfaces)
         from rcl_interfaces.srv import SetParameters
+        # deferred: sensor_msgs (ROS message types, built interfaces)
         from sensor_msgs.msg import JointState
+        # deferred: std_msgs (ROS message types, built interfaces)
         from std_msgs.msg import String
+        # deferred: std_srvs (ROS message types, built interfaces)
         from std_srvs.srv import Trigger
+        # deferred: rclpy
         from rclpy.qos import DurabilityPolicy, QoSProfile
+        # deferred: trajectory_msgs (ROS message types, built interfaces)
         from trajectory_msgs.msg import JointTrajectory
 
+        # deferred: flexmodal_interfaces (ROS message types, built interfaces)
         from flexmodal_interfaces.srv import ComputeModalParameters
 
+        # deferred: rclpy (through nodes.polled)
         from .polled import PolledSubscription
 
         self.model = model
@@ -121,8 +134,11 @@ class SuiteClient:
     @property
     def latest(self):
         """The last received joint state as a JointSample (None before the first)."""
+        # deferred: sensor_msgs (ROS message types, built interfaces)
         from sensor_msgs.msg import JointState
+        # deferred: rclpy
         from rclpy.serialization import deserialize_message
+        # deferred: flexmodal_interfaces (ROS message types, built interfaces) (through nodes.conversions)
         from .conversions import JointStateReader
         if self._latest_raw is None:
             return None
@@ -153,6 +169,7 @@ class SuiteClient:
         return found()
 
     def modal_parameters(self, q):
+        # deferred: flexmodal_interfaces (ROS message types, built interfaces)
         from flexmodal_interfaces.srv import ComputeModalParameters
         request = ComputeModalParameters.Request(joint_names=list(self.model.joint_names),
                                                  positions=[float(v) for v in q])
@@ -162,12 +179,14 @@ class SuiteClient:
         return response.result
 
     def statistics(self, client):
+        # deferred: std_srvs (ROS message types, built interfaces)
         from std_srvs.srv import Trigger
         return json.loads(self.call(client, Trigger.Request()).message)
 
     def reset_simulation(self):
         """Reset the simulator; returns once the controller holds and this client receives the
         restarted simulation time."""
+        # deferred: std_srvs (ROS message types, built interfaces)
         from std_srvs.srv import Trigger
         since, before = len(self.statuses), self.latest.t
         if not self.call(self.reset, Trigger.Request()).success:
@@ -176,7 +195,9 @@ class SuiteClient:
         self.spin_until(lambda: self.latest.t < before, 30.0, "joint states after the reset")
 
     def set_feedforward(self, on):
+        # deferred: rcl_interfaces (ROS message types, built interfaces)
         from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        # deferred: rcl_interfaces (ROS message types, built interfaces)
         from rcl_interfaces.srv import SetParameters
         value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=bool(on))
         result = self.call(self.set_params, SetParameters.Request(
@@ -185,6 +206,7 @@ class SuiteClient:
             raise FlexmodalError(f"use_feedforward: {result.reason}")
 
     def reset_controller_statistics(self):
+        # deferred: std_srvs (ROS message types, built interfaces)
         from std_srvs.srv import Trigger
         self.call(self.ctrl_stats_reset, Trigger.Request())
 
@@ -202,6 +224,7 @@ class SuiteClient:
         margin (on a loaded machine: 1.7 s after, in one of six ``make demo`` runs); no margin is
         safe, while "start now" is exact whatever the load.
         """
+        # deferred: flexmodal_interfaces (ROS message types, built interfaces) (through nodes.conversions)
         from .conversions import core_to_trajectory
         self.spin_until(lambda: self._latest_raw is not None, timeout, "joint states")
         since = len(self.statuses)
@@ -228,6 +251,7 @@ class SuiteClient:
                                self.link_state)
 
     def close(self):
+        # deferred: rclpy
         import rclpy
         self.joint_states.destroy()
         self.executor.remove_node(self.node)
@@ -247,8 +271,11 @@ def tracking_start_time(status):
 def recorded_result(model, raw_states, path, start, end, link_state="absolute"):
     """:class:`ClosedLoopResult` of recorded serialized JointStates with start <= t <= end (motor
     torque = the effort of the ``<joint>_motor`` entries, / W for exported robots)."""
+    # deferred: rclpy
     from rclpy.serialization import deserialize_message
+    # deferred: sensor_msgs (ROS message types, built interfaces)
     from sensor_msgs.msg import JointState
+    # deferred: flexmodal_interfaces (ROS message types, built interfaces) (through nodes.conversions)
     from .conversions import JointStateReader
     read = JointStateReader(model, link_state)
     scale = np.asarray(model.W, dtype=float) if link_state == "deflection" else 1.0
@@ -320,7 +347,6 @@ def share_simulator_cpu():
 
 def run_ros(model, times, positions, out, lockstep=False, realtime=True, engine="builtin"):
     """Bring the suite up, run both cases through ROS; returns (results, modal results, stats)."""
-    from . import bringup
     if realtime:
         print(f"real-time set-up: {share_simulator_cpu()}", flush=True)
     # sim_time=False: the demo measures real-time behaviour (steady clocks, as on a real robot)
@@ -353,7 +379,6 @@ def offline_runs(model, times, positions, lockstep, engine="builtin"):
     """Both cases without ROS, with the ROS loop's plant, integration step and command delay."""
     delay, rate = 0 if lockstep else 1, ENGINES[engine][1]
     if engine == "mujoco":
-        from ..export.mujoco_plant import run_closed_loop_mujoco
         return {label: run_closed_loop_mujoco(model, times, positions, times[-1] + 0.5, use_feedforward=ff,
                                               timestep=1.0 / rate, command_delay_cycles=delay)
                 for label, ff in (("feedforward+PD", True), ("PD only", False))}

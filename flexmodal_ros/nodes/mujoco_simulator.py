@@ -20,6 +20,7 @@ robots need more (scompi's 851 Hz mode: >= 5000).
 """
 from .base import declare_typed, run_node
 from .flexible_joint_simulator import FlexibleJointSimulator
+from ..export.mujoco_plant import MujocoRobot, MujocoSimulator
 
 
 class MujocoSimulatorNode(FlexibleJointSimulator):
@@ -32,7 +33,6 @@ class MujocoSimulatorNode(FlexibleJointSimulator):
     DEFAULT_INTEGRATION_RATE_HZ = 2000.0
 
     def _make_simulator(self, q0, dt, limits):
-        from ..export.mujoco_plant import MujocoRobot, MujocoSimulator
 
         path = declare_typed(self, "model_path", "")
         return MujocoSimulator(MujocoRobot.from_model(self.model, path or None, dt), q0, limits)

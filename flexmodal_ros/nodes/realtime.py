@@ -19,6 +19,7 @@ import os
 import struct
 
 from ..core.errors import FlexmodalError
+import numpy as np
 
 CPU_LATENCY_DEVICE = "/dev/cpu_dma_latency"
 _held_requests = []   # open PM QoS file descriptors: the request lasts as long as the process
@@ -26,6 +27,7 @@ _held_requests = []   # open PM QoS file descriptors: the request lasts as long 
 
 def declare_realtime(node):
     """Declare ``realtime_priority`` and ``cpu``; FlexmodalError naming the field if out of range."""
+    # deferred: Pinocchio, PyYAML, rcl_interfaces (ROS message types, built interfaces), rclpy (through nodes.base)
     from .base import declare_typed
 
     priority = declare_typed(node, "realtime_priority", 0)
@@ -89,7 +91,6 @@ class TimingWindow:
     statistics are computed while holding the GIL, i.e. while a 1 kHz loop of the same process waits."""
 
     def __init__(self, size):
-        import numpy as np
         self._values = np.empty(size)
         self._count = 0
         np.percentile(self._values[:1], [50])   # first call is ~10 ms (lazy set-up): not at run time
@@ -105,7 +106,6 @@ class TimingWindow:
 
     def extend(self, values):
         """Append the samples of ``values`` (1-D array) in order."""
-        import numpy as np
         values = values[-self._values.size:]
         self._values[(self._count + np.arange(values.size)) % self._values.size] = values
         self._count += values.size
@@ -123,7 +123,6 @@ class TimingWindow:
     def distribution(self, prefix, limit, values=None):
         """{prefix_p50, _p90, _p99, _p999, _max: value (None when empty), prefix_samples: count,
         prefix_over: count above ``limit``} of ``values`` (default: the window)."""
-        import numpy as np
         values = self.values() if values is None else values
         keys = [f"{prefix}_{k}" for k in ("p50", "p90", "p99", "p999", "max")]
         quantiles = np.percentile(values, [50, 90, 99, 99.9, 100]).tolist() if values.size else [None] * 5

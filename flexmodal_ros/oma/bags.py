@@ -35,6 +35,7 @@ REQUEST_FIELDS = {"bag": "recorded bag", "topic": "recorded topic", "joints": "c
 
 
 def _typestore():
+    # deferred: rosbags
     from rosbags.typesys import Stores, get_typestore
     return get_typestore(Stores.ROS2_KILTED)
 
@@ -59,7 +60,9 @@ def read_joint_states(path, topic: str = "/joint_states", joints=None, start=Non
     InputError: not a bag, topic absent or of another type, unknown joint names, messages whose
     name list lacks a requested joint or whose sizes disagree, NaN, non-monotonic stamps, too short.
     """
+    # deferred: rosbags
     from rosbags.rosbag2 import Reader
+    # deferred: rosbags
     from rosbags.rosbag2.errors import ReaderError
 
     store = _typestore()
@@ -119,6 +122,7 @@ def write_joint_states(path, record: Record, topic: str = "/joint_states", stora
     """Write ``record`` as sensor_msgs/JointState messages (positions of its channels, stamped
     at t) to a new bag directory ``path`` with ``storage`` sqlite3 or mcap; a known
     ``record.excitation_end`` goes on EXCITATION_TOPIC."""
+    # deferred: rosbags
     from rosbags.typesys.stores.ros2_kilted import (builtin_interfaces__msg__Time as Time,
                                                      sensor_msgs__msg__JointState as JointState,
                                                      std_msgs__msg__Header as Header,
@@ -150,6 +154,7 @@ def write_serialized(path, messages, topic: str = "/joint_states", storage: str 
     """Write already CDR-serialized messages [(time ns, bytes), ...] of ``msgtype`` (as taken from
     a raw rclpy subscription) to a new bag ``path``; ``extra``: {(topic, msgtype): messages} of
     further topics."""
+    # deferred: rosbags
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     if storage not in STORAGES:

@@ -44,6 +44,7 @@ from ..robot.model import create_data, ee_jacobian, with_overrides
 from ..simulation import FlexibleJointPlant, SetpointLaw, rest_state
 from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping
 from .record import Record, make_record
+from ..flexible_joint.sampled import open_loop
 
 AXES = ("x0", "y0", "z0", "mx0", "my0", "mz0")
 CHANNEL_SETS = ("motor_positions", "link_positions")
@@ -277,7 +278,6 @@ def _linear_parts(model, q):
     """Continuous closed-loop A (2.14), the plant without controller (A_p, B_u, feedback F:
     :func:`flexmodal_ros.flexible_joint.sampled.open_loop`) and the wrench input matrix B_w (state
     δx = [δq; δq_m; δq̇; δq̇_m])."""
-    from ..flexible_joint.sampled import open_loop
     data = create_data(model)
     lin, A_p, B_u, F = open_loop(model, data, q)
     n = model.n

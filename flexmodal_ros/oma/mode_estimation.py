@@ -205,6 +205,7 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     Jacobian at the optimum). Poles that leave the physical range keep their start value and get
     an infinite standard deviation.
     """
+    # deferred: scipy.optimize
     from scipy.optimize import least_squares
 
     lam0 = np.asarray(eigenvalues, complex)

@@ -20,6 +20,8 @@ from .compare import (IDENTIFIED, Comparison, check_model_channels, compare_with
                       write_comparison_csv)
 from .record import Record
 from .stabilization import plot_stabilization
+from ..flexible_joint.sampled import sampled_modal_analysis
+import csv
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,6 @@ def run_oma(record, model=None, q=None, method: str = "era", orders=None, contro
         comparisons.append(compare_with_model(identified, modal_analysis(model, q), rows, records, "continuous AMA",
                                               free_decay=free_decay, response=response, **options))
         if controller_rate_hz:
-            from ..flexible_joint.sampled import sampled_modal_analysis
             sampled = sampled_modal_analysis(model, q, controller_rate_hz, hold)
             comparisons.append(compare_with_model(identified, sampled, rows, records,
                                                   f"sampled-data AMA {controller_rate_hz:g} Hz {hold}",
@@ -117,7 +118,6 @@ def _builtin(value):
 
 
 def _write_modes_csv(identified, path):
-    import csv
     with Path(path).open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["oma_mode", "frequency_hz", "damping_ratio", "amplitude", "snr"])

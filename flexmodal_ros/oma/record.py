@@ -128,6 +128,7 @@ def make_record(t, values, channels, excitation_end=None, metadata=None,
         channels = tuple(c for c, k in zip(channels, constant) if not k)
     dt = float(np.median(step))
     if np.abs(step - dt).max() > STAMP_JITTER_RTOL * dt:
+        # deferred: scipy.interpolate
         from scipy.interpolate import make_interp_spline
 
         grid = t[0] + dt * np.arange(int(np.floor((t[-1] - t[0]) / dt + 1e-9)) + 1)

@@ -23,6 +23,8 @@ import numpy as np
 from ..core.errors import InputError
 from ..modes import TWO_PI, damped_frequencies, frequencies_and_damping, is_oscillatory, is_real, mac, normalize_shapes
 from .estimators import OrderPoles
+from dataclasses import replace
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ def _stable_against(cur, prev, criteria):
 def select_modes(diagram: StabilizationDiagram, criteria: SelectionCriteria):
     """Cluster the stable poles (module docstring) → (modes sorted by frequency, diagram with
     ``cluster`` filled)."""
+    # deferred: scipy.cluster
     from scipy.cluster.hierarchy import fcluster, linkage
 
     idx = np.flatnonzero(diagram.stable)
@@ -220,7 +223,6 @@ def _summarize(members, diagram) -> SelectedMode:
 
 
 def _with_clusters(diagram, cluster):
-    from dataclasses import replace
     return replace(diagram, cluster=cluster)
 
 
@@ -229,10 +231,11 @@ def plot_stabilization(diagram: StabilizationDiagram, path, title: str = "", ref
     clusters — modes, combination terms and poles below the noise floor), damping vs frequency
     below; dashed lines at ``reference_hz`` (e.g. AMA frequencies), solid green lines at the
     ``reported_hz`` modes (the clusters that passed the amplitude check)."""
+    # deferred: matplotlib
     import matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
-    from pathlib import Path
 
     path = Path(path)
     fig, (ax_o, ax_z) = plt.subplots(2, 1, figsize=(10, 8), gridspec_kw={"height_ratios": [3, 2]})

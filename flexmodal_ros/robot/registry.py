@@ -18,6 +18,7 @@ def share_dir():
     if (source / "config").is_dir() and (source / "urdf").is_dir():
         return source
     try:
+        # deferred: ament_index_python (ROS)
         from ament_index_python.packages import get_package_share_directory
         return Path(get_package_share_directory(PACKAGE))
     except (ImportError, LookupError, ValueError):

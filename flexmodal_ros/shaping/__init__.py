@@ -25,6 +25,8 @@ from .schedule import (DEFAULT_AMA_RATE_HZ, DEFAULT_EXPANSION_ORDER, DEFAULT_EXP
 from .shapers import (DEFAULT_TOLERANCE, KINDS, Shaper, convolve, design, ei, insensitivity,
                       percentage_vibration, zv, zvd)
 from .shaper_design import DEFAULT_DESIGN, DESIGNS, DesignChoice, check_design, shape_with_design
+from .shapers import ei_table
+from ..expansion.flexible_joint import segment_taylor_map
 
 SHAPING_CHOICES = ("none",) + KINDS
 
@@ -67,13 +69,13 @@ class ReferenceShaper:
         self.knot_rate_hz, self.options = knot_rate_hz, options
         self.last_modes = self.last_design = None
         # what the first reference would otherwise load inside a control-loop callback (~1 s)
+        # deferred: scipy.interpolate
         import scipy.interpolate  # noqa: F401
+        # deferred: scipy.optimize
         import scipy.optimize  # noqa: F401   (also the robust design's linear program)
         if self.kind == "ei":
-            from .shapers import ei_table
             ei_table(options.get("tolerance", DEFAULT_TOLERANCE))
         if check_modal(options.get("modal", "exact")) == "polynomial":     # symbolic Taylor map (~1 s)
-            from ..expansion.flexible_joint import segment_taylor_map
             segment_taylor_map(model, options.get("expansion_order", DEFAULT_EXPANSION_ORDER))
 
     def __call__(self, path: PiecewiseC4Trajectory):

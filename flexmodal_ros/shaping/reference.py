@@ -110,6 +110,7 @@ class ShaperSchedule:
         if self.amplitudes.shape != self.delays.shape or self.amplitudes.shape[0] != self.eta.size:
             raise InputError("shaper schedule: amplitudes, delays and samples disagree in size")
         splines = []
+        # deferred: scipy.interpolate
         from scipy.interpolate import make_interp_spline
         values = np.concatenate([self.amplitudes, self.delays], axis=1)
         for k in range(int(self.segment.max()) + 1):

@@ -124,6 +124,7 @@ def ei(frequency_hz, damping_ratio, tolerance=DEFAULT_TOLERANCE) -> Shaper:
         raise InputError(f"damping_ratio: EI shapers are tabulated for ζ <= {EI_MAX_DAMPING:g}, got "
                          f"{float(z.max()):g} (use zv or zvd for such a damped mode)")
     grid, a1, a3, t2, t3 = ei_table(tolerance)
+    # deferred: scipy.interpolate
     from scipy.interpolate import CubicSpline
     period = 2.0 * np.pi / _damped(f, z)[0]            # undamped-normalized times below are in T_d units
     A1, A3 = CubicSpline(grid, a1)(z), CubicSpline(grid, a3)(z)
@@ -239,6 +240,7 @@ def insensitivity(shaper: Shaper, frequency_hz, damping_ratio, tolerance=DEFAULT
     """(width, ratio_lo, ratio_hi): band of frequency ratios ω/ω_n around 1 (a single, unbatched
     shaper designed for frequency_hz) in which V ≤ tolerance, damping ratio fixed; width = hi − lo.
     Edges found by bisection to 1e-10. InputError if V > tolerance at the design frequency."""
+    # deferred: scipy.optimize
     from scipy.optimize import brentq
 
     f0 = float(frequency_hz)

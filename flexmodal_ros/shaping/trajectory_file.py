@@ -61,6 +61,7 @@ def read_waypoints(model, path) -> PiecewiseC4Trajectory:
 
 def write_waypoints(path, joint_names, times, positions) -> Path:
     """Write a waypoint YAML file (module docstring)."""
+    # deferred: PyYAML
     import yaml
 
     doc = {"joint_names": list(joint_names),

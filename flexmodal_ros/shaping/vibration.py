@@ -47,6 +47,9 @@ from ..simulation import DEFAULT_DT, SimulatedPlant, run_closed_loop
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .prediction import linearized_vibration, progress  # noqa: F401  (re-exported: the historical home)
 from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory
+from ..robot.model import gravity_torque
+from . import ReferenceShaper, check_design, check_shaping
+from ..robot.trajectory import ETA_PEAKS
 
 LAWS = ("pd", "feedforward", "pd_only")
 DEFAULT_WINDOW = 1.0
@@ -65,7 +68,6 @@ def tool_positions(model, qs) -> np.ndarray:
 def hold_equilibrium(plant_model, controller_model, q_goal):
     """(q (n,), q_m (n,)): static equilibrium of the plant (friction-free) under the hold law
     (2.2)-(2.3) of ``controller_model`` about q_goal (:func:`rest_position`)."""
-    from ..robot.model import gravity_torque
     p, c = plant_model, controller_model
     data = create_data(p)
     n = p.n
@@ -206,7 +208,6 @@ def prepare_reference(plant_model, times, positions, shaping="none", law="pd", s
     """The reference :func:`simulate_move` tracks: the waypoint path, or it shaped by ``shaping``
     in ``shaper_design`` with the modes of the controller's model (a ShapedTrajectory carrying
     ``design`` and ``path_modes``, or a PassThrough when no mode qualifies)."""
-    from . import ReferenceShaper, check_design, check_shaping
 
     check_shaping(shaping)
     check_design(shaper_design)
@@ -294,7 +295,6 @@ def random_moves(model, seed, durations=(0.2, 1.0), margin=0.05, acceleration_pe
     profile's peak speed 2.46 |Δq|/T and acceleration 9.37 |Δq|/T² (ETA_PEAKS) are within the
     URDF velocity limit and ``acceleration_per_velocity`` × it (the controller's default
     acceleration limit) on every joint: moves a controller accepts."""
-    from ..robot.trajectory import ETA_PEAKS
 
     rng = np.random.default_rng(seed)
     lo, hi = np.asarray(model.position_lower, float), np.asarray(model.position_upper, float)
@@ -332,8 +332,10 @@ def plot_residual(results, path, title="", window=DEFAULT_WINDOW):
     """PNG of the end-effector error ‖p_E − p_E,rest‖ [m] (log scale) of labelled
     :class:`MoveResult` s against time, each reference's end marked and the common settling window
     shaded."""
+    # deferred: matplotlib
     import matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
 
     start = max(r.end_time for r in results.values())

@@ -173,6 +173,7 @@ def save_closed_loop_plot(results, path):
     :class:`ClosedLoopResult` s (``results``: {label: result}); one column per result."""
     import matplotlib  # deferred: matplotlib (plots only)
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(2, len(results), figsize=(6 * len(results), 7), squeeze=False, sharex=True)
     for col, (label, res) in enumerate(results.items()):

@@ -32,6 +32,8 @@ import numpy as np
 from ...core.errors import InputError
 from ...core.validation import finite_vector
 from . import erls_model as erls
+from ..taylor import TaylorMap
+from ..eigen import eigenpairs_batch
 
 TERMS = ("dM_qdd", "dC_qd", "dK_q", "K", "df_q", "dCv_qd", "C", "M", "F_u")
 
@@ -222,7 +224,6 @@ class ErlsSystem:
         return tm.multi_indices.truncated(order), mats[0], mats[1], mats[2]
 
     def _taylor_map(self, order, stop=None):
-        from ..taylor import TaylorMap
 
         best = max((o for o in self._taylor if o >= order), default=None)
         if best is not None:
@@ -246,6 +247,5 @@ class ErlsSystem:
 
     def exact_modes(self, xs):
         """Modes (:class:`~flexmodal_ros.expansion.eigen.BiorthogonalModes`) at parameter values xs."""
-        from ..eigen import eigenpairs_batch
 
         return [e.modes() for e in eigenpairs_batch(*self.matrices(xs))]

@@ -151,6 +151,7 @@ def is_erls_file(path) -> bool:
 
 def bundled_erls(name: str) -> ErlsModel | None:
     """The bundled flexible-link arm ``config/<name>.yaml`` (``model: erls``), or None if there is none."""
+    # deferred: Pinocchio (through robot.registry)
     from ...robot.registry import share_dir
 
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", str(name)):

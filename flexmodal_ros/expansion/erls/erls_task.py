@@ -243,8 +243,10 @@ def plot_validation(result: ValidationResult, directory, modes=None) -> list[Pat
     """One PNG per analysed mode (``modes``: 0-based columns, default all) with the six panels of
     the paper's Figs. 3-5: (a) f exact and approximated, (b) ζ, (c) ε_f, (d) ε_ξ, (e) MAC of
     right and (f) of left eigenvectors."""
+    # deferred: matplotlib
     import matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
 
     directory = Path(directory)

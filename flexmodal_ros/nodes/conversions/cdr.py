@@ -4,6 +4,7 @@ import array
 import numpy as np
 
 from .stamps import split_seconds
+import struct
 
 
 def float64_array(values) -> array.array:
@@ -28,9 +29,10 @@ class SerializedMessage:
     """
 
     def __init__(self, msg, arrays=(), stamps=()):
-        import struct
 
+        # deferred: builtin_interfaces (ROS message types, built interfaces)
         from builtin_interfaces.msg import Time
+        # deferred: rclpy
         from rclpy.serialization import serialize_message
 
         self._time = struct.Struct("=iI")          # int32 sec, uint32 nanosec

@@ -3,6 +3,10 @@
 
 from ...core.errors import InputError
 from .modal_messages import modal_result_to_msg
+from ...core.validation import finite_vector
+from ...robot.params import make_tool
+from ...constrained.closed_chain import with_robot_overrides
+from ...flexible_joint.ama import ModalResult
 
 
 # --- closed-chain robots (flexmodal_ros.constrained; ComputeModalParameters / ComputeModalMap) --
@@ -11,7 +15,6 @@ def closed_chain_values(robot, joint_names, values, field="positions"):
     """Configuration values of a closed-chain robot from a request: with empty ``joint_names``
     either one value per tree joint (Pinocchio order) or per actuated joint; with names, either
     every joint or exactly the actuated joints, each once (reordered to the robot's order)."""
-    from ...core.validation import finite_vector
 
     values = finite_vector(values, None, field)
     names = list(joint_names)
@@ -32,8 +35,6 @@ def closed_chain_values(robot, joint_names, values, field="positions"):
 
 def _closed_chain_overrides(robot, request):
     """Gains (0, 1 or one per actuated joint, actuated order), tool and wrench of a request."""
-    from ...robot.params import make_tool
-    from ...constrained.closed_chain import with_robot_overrides
 
     gains = {f: (list(getattr(request, f)) or None) for f in ("kp", "kd")}
     tool = None
@@ -70,7 +71,6 @@ def closed_chain_result_to_msg(robot, modes, point, stamp=None):
     """ConstrainedModes + SetPoint → ModalParameters (:func:`modal_result_to_msg`):
     ``joint_names``/``positions`` every tree joint, ``motor_equilibrium`` the actuated joints'
     q_m^d, mode-shape rows [q; q_m]."""
-    from ...flexible_joint.ama import ModalResult
 
     result = ModalResult(**modes.mode_fields(), q=point.q, motor_equilibrium=point.motor)
     return modal_result_to_msg(result, robot.joint_names, stamp)

@@ -3,6 +3,7 @@
 import numpy as np
 
 from .cdr import SerializedMessage
+from ...core.validation import finite_vector
 
 
 class TorqueCommandWriter:
@@ -11,6 +12,7 @@ class TorqueCommandWriter:
     scale·τ instead (the motor-joint efforts W τ_m of exported robots, export/convention.py)."""
 
     def __init__(self, n, scale=None):
+        # deferred: std_msgs (ROS message types, built interfaces)
         from std_msgs.msg import Float64MultiArray
 
         self._message = SerializedMessage(Float64MultiArray(data=[0.0] * n), arrays=("data",))
@@ -32,6 +34,5 @@ class TorqueCommandWriter:
 
 def command_to_torque(model, msg):
     """std_msgs/Float64MultiArray → motor torques (n,); InputError if the size is wrong or NaN/inf."""
-    from ...core.validation import finite_vector
 
     return finite_vector(list(msg.data), model.n, "effort_controller/commands.data")

@@ -2,6 +2,7 @@
 
 
 from .modal_messages import modal_result_to_msg
+from ...flexible_joint.ama import configuration_from_names
 
 
 # --- polynomial eigenpairs (ExpandModalParameters) -----------------------------------------------
@@ -9,7 +10,6 @@ from .modal_messages import modal_result_to_msg
 def expansion_request_to_core(model, request):
     """ExpandModalParameters.Request → dict(q (URDF order), order (None = node default), modes
     (1-based list or None), use_for_live, output_path (None if empty))."""
-    from ...flexible_joint.ama import configuration_from_names
 
     q = configuration_from_names(model, list(request.joint_names), list(request.positions))
     modes = [int(m) for m in request.modes]

@@ -13,7 +13,9 @@ def identification_request_to_core(model, request):
     ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``,
     ``noise`` (σ_f/f, σ_ζ; a zero field takes the core default). Sizes are checked against the
     identification maxima before anything is built from them."""
+    # deferred: Pinocchio, PyYAML, scipy.optimize (through identification.inverse_eigen)
     from ...identification.inverse_eigen import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
+    # deferred: Pinocchio, PyYAML (through flexible_joint.ama)
     from ...flexible_joint.ama import configuration_from_names
 
     m = int(request.num_configurations)

@@ -7,6 +7,10 @@ from ...core.errors import InputError
 from ...core.fallbacks import warn_fallback
 from .cdr import SerializedMessage
 from .stamps import seconds_to_stamp
+from ...control import JointSample
+from ...export.convention import StateConvention
+from ...control import implausible_state
+import struct
 
 
 MOTOR_SUFFIX = "_motor"
@@ -21,6 +25,7 @@ STATE_INTERFACES_HINT = ("the controller needs the position and velocity state i
 def plant_joint_state(model, t, q, qd, q_m, qd_m, link_effort, motor_effort):
     """sensor_msgs/JointState stamped at t [s]: the n link joints (URDF names; effort = spring
     torque on the link [N m or N]) then the n motor joints ``<joint>_motor`` (effort = τ_m [N m])."""
+    # deferred: sensor_msgs (ROS message types, built interfaces)
     from sensor_msgs.msg import JointState
 
     msg = JointState()
@@ -55,8 +60,6 @@ class JointStateReader:
     """
 
     def __init__(self, model, link_state="absolute", bounds=None, outer_bounds=None):
-        from ...control import JointSample
-        from ...export.convention import StateConvention
 
         self.model = model
         self.bounds, self.outer_bounds = bounds, outer_bounds
@@ -98,7 +101,9 @@ class JointStateReader:
             n = self.model.n
             return self._sample(sec + 1e-9 * nanosec, values[:n], values[n:2 * n], values[2 * n:3 * n],
                                 values[3 * n:])
+        # deferred: rclpy
         from rclpy.serialization import deserialize_message
+        # deferred: sensor_msgs (ROS message types, built interfaces)
         from sensor_msgs.msg import JointState
 
         try:
@@ -155,7 +160,6 @@ class JointStateReader:
             return
         if not np.isfinite(values).all():
             raise InputError(self._nonfinite(values))
-        from ...control import implausible_state
         raise InputError(implausible_state(self.model, values, outer if outer is not None else bounds))
 
     def _nonfinite(self, values):
@@ -198,7 +202,6 @@ class _JointStateLayout:
     bytes that must not change for that to hold (everything else but the effort values)."""
 
     def __init__(self, size, regions, stamp_at, start, count, take):
-        import struct
 
         self.size, self.regions, self.start, self.count, self.take = size, regions, start, count, take
         self._stamp, self.stamp_at = struct.Struct("=iI"), stamp_at
@@ -243,6 +246,7 @@ class JointStateWriter:
     fields and units) for ``Publisher.publish``; and the matching rosgraph_msgs/Clock."""
 
     def __init__(self, model):
+        # deferred: rosgraph_msgs (ROS message types, built interfaces)
         from rosgraph_msgs.msg import Clock
 
         n = model.n

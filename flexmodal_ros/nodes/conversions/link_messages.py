@@ -1,4 +1,5 @@
 """ComputeLinkModes ↔ flexible-link modes."""
+from ...links import with_joints, with_thickness
 
 
 # --- flexible links (ComputeLinkModes) ---------------------------------------------------------
@@ -6,7 +7,7 @@
 def link_modes_request_to_core(arm, request):
     """ComputeLinkModes.Request → (arm with the request's joint model / thickness, q in URDF order,
     model, num_modes, regime); empty / zero fields take the defaults documented in the .srv."""
-    from ...links import with_joints, with_thickness
+    # deferred: Pinocchio, PyYAML (through flexible_joint.ama)
     from ...flexible_joint.ama import configuration_from_names
 
     q = configuration_from_names(arm, list(request.joint_names), list(request.positions))
@@ -20,6 +21,7 @@ def link_modes_request_to_core(arm, request):
 
 def link_modes_to_response(arm, result, regime, response):
     """core LinkModes → ComputeLinkModes.Response (fields as documented in the .srv)."""
+    # deferred: Pinocchio, PyYAML, scipy.sparse (through links.solve)
     from ...links.solve import mode_stations
 
     points, shapes = mode_stations(arm, result.q, result, result.station_x)

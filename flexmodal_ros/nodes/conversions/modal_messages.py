@@ -1,8 +1,11 @@
 """ComputeModalParameters, ComputeModalMap, ModalParameters ↔ the flexible-joint AMA."""
-
-
 from ...core.errors import InputError
-from ...core.validation import finite_vector
+from ...core.validation import finite_scalar, finite_vector
+from ...export.convention import StateConvention
+from ...flexible_joint.ama import configuration_from_names, limit_warnings, plain_configuration
+from ...flexible_joint.sampled import check_hold
+from ...robot.model import with_overrides
+from ...robot.params import make_tool
 from .cdr import float64_array
 from .joint_states import MOTOR_SUFFIX
 
@@ -11,9 +14,6 @@ from .joint_states import MOTOR_SUFFIX
 
 def _modal_overrides(model, request):
     """Per-request overrides (gains, tool, wrench) of a Compute* request → core model."""
-    from ...robot.params import make_tool
-    from ...flexible_joint.ama import configuration_from_names
-    from ...robot.model import with_overrides
 
     gains = {}
     for field in ("kp", "kd"):
@@ -32,7 +32,6 @@ def _modal_overrides(model, request):
 
 def modal_request_to_core(model, request):
     """ComputeModalParameters.Request → (model with overrides, q in URDF order)."""
-    from ...flexible_joint.ama import configuration_from_names, plain_configuration
 
     if not (request.joint_names or len(request.kp) or len(request.kd) or request.override_tool
             or request.override_wrench):       # the usual request: all joints in URDF order, no overrides
@@ -47,8 +46,6 @@ def sampled_request_options(request):
     """ComputeModalParameters.Request → (controller_rate_hz or None for the continuous law, hold)."""
     if request.controller_rate_hz == 0.0 and not request.hold:
         return None, "zoh"                  # the usual request: continuous law, checked in one step
-    from ...flexible_joint.sampled import check_hold
-    from ...core.validation import finite_scalar
 
     rate = finite_scalar(request.controller_rate_hz, "controller_rate_hz")
     if rate < 0:
@@ -58,7 +55,6 @@ def sampled_request_options(request):
 
 def modal_map_request_to_core(model, request):
     """ComputeModalMap.Request → (model with overrides, configurations (m, n) in URDF order)."""
-    from ...flexible_joint.ama import configuration_from_names
 
     m = int(request.num_configurations)
     width = len(request.joint_names) or model.n
@@ -78,6 +74,7 @@ def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
     ``warnings``: notes on the result, e.g. from :func:`flexmodal_ros.flexible_joint.ama.limit_warnings`);
     ``msg``: a new (default) message to fill, e.g. a response's field, instead of building
     another one."""
+    # deferred: flexmodal_interfaces (ROS message types, built interfaces)
     from flexmodal_interfaces.msg import ModalParameters
 
     msg = ModalParameters() if msg is None else msg
@@ -106,7 +103,6 @@ def modal_result_to_msg(result, joint_names, stamp=None, warnings=(), msg=None):
 def modal_map_to_response(mmap, response, stamp=None, model=None):
     """core ModalMap → ComputeModalMap.Response fields (results, mode_order, crossings); with
     ``model``, each result carries its URDF-limit warnings."""
-    from ...flexible_joint.ama import limit_warnings
 
     response.results = [modal_result_to_msg(r, mmap.joint_names, stamp,
                                             () if model is None else limit_warnings(model, r.q, "positions"))
@@ -119,8 +115,6 @@ def modal_map_to_response(mmap, response, stamp=None, model=None):
 def joint_state_to_configuration(model, msg, link_state="absolute"):
     """sensor_msgs/JointState → link configuration q in URDF order (other joints are ignored).
     ``link_state="deflection"`` (exported robots): q = position(<joint>) + position(<joint>_motor)."""
-    from ...export.convention import StateConvention
-    from ...flexible_joint.ama import configuration_from_names
 
     convention = StateConvention(model, link_state)
     names, pos = list(msg.name), list(msg.position)

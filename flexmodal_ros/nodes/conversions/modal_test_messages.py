@@ -3,6 +3,10 @@
 
 from ...core.errors import InputError
 from .joint_states import MOTOR_SUFFIX
+from ...robot.params import Tool
+from ...robot.model import with_overrides
+from ...oma.estimators import METHODS
+from ...core.validation import finite_scalar, finite_vector
 
 
 # --- modal test (RunModalTest) -----------------------------------------------------------------
@@ -11,10 +15,6 @@ from .joint_states import MOTOR_SUFFIX
 def modal_test_request_to_core(model, request):
     """RunModalTest.Request → dict(duration, trigger_impulse, impulse_service, wrench,
     impulse_duration, pre_trigger, channels, method, output_dir, model); InputError naming the field."""
-    from ...robot.params import Tool
-    from ...robot.model import with_overrides
-    from ...oma.estimators import METHODS
-    from ...core.validation import finite_scalar, finite_vector
 
     duration = finite_scalar(request.duration, "duration")
     pre = finite_scalar(request.pre_trigger, "pre_trigger")

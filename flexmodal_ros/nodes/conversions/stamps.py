@@ -2,6 +2,7 @@
 
 
 from ...core.errors import InputError
+import struct
 
 
 def stamp_to_seconds(stamp):
@@ -16,6 +17,7 @@ def split_seconds(t):
 
 def seconds_to_stamp(t):
     """float seconds (>= 0) → builtin_interfaces/Time."""
+    # deferred: builtin_interfaces (ROS message types, built interfaces)
     from builtin_interfaces.msg import Time
 
     sec, nanosec = split_seconds(t)
@@ -26,7 +28,6 @@ def serialized_stamp_ns(buf):
     """header.stamp [ns] of a CDR-serialized std_msgs/Header-first message (e.g. JointState): the
     stamp's sec (int32) and nanosec (uint32) follow the 4-byte encapsulation header, whose second
     byte gives the byte order (1 = little endian)."""
-    import struct
 
     buf = bytes(buf)
     if len(buf) < 12:

@@ -4,6 +4,7 @@ import numpy as np
 
 from ...core.errors import InputError
 from .stamps import seconds_to_stamp, split_seconds, stamp_to_seconds
+from ...core.validation import shown, shown_names
 
 
 def max_trajectory_bytes(n, points):
@@ -21,7 +22,6 @@ def trajectory_to_core(model, msg, max_points=None):
     ``max_points`` waypoints."""
     if max_points is not None and len(msg.points) > max_points:
         raise InputError(f"points: {len(msg.points)} waypoints, more than max_trajectory_points ({max_points})")
-    from ...core.validation import shown, shown_names
 
     names = list(msg.joint_names)
     unknown = [j for j in names if j not in model.joint_names]
@@ -46,7 +46,9 @@ def trajectory_to_core(model, msg, max_points=None):
 
 def core_to_trajectory(joint_names, times, positions, start_time=None):
     """(times [s], positions (m, n), start time [s] or None) → trajectory_msgs/JointTrajectory."""
+    # deferred: builtin_interfaces (ROS message types, built interfaces)
     from builtin_interfaces.msg import Duration
+    # deferred: trajectory_msgs (ROS message types, built interfaces)
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     msg = JointTrajectory()
