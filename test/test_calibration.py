@@ -280,7 +280,7 @@ def test_calibration_node_is_wired_in_setup_and_launch():
     from flexmodal_ros.nodes.bringup import OPTIONAL_ARGUMENTS, node_commands, optional_nodes
 
     root = Path(__file__).resolve().parents[1]
-    scripts = dict(re.findall(r'"(\w+) = flexmodal_ros\.nodes\.(\w+):main"', (root / "setup.py").read_text()))
+    scripts = dict(re.findall(r'"(\w+) = flexmodal_ros\.nodes\.entry_points:(\w+)"', (root / "setup.py").read_text()))
     assert scripts["calibration_server"] == "calibration_server"
     assert optional_nodes({"calibration": "true"}) == (("calibration_server", "calibration"),)
     assert optional_nodes({"calibration": "false"}) == ()

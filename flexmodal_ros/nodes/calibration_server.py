@@ -23,7 +23,7 @@ Parameters: ``robot`` or ``urdf_path`` + ``params_path``; ``controller`` (/feedf
 ``hold`` (zoh-delay: the loop model, one period of command delay as on ROS); ``channels`` (both);
 ``output_directory`` (flexmodal_output/calibration); defaults of a goal's zero fields ``budget`` (8),
 ``validation`` (2), ``pulses_per_configuration`` (2), ``candidates`` (120); bounds checked before a
-goal starts: ``max_budget`` (30), ``max_candidates`` (500), ``max_excitation_torque`` (empty = 10 % of
+goal starts: ``max_budget`` (30), ``max_candidates`` (500), ``max_excitation_torque`` (declared as 10 % of
 the URDF effort limits, one or per joint [N m]), ``max_duration_s`` (3600: the robot time a goal may
 take, estimated from the budget before it starts, and enforced as a deadline of 3× it in wall
 time), ``wall_factor`` (3) and ``margin_s`` (10): the wall-time bound of every wait on the robot.
@@ -47,7 +47,7 @@ from ..calibration.calibration_report import write_params, write_report, write_s
 from ..control.excitation import default_excitation_limit
 from ..core.errors import FlexmodalError, InputError
 from ..core.validation import output_path, per_joint, shown
-from .base import DOUBLE_ARRAY, declare_robot_model, declare_typed, run_node
+from .base import declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode, guarded_action_server
 from .conversions.calibration_messages import (calibration_feedback, calibration_goal_to_core,
                                                calibration_result_to_response)
@@ -67,12 +67,12 @@ class CalibrationServer(GuardedNode):
             ("controller", "feedforward_pd_controller"), ("link_state", "absolute"), ("controller_rate_hz", 1000.0),
             ("hold", "zoh-delay"), ("channels", "both"), ("output_directory", "flexmodal_output/calibration"),
             ("budget", 8), ("validation", 2), ("pulses_per_configuration", 2), ("candidates", 120),
-            ("max_budget", 30), ("max_candidates", 500), ("max_excitation_torque", DOUBLE_ARRAY),
+            ("max_budget", 30), ("max_candidates", 500),
+            ("max_excitation_torque", [float(v) for v in default_excitation_limit(self.model)]),
             ("max_duration_s", 3600.0), ("wall_factor", 3.0), ("margin_s", 10.0))}
         self.p = p
         limit = p["max_excitation_torque"]
-        self.excitation_limit = (default_excitation_limit(self.model) if limit is None
-                                 else per_joint(limit, self.model.n, "max_excitation_torque", FlexmodalError))
+        self.excitation_limit = per_joint(limit, self.model.n, "max_excitation_torque", FlexmodalError)
         for name in ("controller_rate_hz", "max_duration_s", "wall_factor", "margin_s"):
             if not p[name] > 0:
                 raise FlexmodalError(f"parameter {name}: must be > 0, got {p[name]}")

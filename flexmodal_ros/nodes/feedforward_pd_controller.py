@@ -38,8 +38,8 @@ modes' exact eigenvalues at every path sample, or their polynomial eigenvalues);
 design chosen, why, the predicted residual and, when it dominates, what the shaper does not treat
 are on ``~/status`` with the acceptance); ``realtime_priority`` /
 ``cpu`` (SCHED_FIFO and CPU pinning, off by default: flexmodal_ros/nodes/realtime.py);
-``max_excitation_torque`` (empty = 10 % of the URDF effort limits; one value = every joint, or one
-per joint [N m]) and ``max_excitation_duration_s`` (1.0): bounds of ``~/excite``.
+``max_excitation_torque`` (declared as 10 % of the URDF effort limits per joint; one value = every
+joint [N m]) and ``max_excitation_duration_s`` (1.0): bounds of ``~/excite``.
 Settable at run time (``ros2 param set``; checked, refused with a reason, applied between two
 cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (declared with the params
 YAML's gains, so ``ros2 param get/dump`` show the gains in use; a single number sets every joint,
@@ -98,12 +98,12 @@ from trajectory_msgs.msg import JointTrajectory
 from flexmodal_interfaces.srv import Excite
 
 from ..control import FailSafeController, SafetyLimits
-from ..control.excitation import EXCITATION_MAX_DURATION
+from ..control.excitation import EXCITATION_MAX_DURATION, default_excitation_limit
 from ..control.limits import ACCELERATION_PER_VELOCITY, DEFAULT_VELOCITY_LIMIT
 from ..core.errors import BuildError, FlexmodalError
 from ..export.convention import check_link_state
 from ..shaping import DEFAULT_DESIGN, ReferenceShaper, check_design, check_modal, check_shaping
-from .base import (DOUBLE_ARRAY, MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
+from .base import (MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
                    run_node, seconds, timing_clock)
 from .guard import GuardedNode
 from .conversions import (JointStateReader, TorqueCommandWriter, excite_request_to_core, max_trajectory_bytes,
@@ -128,7 +128,8 @@ class FeedforwardPdController(GuardedNode):
         p = {name: declare_typed(self, name, default) for name, default in (
             ("rate_hz", 1000.0), ("watchdog_rate_hz", 100.0), ("link_state", "absolute"), ("shaping", "none"),
             ("shaping_modal", "exact"), ("shaper_design", DEFAULT_DESIGN), ("native_cycle", True),
-            ("max_excitation_torque", DOUBLE_ARRAY), ("max_excitation_duration_s", EXCITATION_MAX_DURATION))}
+            ("max_excitation_torque", [float(v) for v in default_excitation_limit(self.model)]),
+            ("max_excitation_duration_s", EXCITATION_MAX_DURATION))}
         self.shaping = check_shaping(p["shaping"], FlexmodalError)
         self.shaper_design = check_design(p["shaper_design"], FlexmodalError)
         self.shaping_modal = check_modal(p["shaping_modal"], FlexmodalError)

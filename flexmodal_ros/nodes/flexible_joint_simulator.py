@@ -47,8 +47,8 @@ so that a lost message costs one late step instead of a STALE abort.
 
 Services: ``~/apply_wrench`` (flexmodal_interfaces/ApplyWrench, impulse at the tool point),
 ``~/excite`` (flexmodal_interfaces/Excite: a motor torque pulse or chirp added to the commanded
-motor input, sampled at every period like the command; bounded by ``max_excitation_torque`` (empty =
-10 % of the URDF effort limits) and ``max_excitation_duration_s`` (1.0); not with ``setpoint_law``),
+motor input, sampled at every period like the command; bounded by ``max_excitation_torque`` (declared
+as 10 % of the URDF effort limits per joint) and ``max_excitation_duration_s`` (1.0); not with ``setpoint_law``),
 ``~/reset`` (std_srvs/Trigger: back to the initial state, simulation time 0; clears a fault),
 ``~/statistics``
 (std_srvs/Trigger, JSON in ``message``: steps, simulation time, commands received/rejected,
@@ -76,7 +76,7 @@ from ..control.excitation import EXCITATION_MAX_DURATION, check_excitation, defa
 from ..core.errors import FlexmodalError
 from ..core.validation import per_joint
 from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, SimulationFault, Simulator, rest_state
-from .base import DOUBLE_ARRAY, Throttle, declare_robot_model, declare_typed, run_node
+from .base import Throttle, declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode
 from .conversions import JointStateWriter, command_to_torque, excite_request_to_core
 from .polled import PolledSubscription
@@ -118,9 +118,9 @@ class FlexibleJointSimulator(GuardedNode):
             ("max_wrench_duration_s", defaults.duration))))
         if not min(limits.force, limits.moment, limits.duration) > 0:
             raise FlexmodalError(f"parameters: max_wrench_* must be > 0, got {limits}")
-        excitation_torque = declare_typed(self, "max_excitation_torque", DOUBLE_ARRAY)
-        self.excitation_limit = (default_excitation_limit(self.model) if excitation_torque is None
-                                 else per_joint(excitation_torque, self.model.n, "max_excitation_torque", FlexmodalError))
+        excitation_torque = declare_typed(self, "max_excitation_torque",
+                                          [float(v) for v in default_excitation_limit(self.model)])
+        self.excitation_limit = per_joint(excitation_torque, self.model.n, "max_excitation_torque", FlexmodalError)
         self.excitation_duration = declare_typed(self, "max_excitation_duration_s", EXCITATION_MAX_DURATION)
         if not (self.excitation_limit > 0).all() or not self.excitation_duration > 0:
             raise FlexmodalError("parameters: max_excitation_torque and max_excitation_duration_s must be > 0")
