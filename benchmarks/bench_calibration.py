@@ -94,7 +94,7 @@ def report(label, result, truth, walls, robot_time):
             f"configs {len(result.configurations)}+{len(result.validation)}  K_D x {result.experiment_kd_scale:g}\n"
             f"{'':<22} k err {100 * acc['k_max_rel_error']:.3g} %  "
             f"damping err {100 * acc['damping_max_rel_error']:.3g} %  max |err|/σ {acc['max_error_over_std']:.2f}  "
-            f"not identifiable: {', '.join(acc['not_identifiable']) or '-'}")
+            f"not identifiable: {', '.join(acc['not_identifiable']) or '-'}\n{'':<22} {result.message}")
     v = result.validation_errors()
     if result.validation:
         line += (f"\n{'':<22} validation max |Δf|/f {v['calibrated']['max_frequency_error_rel']:.2e} "
@@ -113,7 +113,8 @@ def report(label, result, truth, walls, robot_time):
                  f"(ratio {d.ratio:.2f})")
     line += f"\n{'':<22} time shares: {shares}  (load average {load_average()})"
     print(line, flush=True)
-    return {"label": label, "wall_s": wall, "robot_time_s": robot_time, "accuracy": acc, "timing": result.timing,
+    return {"label": label, "message": result.message, "wall_s": wall, "robot_time_s": robot_time, "accuracy": acc,
+            "timing": result.timing,
             "validation": v, "tracking": result.tracking,
             "design": None if result.design is None else result.design.to_dict()}
 
@@ -162,16 +163,17 @@ def design(args):
 
 def design_actual(args):
     """Designed vs random on the RK4 plant (kuka_lwr4, the offline part's truth): configurations the
-    loop needs until every unknown's reported σ is below its target (k 0.5 %, d 3 %), the designed
+    loop needs until every unknown's reported σ is below its target (--target-k/-d), the designed
     loop once, the random one (settings.design = "random") with ``--random-runs`` pools/draws; budget
-    4 × the designed count; the actual largest errors at the end."""
+    2 × the designed count K (whether random needs ≥ 2 K); the actual largest errors at the end."""
     robot = "kuka_lwr4"
     base = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
-                               random_seeds=0, tracking=False)
+                               random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d)
+    print(f"  actual (RK4 plant): targets k {100 * base.target_k:g} %, d {100 * base.target_d:g} %", flush=True)
     rows = []
     designed, truth, wall, _ = one_run(robot, "sim", base, TRUTH_SEEDS[robot])
     rows.append(("designed", designed, wall))
-    budget = min(4 * len(designed.configurations), 2 * args.budget + 2)
+    budget = 2 * len(designed.configurations)        # enough to tell whether random needs >= 2 K
     for seed in range(args.random_runs):
         settings = replace(base, design="random", seed=seed, budget=budget)
         result, truth, wall, _ = one_run(robot, "sim", settings, TRUTH_SEEDS[robot])
@@ -279,7 +281,8 @@ def _ros_goal(rtf, args):
         r = result.result().result
         label = f"ros real_time_factor {rtf:g}" + (" (unpaced)" if rtf == 0 else "")
         print(f"{label:<32} wall {wall:7.1f} s  success {r.success}  configurations {r.configurations_measured}  "
-              f"stage wall times {json.dumps({k: round(v, 1) for k, v in stages.items()})}", flush=True)
+              f"stage wall times {json.dumps({k: round(v, 1) for k, v in stages.items()})} "
+              f"(load average {load_average()})", flush=True)
         return {"label": label, "wall_s": wall, "success": r.success, "stages": stages}
     finally:
         node.destroy_node()
@@ -297,6 +300,10 @@ def main():
     p.add_argument("--actual", action="store_true",
                    help="part design: also the loop on the RK4 plant, designed vs random (minutes)")
     p.add_argument("--random-runs", type=int, default=5, help="part design --actual: random runs")
+    p.add_argument("--target-k", type=float, default=CalibrationSettings.target_k,
+                   help="part design --actual: relative σ target of k (the loop stops below it)")
+    p.add_argument("--target-d", type=float, default=CalibrationSettings.target_d,
+                   help="part design --actual: relative σ target of the dampings")
     p.add_argument("--noise-levels", default="counts=1048576,std=1e-6;counts=65536,std=1e-5",
                    help="';'-separated counts=..,std=.. of the encoder noise (part noise)")
     p.add_argument("--json", help="write the numbers to this file")
