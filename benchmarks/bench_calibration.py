@@ -9,16 +9,27 @@ Parts (``--part``):
   was recorded: what a real robot would take), wall/robot ratio, the stages' share, and the accuracy
   (largest |error|/truth of k and of the identified dampings, largest |error|/σ, not identifiable
   parameters), validation and tracking (kuka: the thesis trajectory), designed vs random.
+- ``design``: the fast path of designed vs random configurations, no plant run: the predicted σ
+  from the Fisher information of the experiment design on the nominal model (what the loop sees
+  before its first record), kuka_lwr4 and scompi, K = 2..``--budget`` designed configurations
+  against 5 random draws from the same candidate pool, on the worst predicted σ/scale over the
+  unknowns the pool can identify and on its geometric mean ("mean"). Acceptance (issue 31): the
+  median random draw needs ≥ 2 K configurations to reach the designed set's value (ratio
+  K / median ≤ 0.5). ``--actual``: also the loop itself on the RK4 plant (kuka_lwr4, minutes):
+  configurations until the reported σ meet the targets, designed once and random
+  (``--random-runs``, default 5), and the actual errors.
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
   (``--noise-levels``): how the accuracy and the reported σ degrade against the noise-free run.
 - ``ros``: the ``calibration`` action on the ``flexible_joint_simulator`` + ``feedforward_pd_controller``
   nodes (kuka_lwr4 without Coulomb friction, lockstep), the simulator paced at real time
   (real_time_factor 1) and unpaced (0: as fast as the loop runs): wall time of the same goal.
 
-``--quick``: one short kuka_lwr4 run on the RK4 plant (budget 2, 30 candidates, no validation,
-design comparison or tracking). ``--repeats`` (default 1): the median is printed.
+``--quick``: part design with 30 candidates and K ≤ 4; part offline one short kuka_lwr4 run on the
+RK4 plant (budget 2, 30 candidates, no validation, design comparison or tracking). ``--repeats``
+(default 1): the median is printed. The load average is printed with the figures (shared machines).
 
-Run: ``python benchmarks/bench_calibration.py [--quick] [--part offline|noise|ros|all] [--repeats 1]``.
+Run: ``python benchmarks/bench_calibration.py [--quick] [--part offline|design|noise|ros|all]
+[--actual] [--repeats 1]``.
 """
 import argparse
 import json
@@ -34,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from flexmodal_ros.calibration.campaign import CalibrationSettings, calibrate
+from flexmodal_ros.calibration.campaign import CalibrationSettings, calibrate, design_against_random
 from flexmodal_ros.calibration.eigen_sensitivity import Unknowns
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.cli.calibrate import random_truth
@@ -43,6 +54,11 @@ from flexmodal_ros.oma.impact import EncoderNoise, gear_ratios
 from flexmodal_ros.robot.registry import load_robot, robot_paths
 
 TRUTH_SEEDS = {"kuka_lwr4": 11, "scompi": 4}
+
+
+def load_average():
+    """The 1/5/15-minute load averages (the machine is shared: wall times depend on them)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def one_run(robot, engine, settings, seed, noise=None):
@@ -78,7 +94,7 @@ def report(label, result, truth, walls, robot_time):
             f"configs {len(result.configurations)}+{len(result.validation)}  K_D x {result.experiment_kd_scale:g}\n"
             f"{'':<22} k err {100 * acc['k_max_rel_error']:.3g} %  "
             f"damping err {100 * acc['damping_max_rel_error']:.3g} %  max |err|/σ {acc['max_error_over_std']:.2f}  "
-            f"not identifiable: {', '.join(acc['not_identifiable']) or '-'}")
+            f"not identifiable: {', '.join(acc['not_identifiable']) or '-'}\n{'':<22} {result.message}")
     v = result.validation_errors()
     if result.validation:
         line += (f"\n{'':<22} validation max |Δf|/f {v['calibrated']['max_frequency_error_rel']:.2e} "
@@ -95,9 +111,10 @@ def report(label, result, truth, walls, robot_time):
         line += (f"\n{'':<22} design: {d.budget} designed configurations reach worst σ/scale {d.designed[-1]:.3g}; "
                  f"random need {[None if not np.isfinite(x) else int(x) for x in d.needed_random]} "
                  f"(ratio {d.ratio:.2f})")
-    line += f"\n{'':<22} time shares: {shares}"
+    line += f"\n{'':<22} time shares: {shares}  (load average {load_average()})"
     print(line, flush=True)
-    return {"label": label, "wall_s": wall, "robot_time_s": robot_time, "accuracy": acc, "timing": result.timing,
+    return {"label": label, "message": result.message, "wall_s": wall, "robot_time_s": robot_time, "accuracy": acc,
+            "timing": result.timing,
             "validation": v, "tracking": result.tracking,
             "design": None if result.design is None else result.design.to_dict()}
 
@@ -115,6 +132,70 @@ def offline(args):
             walls.append(wall)
         out.append(report(f"{robot} {engine}", result, truth, walls, robot_time))
     return out
+
+
+def design(args):
+    """Designed vs random configurations on the predicted σ (no record)."""
+    kmax = max(args.budget, 4) if args.quick else args.budget
+    settings = CalibrationSettings(budget=kmax, validation=args.validation, candidates=args.candidates,
+                                   seed=2, random_seeds=5)
+    budgets = tuple(range(2, kmax + 1))
+    out = []
+    for robot in ("kuka_lwr4", "scompi"):
+        nominal = load_robot(robot)
+        plant = make_plant("sim", nominal, nominal, np.zeros(nominal.n), PlantOptions())
+        d = design_against_random(nominal, plant, settings, budgets)
+        names = [n for n, ok in zip(d["unknown_names"], d["identifiable"]) if ok]
+        print(f"{robot}: {len(names)}/{len(d['unknown_names'])} unknowns identifiable from the pool of "
+              f"{args.candidates} candidates, K_D x {d['experiment_kd_scale']:g}, {d['seconds']:.1f} s "
+              f"(load average {load_average()})", flush=True)
+        for K, criterion, c in d["comparisons"]:
+            need = [None if not np.isfinite(x) else int(x) for x in c.needed_random]
+            median = float(np.median(c.needed_random))
+            print(f"  K={K} {criterion:>5} σ/scale: designed {c.designed[-1]:.3g}; random need {need} "
+                  f"(median {median:g}, of at most {c.random.shape[1]}) -> ratio K/median {c.ratio:.2f} "
+                  f"{'<= 0.5 met' if c.ratio <= 0.5 else '> 0.5 NOT met'}", flush=True)
+            out.append({"robot": robot, "criterion": criterion, **c.to_dict(), "median_random_needed": median})
+    if args.actual:
+        out.append(design_actual(args))
+    return out
+
+
+def design_actual(args):
+    """Designed vs random on the RK4 plant (kuka_lwr4, the offline part's truth): configurations the
+    loop needs until every unknown's reported σ is below its target (--target-k/-d), the designed
+    loop once, the random one (settings.design = "random") with ``--random-runs`` pools/draws; budget
+    2 × the designed count K (whether random needs ≥ 2 K); the actual largest errors at the end."""
+    robot = "kuka_lwr4"
+    base = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
+                               random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d)
+    print(f"  actual (RK4 plant): targets k {100 * base.target_k:g} %, d {100 * base.target_d:g} %", flush=True)
+    rows = []
+    designed, truth, wall, _ = one_run(robot, "sim", base, TRUTH_SEEDS[robot])
+    rows.append(("designed", designed, wall))
+    budget = 2 * len(designed.configurations)        # enough to tell whether random needs >= 2 K
+    for seed in range(args.random_runs):
+        settings = replace(base, design="random", seed=seed, budget=budget)
+        result, truth, wall, _ = one_run(robot, "sim", settings, TRUTH_SEEDS[robot])
+        rows.append((f"random seed {seed}", result, wall))
+    out = []
+    for label, result, wall in rows:
+        acc = accuracy(result, truth)
+        reached = result.message.startswith("targets reached")
+        n = len(result.configurations)
+        print(f"  {robot} sim {label:<14} configurations {n:2d} ({'targets reached' if reached else 'budget used'}); "
+              f"reported σ/value max k {100 * acc['k_max_rel_std']:.3g} %, "
+              f"d {100 * acc['damping_max_rel_std']:.3g} %; "
+              f"actual error max k {100 * acc['k_max_rel_error']:.3g} %, d {100 * acc['damping_max_rel_error']:.3g} %; "
+              f"not identifiable {len(acc['not_identifiable'])}; wall {wall:.0f} s (load average {load_average()})",
+              flush=True)
+        out.append({"label": label, "configurations": n, "targets_reached": reached, "accuracy": acc, "wall_s": wall})
+    needed = [r["configurations"] if r["targets_reached"] else np.inf for r in out[1:]]
+    if needed:
+        median = float(np.median(needed))
+        print(f"  actual: designed {out[0]['configurations']} configurations, random median {median:g} "
+              f"-> ratio {out[0]['configurations'] / median:.2f}", flush=True)
+    return {"actual": out}
 
 
 def noise(args):
@@ -200,7 +281,8 @@ def _ros_goal(rtf, args):
         r = result.result().result
         label = f"ros real_time_factor {rtf:g}" + (" (unpaced)" if rtf == 0 else "")
         print(f"{label:<32} wall {wall:7.1f} s  success {r.success}  configurations {r.configurations_measured}  "
-              f"stage wall times {json.dumps({k: round(v, 1) for k, v in stages.items()})}", flush=True)
+              f"stage wall times {json.dumps({k: round(v, 1) for k, v in stages.items()})} "
+              f"(load average {load_average()})", flush=True)
         return {"label": label, "wall_s": wall, "success": r.success, "stages": stages}
     finally:
         node.destroy_node()
@@ -210,11 +292,18 @@ def _ros_goal(rtf, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--part", default="offline", choices=("offline", "noise", "ros", "all"))
+    p.add_argument("--part", default="offline", choices=("offline", "design", "noise", "ros", "all"))
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--budget", type=int)
     p.add_argument("--validation", type=int, default=2)
     p.add_argument("--candidates", type=int)
+    p.add_argument("--actual", action="store_true",
+                   help="part design: also the loop on the RK4 plant, designed vs random (minutes)")
+    p.add_argument("--random-runs", type=int, default=5, help="part design --actual: random runs")
+    p.add_argument("--target-k", type=float, default=CalibrationSettings.target_k,
+                   help="part design --actual: relative σ target of k (the loop stops below it)")
+    p.add_argument("--target-d", type=float, default=CalibrationSettings.target_d,
+                   help="part design --actual: relative σ target of the dampings")
     p.add_argument("--noise-levels", default="counts=1048576,std=1e-6;counts=65536,std=1e-5",
                    help="';'-separated counts=..,std=.. of the encoder noise (part noise)")
     p.add_argument("--json", help="write the numbers to this file")
@@ -223,9 +312,10 @@ def main():
     args.candidates = args.candidates or (30 if args.quick else 60)
     if args.quick:
         args.validation = 0
+    print(f"load average at start {load_average()} ({os.cpu_count()} cores)", flush=True)
     results = {}
-    for part, fn in (("offline", offline), ("noise", noise), ("ros", ros)):
-        if args.part in (part, "all") and not (args.quick and part != "offline"):
+    for part, fn in (("offline", offline), ("design", design), ("noise", noise), ("ros", ros)):
+        if args.part == part or (args.part == "all" and not (args.quick and part not in ("offline", "design"))):
             results[part] = fn(args)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))

@@ -9,12 +9,13 @@ import sys
 import numpy as np
 import pytest
 
-from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings
+from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings, design_against_random
 from flexmodal_ros.calibration.eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
 from flexmodal_ros.calibration.experiment_design import (ExcitationPlan, MeasurementModel, candidate_configurations,
                                                          choose_experiment_gains, compare_with_random, evaluate_pool,
                                                          greedy_design, loop_damping, parameter_scale,
                                                          prior_information)
+from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.calibration.weighted_fit import MeasuredModes, fit_parameters
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit, pulse_on
@@ -203,6 +204,19 @@ def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
     assert np.all(np.diff(comparison.designed[1:]) <= 1e-12)          # more data, less uncertainty
 
 
+def test_design_against_random_fast_path_beats_random_draws_of_the_same_size(lwr):
+    """The benchmark's fast path (no record): after K designed configurations the worst predicted
+    relative std is below the median of random sets of K, and falls with K."""
+    plant = make_plant("sim", lwr, lwr, np.zeros(lwr.n), PlantOptions())
+    settings = CalibrationSettings(budget=3, validation=0, candidates=24, seed=2, random_seeds=3)
+    out = design_against_random(lwr, plant, settings, budgets=(2, 3), criteria=("worst",))
+    assert [(K, c) for K, c, _ in out["comparisons"]] == [(2, "worst"), (3, "worst")]
+    assert out["identifiable"].all()
+    for K, _, comparison in out["comparisons"]:
+        assert comparison.designed[-1] < np.median(comparison.random[:, K - 1]), comparison.to_dict()
+    assert out["comparisons"][1][2].designed[-1] < out["comparisons"][0][2].designed[-1]
+
+
 def test_weighted_fit_recovers_the_truth_and_flags_the_unidentifiable(scompi):
     """Synthetic measured modes (the true sampled loop's, noise of their stated σ): k and d_f
     within 3 σ; scompi's d_fm (≈1e-3 beside K_D = 52) reported not identifiable, nominal kept."""
@@ -254,7 +268,8 @@ def test_experiment_gains_keep_the_sampled_loop_stable(scompi):
 def test_bad_settings_are_refused_naming_the_field(lwr):
     for change, field in (({"budget": 0}, "budget"), ({"budget": 101}, "budget"), ({"target_k": -1.0}, "target_k"),
                           ({"unknowns": ("k", "x")}, "unknowns"), ({"ranges": {"k": (2.0, 3.0)}}, "ranges.k"),
-                          ({"experiment_kd_scale": 2.0}, "experiment_kd_scale"), ({"record_s": 100.0}, "record_s")):
+                          ({"experiment_kd_scale": 2.0}, "experiment_kd_scale"), ({"record_s": 100.0}, "record_s"),
+                          ({"design": "clever"}, "design")):
         with pytest.raises(InputError, match=field):
             check_settings(lwr, CalibrationSettings(**change), 1000.0)
 

@@ -155,3 +155,15 @@ def _parameter(ros, node, target, name):
     client = node.create_client(GetParameters, f"{target}/get_parameters")
     values = ros.call(client, GetParameters.Request(names=[name])).values
     return list(values[0].double_array_value) if values else None
+
+
+def test_topic_plant_without_joint_states_says_none_arrived(ros):
+    """No joint state ever arrives: the fault names that, not a wait 'until t=-inf s'."""
+    from flexmodal_ros.core.errors import FlexmodalError
+    from flexmodal_ros.nodes.topic_plant import TopicPlant
+
+    model = resolve_model(robot="kuka_lwr4")
+    plant = TopicPlant(ros.node("no_robot_here"), model, controller="/nobody", margin_s=0.2)
+    with pytest.raises(FlexmodalError, match=r"joint_states: none arrived within 0.2 s of wall time") as err:
+        plant.measured()
+    assert "inf" not in str(err.value)

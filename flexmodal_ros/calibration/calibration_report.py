@@ -144,7 +144,8 @@ def write_report(result, directory, plot=True) -> dict:
                                                 for v in d.needed_random) + "."]
     lines += ["", "## Measured and predicted modes", "",
               "C = configuration used in the fit, V = validation (not used).", "",
-              "| config | f meas [Hz] | ζ meas [%] | σ_f [Hz] | σ_ζ [pp] | f cal. | ζ cal. [%] | f nom. | ζ nom. [%] |",
+              "| config | f meas [Hz] | ζ meas [%] | σ_f [Hz] | σ_ζ [pp] | f cal. | ζ cal. [%] | f nom. "
+              "| ζ nom. [%] |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]:.4f} | {100 * r[2]:.3f} | {r[3]:.2g} | {100 * r[4]:.2g} | {r[5]:.4f} | "

@@ -20,8 +20,9 @@ Per configuration (at most ``budget``):
 4. weighted identification of everything measured so far (:func:`~.weighted_fit.fit_parameters`),
    every configuration re-matched with the new estimate, refitted if a match changed;
 5. stop when every unknown that the candidate pool can identify has a standard deviation below its
-   target (relative to its scale), from MIN_CONFIGURATIONS configurations on, or at the budget. Unknowns that no candidate configuration can
-   identify with these sensors are reported as not identifiable (nominal value kept).
+   target (relative to its scale), from MIN_CONFIGURATIONS configurations on, or at the budget.
+   Unknowns that no candidate configuration can identify with these sensors are reported as not
+   identifiable (nominal value kept).
 
 Then a final multistart fit, validation at ``validation`` configurations not used in the fit
 (measured against predicted modes, calibrated and nominal model) and — for simulated plants, whose
@@ -59,7 +60,7 @@ from .pulse_response import pulse_amplitudes
 from .experiment_design import (DAMPING_FLOOR, DEFAULT_SENSOR_STD, FREQUENCY_FLOOR, ExcitationPlan, MeasurementModel,
                                 candidate_configurations, choose_experiment_gains, compare_with_random, evaluate_pool,
                                 greedy_design, identifiable_mask, measurement_floors, parameter_scale, predicted_std,
-                                prior_information)
+                                prior_information, random_design)
 from .weighted_fit import MeasuredModes, fit_parameters, follow_modes
 
 MAX_BUDGET = 100
@@ -71,6 +72,7 @@ ZERO_NOMINAL_SPAN = 10.0     # range [0, this] of an unknown whose nominal value
 FIRST_GATE, GATE = 0.3, 0.1  # |Δf|/f of a match before / after the first fit
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
 GAIN_POOL = 30               # candidates that decide the experiment gains
+DESIGNS = ("optimal", "random")  # how the loop chooses the next configuration (random: for comparisons)
 COMPARISON_BUDGET = 4        # designed configurations compared with random ones (at least)
 MIN_CONFIGURATIONS = 2       # the targets end the loop only from this many configurations on
 SETTLE_CHECK_S = 0.05        # settling: speeds checked this often [s] ...
@@ -131,6 +133,7 @@ class CalibrationSettings:
     max_duration_s: float = 3600.0           # bound on the robot time the request may take
     tracking: bool = True                    # tracking validation (plants with a known truth)
     experiment_kd_scale: float | None = None  # K_D factor during the experiments (None: chosen, KD_SCALES)
+    design: str = "optimal"                  # "random": configurations and pulses drawn from the pool (comparisons)
 
     def targets(self, unknowns: Unknowns) -> np.ndarray:
         return np.array([self.target_k if k == "k" else self.target_d for k in unknowns.kinds])
@@ -153,6 +156,8 @@ def check_settings(model, s: CalibrationSettings, sample_rate_hz: float) -> Cali
         v = getattr(s, name)
         if not (np.isfinite(v) and v > 0):
             raise InputError(f"{name}: must be > 0, got {v}")
+    if s.design not in DESIGNS:
+        raise InputError(f"design: must be one of {', '.join(DESIGNS)}, got {s.design!r}")
     factor = s.experiment_kd_scale
     if factor is not None and not (np.isfinite(factor) and 0 < factor <= 1):
         raise InputError(f"experiment_kd_scale: must be in (0, 1], got {s.experiment_kd_scale}")
@@ -533,14 +538,7 @@ def calibrate(model, plant, settings: CalibrationSettings = CalibrationSettings(
     qs = candidate_configurations(model, s.candidates, s.seed)
     gain_table = {}
     try:
-        factor = s.experiment_kd_scale
-        if factor is None:
-            t0 = time.perf_counter()
-            run.report("choosing the experiment gains")
-            factor, gain_table = choose_experiment_gains(model, qs[:GAIN_POOL], run.unknowns, run.plan,
-                                                         run.measurement, run.bounds, run.loop)
-            run.timed("design", t0)
-        run.use_gains(factor)
+        gain_table = _choose_gains(run, qs)
         result = _run(run, qs, gain_table)
     finally:
         try:
@@ -554,9 +552,24 @@ def calibrate(model, plant, settings: CalibrationSettings = CalibrationSettings(
     return result
 
 
-def _run(run, qs, gain_table):
-    s, stop, model, truth_model = run.s, run.stop, run.user_model, run.truth
-    message, success = "", False
+def _choose_gains(run, qs):
+    """The experiment's K_D factor (the setting, or :func:`choose_experiment_gains` on the first
+    GAIN_POOL candidates), applied to ``run``; returns the table of predicted std per factor."""
+    factor, gain_table = run.s.experiment_kd_scale, {}
+    if factor is None:
+        t0 = time.perf_counter()
+        run.report("choosing the experiment gains")
+        factor, gain_table = choose_experiment_gains(run.model, qs[:GAIN_POOL], run.unknowns, run.plan,
+                                                     run.measurement, run.bounds, run.loop)
+        run.timed("design", t0)
+    run.use_gains(factor)
+    return gain_table
+
+
+def _design_pool(run, qs):
+    """(validation indices, evaluated pool, prior information, the pool's predicted std, the
+    unknowns the whole pool can identify)."""
+    s = run.s
     rng = np.random.default_rng(s.seed)
     validation_idx = set(rng.choice(len(qs), size=s.validation, replace=False).tolist()) if s.validation else set()
     pool = run.evaluate_pool(qs)
@@ -564,7 +577,53 @@ def _run(run, qs, gain_table):
     all_info = sum(c.information(list(range(len(c.options)))) for i, c in enumerate(pool)
                    if i not in validation_idx and c.stable)
     pool_std = predicted_std(all_info, run.scale)
-    reachable = identifiable_mask(pool_std, run.scale)
+    return validation_idx, pool, prior, pool_std, identifiable_mask(pool_std, run.scale)
+
+
+def _compare_designs(run, pool, prior, validation_idx, reachable, budgets, criteria=("worst",)):
+    """Designed against random configurations of the same pool, from scratch
+    (:func:`~.experiment_design.compare_with_random`), one :class:`DesignComparison` per budget of
+    ``budgets`` and criterion of ``criteria`` (:data:`~.experiment_design.CRITERIA`): a list of
+    (K, criterion, comparison)."""
+    s = run.s
+    with single_blas_thread():
+        steps = greedy_design(pool, max(budgets), run.scale, prior, exclude=validation_idx,
+                              pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
+    return [(K, c, compare_with_random(pool, steps[:K], run.scale, seeds=s.random_seeds,
+                                       pulses_per_configuration=s.pulses_per_configuration,
+                                       identifiable=reachable, seed=s.seed, exclude=validation_idx, criterion=c))
+            for K in sorted({min(K, len(steps)) for K in budgets}) if K > 0 for c in criteria]
+
+
+def design_against_random(model, plant, settings: CalibrationSettings = CalibrationSettings(),
+                          budgets=(2, 3, 4, 5, 6), criteria=("worst", "mean")) -> dict:
+    """The fast path of the design comparison: no record, only the Fisher information of the
+    experiment design on the nominal ``model`` (what :func:`calibrate` sees before its first
+    configuration; ``plant`` gives the loop, the sample rate and the channels, nothing runs on
+    it). For each K of ``budgets``: the worst predicted relative std (over the unknowns the pool
+    can identify) after K designed configurations, and how many random configurations
+    (``settings.random_seeds`` draws, at most 4·K) reach it; with the criterion "mean" the same
+    for the geometric mean of the relative std. Returns {"comparisons": [(K, criterion,
+    DesignComparison), ...], "experiment_kd_scale", "unknown_names", "identifiable", "seconds"}."""
+    check_settings(model, settings, plant.sample_rate_hz)
+    if settings.random_seeds < 1:
+        raise InputError(f"random_seeds: must be at least 1 for a comparison, got {settings.random_seeds}")
+    t0 = time.perf_counter()
+    run = _Campaign(model, plant, settings, None, None, CampaignStop(), None)
+    qs = candidate_configurations(model, settings.candidates, settings.seed)
+    _choose_gains(run, qs)
+    validation_idx, pool, prior, _, reachable = _design_pool(run, qs)
+    comparisons = _compare_designs(run, pool, prior, validation_idx, reachable, tuple(budgets), tuple(criteria))
+    return {"comparisons": comparisons, "experiment_kd_scale": run.kd_scale,
+            "unknown_names": list(run.unknowns.names), "identifiable": reachable,
+            "seconds": time.perf_counter() - t0}
+
+
+def _run(run, qs, gain_table):
+    s, stop, model, truth_model = run.s, run.stop, run.user_model, run.truth
+    message, success = "", False
+    validation_idx, pool, prior, pool_std, reachable = _design_pool(run, qs)
+    random_rng = np.random.default_rng(s.seed + 1)
     design_steps, used, pool_at = [], set(), run.estimate.copy()
     try:
         for k in range(s.budget):
@@ -574,8 +633,12 @@ def _run(run, qs, gain_table):
             if np.any(np.abs(run.estimate / np.maximum(pool_at, 1e-300) - 1)[run.nominal > 0] > REEVALUATE_SHIFT):
                 pool, pool_at = run.evaluate_pool(qs), run.estimate.copy()
             with single_blas_thread():
-                step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,
-                                     pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
+                if s.design == "random":
+                    step = random_design(pool, 1, run.scale, random_rng, info, exclude=used | validation_idx,
+                                         pulses_per_configuration=s.pulses_per_configuration)
+                else:
+                    step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,
+                                         pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
             run.timed("design", t0)
             if not step:
                 message = "no candidate configuration left"
@@ -629,13 +692,8 @@ def _run(run, qs, gain_table):
     if success and s.random_seeds:          # designed against random sets of the same pool, from scratch
         t0 = time.perf_counter()
         run.report("design against random configurations")
-        with single_blas_thread():
-            steps = greedy_design(pool, max(s.budget, COMPARISON_BUDGET), run.scale, prior, exclude=validation_idx,
-                                  pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
-        if steps:
-            comparison = compare_with_random(pool, steps, run.scale, seeds=s.random_seeds,
-                                             pulses_per_configuration=s.pulses_per_configuration,
-                                             identifiable=reachable, seed=s.seed, exclude=validation_idx)
+        comparison = (_compare_designs(run, pool, prior, validation_idx, reachable,
+                                       (max(s.budget, COMPARISON_BUDGET),)) or [(0, "", None)])[0][2]
         run.timed("design", t0)
     result = CalibrationResult(
         success=success and bool(run.configs), message=message, robot=model.name, unknown_names=run.unknowns.names,

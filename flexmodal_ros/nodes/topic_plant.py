@@ -131,9 +131,12 @@ class TopicPlant:
             if self._last is not None and self._last.t >= t_end:
                 return
             if time.monotonic() > deadline:
-                got = "none" if self._last is None else f"the last at t={self._last.t:.4f} s"
+                if self._last is None:
+                    raise FlexmodalError(f"joint_states: none arrived within {self.margin:g} s of wall time "
+                                         f"(waiting for {what})")
                 raise FlexmodalError(f"joint_states: {what} until t={t_end:.4f} s did not arrive within "
-                                     f"{self.wall_factor:g} x {span:.3g} s + {self.margin:g} s of wall time ({got})")
+                                     f"{self.wall_factor:g} x {span:.3g} s + {self.margin:g} s of wall time "
+                                     f"(the last at t={self._last.t:.4f} s)")
             self.states.wait(POLL_PERIOD)
 
     def measured(self):
