@@ -116,7 +116,6 @@ def test_no_import_cycle_between_modules():
     assert not real, "import cycles:\n" + "\n".join(" -> ".join(c) for c in real)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 30 in progress")
 def test_imports_inside_functions_only_defer_heavy_dependencies():
     bare = [f"{module}:{line} imports {target}" for module, target, line, in_function, deferred in _imports()
             if in_function and not deferred]

@@ -180,6 +180,7 @@ def write_report(result, directory, plot=True) -> dict:
 def _plot_modes(rows, path, robot):
     import matplotlib   # deferred: matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
 
     f = np.array([r[1] for r in rows])
@@ -211,6 +212,7 @@ def _plot_modes(rows, path, robot):
 def _plot_convergence(result, path):
     import matplotlib   # deferred: matplotlib
     matplotlib.use("Agg")
+    # deferred: matplotlib
     import matplotlib.pyplot as plt
 
     kinds = sorted({n.split("/")[0] for n in result.unknown_names}, key=["k", "d_f", "d_fm"].index)
