@@ -96,6 +96,10 @@ def base_commands(work: Path, files: dict) -> dict:
         "shape": (planar + ["--trajectory", files["traj"], "--shaper", "zv", "-o", str(work / "shaped.csv")],
                   {"--params": PLANAR_PARAMS, "--urdf": PLANAR_URDF, "--trajectory": files["traj"],
                    "-o": str(work / "shaped.csv")}),
+        "calibrate": (planar + ["--budget", "1", "--validation", "0", "--candidates", "4", "--no-tracking",
+                                "-o", str(work / "cal.yaml")],
+                      {"--params": PLANAR_PARAMS, "--urdf": PLANAR_URDF, "-o": str(work / "cal.yaml"),
+                       "--report-dir": out, "--true-params": PLANAR_PARAMS}),
         "doctor": ([], {}),                     # no file option: nothing to feed it (test_cli_bad_files)
     }
 

@@ -37,7 +37,7 @@ def _start_robot(ros_process, params, out_dir):
     # state_timeout_s: a loaded 2-core test machine can hold the lockstep simulator up for > 50 ms
     ros_process(["feedforward_pd_controller", "--ros-args", *model, "-p", "state_timeout_s:=1.0"],
                 wait_for_service=("/feedforward_pd_controller/statistics", Trigger))
-    return ros_process(["calibration_server", "--ros-args", *model, "-p", f"output_directory:={out_dir}",
+    return ros_process(["calibration_server", "--ros-args", *model, "-p", f"output_dir:={out_dir}",
                         "-p", "hold:=zoh", "-p", "max_budget:=3"])
 
 

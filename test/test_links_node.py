@@ -9,6 +9,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from flexmodal_interfaces.srv import ComputeLinkModes, ComputeModalParameters
+from flexmodal_ros.links.solve import MAX_MODES
 from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from links_tables import THREE_LINK, printed
 
@@ -68,7 +69,7 @@ def server(ros):
     node's work bound max_link_modes raised to the core's maximum, so that the core's own checks
     answer (the below-cut-off count is found before any root is searched)."""
     node = ModalAnalysisServer(context=ros.context, parameter_overrides=[Parameter("robot", value="three_link_arm"),
-                                                                         Parameter("max_link_modes", value=200)])
+                                                                         Parameter("max_link_modes", value=MAX_MODES)])
     return ros.add_node(node)
 
 
@@ -77,7 +78,7 @@ def server(ros):
     (dict(positions=[0.0, 1.0]), "positions"),
     (dict(positions=[0.0, 1.0, 1.0], joint_names=["joint_1", "elbow", "joint_3"]), "joint_names"),
     (dict(positions=[0.0, 1.0, 1.0], model="rayleigh"), "model"),
-    (dict(positions=[0.0, 1.0, 1.0], num_modes=500), "num_modes: expected an integer from 1 to 50"),
+    (dict(positions=[0.0, 1.0, 1.0], num_modes=500), "num_modes: 500 is more than this node's max_link_modes (50)"),
     (dict(positions=[0.0, 1.0, 1.0], num_modes=50, regime="below-cutoff"), "cut-off"),
     (dict(positions=[0.0, 1.0, 1.0], regime="upper"), "regime"),
     (dict(positions=[0.0, 1.0, 1.0], joint_model="hinged"), "joint_model"),

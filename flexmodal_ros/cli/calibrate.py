@@ -7,7 +7,6 @@ same arguments (the ROS plant lives with the nodes, above the CLI); its output a
 this command's."""
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -21,7 +20,8 @@ from ..identification.inverse_eigen import parse_unknowns
 from ..oma.impact import gear_ratios
 from ..robot.registry import resolve_model
 from .oma import parse_noise
-from .options import add_json_option, add_model_options, model_from_args, parse_floats, print_json
+from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
+                      model_from_args, parse_floats, print_json)
 
 PLANTS = ("sim", "mujoco", "ros")
 
@@ -36,11 +36,11 @@ def add_parser(sub):
     p.add_argument("--budget", type=int, default=8, help="most configurations measured (default 8)")
     p.add_argument("--unknowns", default="k,d_f,d_fm", help="subset of k,d_f,d_fm (default all)")
     p.add_argument("--joints", help="joints calibrated, comma-separated (default all)")
-    p.add_argument("-o", "--output", required=True, help="calibrated params YAML to write")
-    p.add_argument("--report-dir", help="report, plots and the data of every configuration "
+    file_option(p, "-o", "--output", kind="output", required=True, help="calibrated params YAML to write")
+    file_option(p, "--report-dir", kind="output_dir", help="report, plots and the data of every configuration "
                                         "(default: <output stem>_report next to the output)")
     truth = p.add_argument_group("hidden truth of a simulated plant (sim, mujoco)")
-    truth.add_argument("--true-params", help="params YAML of the simulated robot (default: the nominal one)")
+    file_option(truth, "--true-params", kind="input", help="params YAML of the simulated robot (default: the nominal one)")
     truth.add_argument("--true-random", type=int, metavar="SEED",
                        help="draw the truth from the nominal values: k x U(0.7, 1.3), d_f and d_fm x U(0.5, 2)")
     truth.add_argument("--noise", help="encoder noise in the simulated records: counts=COUNTS_PER_REV,std=RAD[,seed=N]")
@@ -147,8 +147,10 @@ def settings_from_args(args, model, noise):
 def run(args):
     model = model_from_args(args)
     noise = parse_noise(args.noise) if args.noise else None
-    out = Path(args.output)
-    report_dir = Path(args.report_dir) if args.report_dir else out.with_name(out.stem + "_report")
+    out = checked_output(args, "output", "-o")                  # outputs checked before any work
+    if not args.report_dir:
+        args.report_dir = str(out.with_name(out.stem + "_report"))
+    report_dir = checked_output_dir(args, "report_dir", "--report-dir")
     if args.plant == "ros":
         if noise is not None or args.true_params or args.true_random is not None:
             raise InputError("--noise/--true-params/--true-random: only for the simulated plants (sim, mujoco)")

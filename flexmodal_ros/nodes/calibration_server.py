@@ -13,7 +13,7 @@ robot stops publishing, the controller refuses a trajectory, an excitation or th
 the goal the same way, aborted with the reason. One calibration at a time: a goal while another
 runs is aborted ("busy").
 
-Files: everything a goal writes lies under ``output_directory``/<output_name> (a goal names only
+Files: everything a goal writes lies under ``output_dir``/<output_name> (a goal names only
 the sub-directory; path separators and '..' are refused): ``calibrated.yaml`` (loadable params,
 only on success), ``calibrated.calibration.json``, ``report.md`` + PNGs, ``partial/`` (every
 configuration's records as soon as measured).
@@ -21,7 +21,7 @@ configuration's records as soon as measured).
 Parameters: ``robot`` or ``urdf_path`` + ``params_path``; ``controller`` (/feedforward_pd_controller);
 ``link_state`` (absolute | deflection); ``controller_rate_hz`` (1000, joint-state and control rate);
 ``hold`` (zoh-delay: the loop model, one period of command delay as on ROS); ``channels`` (both);
-``output_directory`` (flexmodal_output/calibration); defaults of a goal's zero fields ``budget`` (8),
+``output_dir`` (the directory every goal writes under; empty = <ROS log dir>/flexmodal/<node>); defaults of a goal's zero fields ``budget`` (8),
 ``validation`` (2), ``pulses_per_configuration`` (2), ``candidates`` (120); bounds checked before a
 goal starts: ``max_budget`` (30), ``max_candidates`` (500), ``max_excitation_torque`` (declared as 10 % of
 the URDF effort limits, one or per joint [N m]), ``max_duration_s`` (3600: the robot time a goal may
@@ -47,7 +47,7 @@ from ..calibration.calibration_report import write_params, write_report, write_s
 from ..control.excitation import default_excitation_limit
 from ..core.errors import FlexmodalError, InputError
 from ..core.validation import output_path, per_joint, shown
-from .base import declare_robot_model, declare_typed, run_node
+from .base import declare_output_root, declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode, guarded_action_server
 from .conversions.calibration_messages import (calibration_feedback, calibration_goal_to_core,
                                                calibration_result_to_response)
@@ -65,7 +65,7 @@ class CalibrationServer(GuardedNode):
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
             ("controller", "feedforward_pd_controller"), ("link_state", "absolute"), ("controller_rate_hz", 1000.0),
-            ("hold", "zoh-delay"), ("channels", "both"), ("output_directory", "flexmodal_output/calibration"),
+            ("hold", "zoh-delay"), ("channels", "both"),
             ("budget", 8), ("validation", 2), ("pulses_per_configuration", 2), ("candidates", 120),
             ("max_budget", 30), ("max_candidates", 500),
             ("max_excitation_torque", [float(v) for v in default_excitation_limit(self.model)]),
@@ -78,7 +78,7 @@ class CalibrationServer(GuardedNode):
                 raise FlexmodalError(f"parameter {name}: must be > 0, got {p[name]}")
         if not (self.excitation_limit > 0).all():
             raise FlexmodalError("parameter max_excitation_torque: must be > 0")
-        self.output_directory = Path(p["output_directory"])
+        self.output_directory, _ = declare_output_root(self)        # parameter output_dir
         self.defaults = {"budget": p["budget"], "validation": p["validation"],
                          "pulses_per_configuration": p["pulses_per_configuration"], "candidates": p["candidates"],
                          "excitation_limit": self.excitation_limit, "tracking": False}
