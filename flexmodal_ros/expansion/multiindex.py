@@ -24,9 +24,8 @@ of coefficients, so
   ``MAX_EXPANSION_BYTES``;
 - a system may bound its own symbolic work (``symbolic_entries(order)``, the number of coefficient
   expressions it differentiates) by ``MAX_SYMBOLIC_ENTRIES``: for the flexible-joint closed loop
-  (:class:`~.flexible_joint.FlexibleJointSystem`) 0.16-0.27 ms per entry were measured (kuka_lwr4,
-  t = 3..6: 1.5/3.4/5.6/14 s for 5.7k/15k/34k/72k entries), so 40,000 entries keep the first
-  (uncached) expansion of a robot near 8 s; cached, it costs a tenth of that.
+  (:class:`~.flexible_joint.FlexibleJointSystem`) the work grows about linearly in entries, and
+  40,000 keeps the first (uncached) expansion of a robot to seconds (benchmarks/bench_expansion.py).
 
 Requests beyond them are refused with the largest order that the system allows.
 """

@@ -78,7 +78,7 @@ RANK_RTOL = 1e-10                        # singular values below RANK_RTOL·σ_m
 # Size limits of one identification (a request beyond them is refused before allocating).
 MAX_STARTS = 10_000
 # Handing a request's chunks of starts to a running WorkerPool and collecting them [s] (process
-# round trips of pickled problems, measured ~20-50 ms on the 2-core development machine).
+# round trips of pickled problems; benchmarks/bench_identification.py).
 POOL_DISPATCH_S = 0.05
 MAX_CONFIGURATIONS = 1_000
 MAX_MEASURED_MODES = 5_000

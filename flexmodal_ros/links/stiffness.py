@@ -355,8 +355,8 @@ def count_below(frame: Frame, omega) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def _dsytrf_lwork(n):
-    """Optimal workspace of dsytrf (its default, lwork = n, falls back to the unblocked algorithm:
-    measured 0.7 s instead of 0.4 ms for n = 219)."""
+    """Optimal workspace of dsytrf (its default, lwork = n, falls back to the much slower unblocked
+    algorithm; benchmarks/bench_links.py)."""
     return max(1, int(dsytrf_lwork(n, lower=1)[0]))
 
 

@@ -1,8 +1,8 @@
 """The controller node's steady 1 kHz cycles in C, with no Python per cycle (``native_cycle``).
 
-On this project's machine a cycle in Python costs ~80 µs median and ~150 µs at p99 (code touched
-after each 1 ms sleep runs several times slower than hot), against ~26 / ~60 µs for the same work
-in C on rcl (benchmarks/bench_controller_ros.py). :class:`NativeCycleThread` therefore serves the
+A cycle in Python costs several times the same work in C on rcl (code touched after each 1 ms
+sleep runs several times slower than hot; figures: benchmarks/bench_controller_ros.py,
+docs/controller.md). :class:`NativeCycleThread` therefore serves the
 joint states from ``libflexmodal_control_cycle.so``, built at install time (``make setup``,
 ``colcon build``) by the ``flexmodal_native`` package and found through the ament index: a cycle
 whose outcome the fail-safe policy fixes in advance — HOLD, or TRACKING inside the segment already

@@ -1,8 +1,8 @@
 """Subscriptions, services and clients served off the node's executor, on public rclpy only.
 
-rclpy's SingleThreadedExecutor costs ~200 µs of CPU per received message on this project's machine
-(wait-set rebuild over every entity of the node, take, task, callback in Python): at 1 kHz a fifth
-of a core per subscription, and a request waits behind the node's other callbacks. The entities
+rclpy's SingleThreadedExecutor spends per received message a wait-set rebuild over every entity of
+the node, a take, a task and a callback in Python (at 1 kHz a large share of a core per
+subscription: benchmarks/bench_modal.py, docs/modal_analysis.md), and a request waits behind the node's other callbacks. The entities
 here therefore live on a small **helper node** of their own, spun by an executor of their own:
 
 - the helper node is created in the main node's context and namespace, with no parameter

@@ -5,9 +5,8 @@ default; 1-99 = SCHED_FIFO at that priority) and ``cpu`` (-1 = no pinning, defau
 k only). Both apply to every thread of the process that exists when the node is built (the rclpy
 executor and the DDS threads) and are inherited by threads started later. A priority > 0 also
 holds a PM QoS request of 0 µs CPU wake-up latency (``/dev/cpu_dma_latency``, as cyclictest does)
-while the process runs: idle CPUs poll instead of halting. On the 2-vCPU KVM machine this project
-runs on, a CPU woken from halt runs the next ~100 µs of Python 2-4x slower (measured: publish
-45 -> 14 µs, controller cycle p50 ~150 -> ~100 µs). Requesting any of this where the OS does not
+while the process runs: idle CPUs poll instead of halting (a CPU woken from halt runs the next
+Python several times slower; measurements: docs/controller.md). Requesting any of this where the OS does not
 allow it (no CAP_SYS_NICE / RLIMIT_RTPRIO, CPU not in the process' set, no access to
 /dev/cpu_dma_latency) logs one warning and the node runs on without it: never an error.
 

@@ -166,7 +166,7 @@ class HermiteC4:
     them at the knots and its derivatives are exactly those of one function. ``knots`` (K,)
     strictly increasing [s]; ``values`` (K, 5, n): y and its derivatives 1..4 at the knots.
     Outside the knots: the first / last position with zero derivatives (a reference at rest).
-    :meth:`sample` costs ~10 µs (a control cycle's call)."""
+    :meth:`sample` is what a control cycle calls (its cost: benchmarks/bench_shaping.py)."""
 
     def __init__(self, knots, values):
         knots = np.asarray(knots, float)

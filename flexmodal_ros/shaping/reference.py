@@ -174,7 +174,7 @@ class ShapedTrajectory:
     derivatives are exactly those of one function, it equals y with derivatives at the knots, and
     in between y is smooth (C^∞ apart from the parameter splines' knots), so the interpolation
     error is far below the controller's resolution (~1e-9 of the position). Without it,
-    :meth:`sample` evaluates y exactly (~1 ms per call).
+    :meth:`sample` evaluates y exactly (slower: benchmarks/bench_shaping.py).
     """
 
     explicit = True       # the controller feeds the derivatives to the law (no segment form)

@@ -123,9 +123,8 @@ def check_modal(modal, error=InputError):
         raise error(f"modal: unknown value {modal!r} (choose from {', '.join(MODAL_CHOICES)})")
     return modal
 
-# Configurations per batched AMA call in path_modes: with 2 threads, 501 samples of kuka_lwr4 took
-# 32-33 ms with chunks of 32 against 40-44 ms with 256 in a timing loop (one chunk per thread
-# serializes the threads' GIL-held assembly and post-processing).
+# Configurations per batched AMA call in path_modes: small chunks keep both threads busy (one chunk
+# per thread serializes the threads' GIL-held assembly and post-processing; benchmarks/bench_shaping.py).
 SAMPLE_CHUNK = 32
 
 

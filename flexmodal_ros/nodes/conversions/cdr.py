@@ -9,7 +9,7 @@ import struct
 
 def float64_array(values) -> array.array:
     """A float64 array (any shape, row-major) as the array.array('d') a rosidl float64[] field
-    takes as is (a list is checked element by element: 6 µs for 196 mode-shape entries)."""
+    takes as is (a list would be checked element by element by rosidl)."""
     out = array.array("d")
     out.frombytes(np.ascontiguousarray(values, dtype=float).tobytes())
     return out

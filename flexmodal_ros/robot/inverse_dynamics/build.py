@@ -27,8 +27,8 @@ from .symbolic import canonical_chain, flexible_joint_quantities, rnea_jets
 
 # -Og with one register-allocation region: on the generated straight-line code (one function of
 # 3,000-20,000 statements) gcc spends most of its time in register allocation; these flags halve the
-# compile time against -O2 (n = 30: ~4 s instead of ~6-8 s) for the same run time (kuka_lwr4
-# feedforward 0.70 vs 0.67 µs per call, n = 30 4.8 vs 6.1 µs; benchmarks/bench_inverse_dynamics.py).
+# compile time against -O2 for the same run time (figures: benchmarks/bench_inverse_dynamics.py,
+# bench_codegen.py; docs/inverse_dynamics.md).
 CFLAGS = ("-Og", "-fira-region=one", "-fPIC", "-shared")
 FLEX_FIELDS = ("W", "k", "d_f", "d_c", "d_fm", "d_cm", "B")
 OP_CLASSES = ("add", "mul", "div", "trig", "other")
