@@ -72,10 +72,15 @@ class GuardedNode(Node):
         return guarded
 
     def _fault(self, where, exc, service_args=None):
-        self.faults += 1
         text = fault_text(exc)
-        if not isinstance(exc, REQUEST_ERRORS) or isinstance(exc, MemoryError):
-            self.report_fault(f"{where}: {text}")
+        if not self.context.ok():
+            # the context is shutting down (Ctrl-C): rcl entities refuse work in flight; that is the
+            # shutdown, not a fault of the node (said at debug level only)
+            self.get_logger().debug(f"{where} during shutdown: {text}")
+        else:
+            self.faults += 1
+            if not isinstance(exc, REQUEST_ERRORS) or isinstance(exc, MemoryError):
+                self.report_fault(f"{where}: {text}")
         if service_args is None:
             return None
         response = type(service_args[1])()
