@@ -57,7 +57,10 @@ def test_two_robots_in_two_namespaces_do_not_cross_talk(ros, ros_process):
         stats = _statistics(ros, probe.create_client(Trigger, f"/{ns}/flexible_joint_simulator/statistics"))
         assert stats["commands_received"] > 100 and stats["commands_rejected"] == 0, (ns, stats)
         assert len(states[ns][-1].name) == 2 * joints
-        assert not [s for s in statuses[ns] if "rejected" in s or s.startswith("stale")], statuses[ns]
+        # cross-talk shows as rejected states or commands; a short gap in the best-effort state stream
+        # of 8 processes on 2 cores may trip the watchdog once (STALE, then hold again): not cross-talk
+        assert not [s for s in statuses[ns] if "rejected" in s], statuses[ns]
+        assert not statuses[ns][-1].startswith("stale"), statuses[ns]
     topics = dict(probe.get_topic_names_and_types())
     assert {"/arm1/joint_states", "/arm2/joint_states", "/arm1/effort_controller/commands",
             "/arm2/effort_controller/commands", "/arm1/clock", "/arm2/clock"} <= set(topics)
