@@ -26,8 +26,6 @@ ENGINES = {"builtin": ("flexible_joint_simulator", 2000.0, [1e4, 0.0, 0.0, 0.0, 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_runaway_impulses_stop_the_simulation_visibly(ros, ros_process, engine):
-    if engine == "mujoco":
-        pytest.importorskip("mujoco")
     executable, rate, wrench, count = ENGINES[engine]
     ns = f"/faults_{engine}"
     sim = ros_process([executable, "--ros-args", "-r", f"__ns:={ns}", "-p", "robot:=kuka_lwr4"],
