@@ -43,12 +43,14 @@ from ..core.validation import finite_vector, frozen, nonnegative, per_joint, pos
 
 _JOINT_TYPES = ("RX", "RY", "RZ", "RevoluteUnaligned", "PX", "PY", "PZ", "PrismaticUnaligned")
 _PRISMATIC = ("PX", "PY", "PZ", "PrismaticUnaligned")
+_SERIAL_FIELDS = ("name", "joint_names", "n", "pin", "rigid", "gravity", "wrench", "tool", "ee_frame",
+                  "ee_frame_id", "urdf_path", "params_path")                # read through to the held model
 _ACTUATED_FIELDS = ("k", "r", "d_f", "d_fm", "B", "kp", "kd")   # per actuated joint (n_a)
 _MOTOR_FIELDS = ("k", "d_fm", "d_cm", "B", "kp", "kd")    # NaN on passive joints (no spring, no motor)
 
 
-def _from_model(field, doc):
-    return property(lambda self: getattr(self.model, field), doc=doc)
+def _from_model(field):
+    return property(lambda self: getattr(self.model, field), doc=f"``model.{field}``")
 
 
 def _actuated(field):
@@ -75,18 +77,8 @@ class ClosedChainRobot:
     actuated: np.ndarray
     closures: tuple
 
-    name = _from_model("name", "robot name")
-    joint_names = _from_model("joint_names", "every tree joint (n_q, Pinocchio order)")
-    n = _from_model("n", "number of tree joints n_q")
-    pin = _from_model("pin", "Pinocchio model of the tree with the tool")
-    rigid = _from_model("rigid", "Pinocchio model of the tree without the tool")
-    gravity = _from_model("gravity", "gravity [m/s^2] (frame 0)")
-    wrench = _from_model("wrench", "wrench [N, N m] (frame 0, at the tool point E)")
-    tool = _from_model("tool", "the tool")
-    ee_frame = _from_model("ee_frame", "frame the tool is mounted on")
-    ee_frame_id = _from_model("ee_frame_id", "Pinocchio frame of the tool point E")
-    urdf_path = _from_model("urdf_path", "URDF file")
-    params_path = _from_model("params_path", "robot YAML file")
+    (name, joint_names, n, pin, rigid, gravity, wrench, tool, ee_frame, ee_frame_id, urdf_path,
+     params_path) = (_from_model(f) for f in _SERIAL_FIELDS)
     k, r, d_f, d_fm, B, kp, kd = (_actuated(f) for f in _ACTUATED_FIELDS)
 
     @functools.cached_property
