@@ -27,12 +27,6 @@ class RobotSystem(ConstrainedSystem):
     set-point (see module docstring). ``robot``; ``reference`` r of the set-point law [N m];
     ``rigid_joints``; names as in the base class (coordinates: joints, then ``<joint>_motor``)."""
 
-    name: str
-    coordinate_names: tuple
-    constraint_names: tuple
-    input_names: tuple
-    independent: tuple
-    sparse_native: bool
     robot: ClosedChainRobot
     reference: np.ndarray
     rigid_joints: bool
