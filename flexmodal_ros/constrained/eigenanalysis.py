@@ -4,7 +4,7 @@ Dense paths (whole spectrum). MCS and UCS solve a second-order model M ẍ + C �
 its first-order pencil (E, A) = (blkdiag(I, M), [[0, I], [−K, −C]]) scaled like the RCS pencil
 (time by ω_ref = √(‖K‖/‖M‖), rows by ‖K‖), in standard form: with M/‖M‖ = LLᵀ the pencil is
 equivalent to the matrix [[0, I], [−L⁻¹K̂L⁻ᵀ, −L⁻¹ĈL⁻ᵀ]], solved by the Hessenberg QR algorithm
-(LAPACK dgeev, :func:`~flexmodal_ros.constrained.pencils.standard_modes`) — cheaper than QZ on the
+(LAPACK dgeev, :func:`~.pencils.standard_modes`) — cheaper than QZ on the
 pencil (``benchmarks/bench_constrained.py``, docs/benchmarks.md) at the same accuracy (pendulum
 UCS, four lowest modes unrefined: 9e-9 / 1.5e-7 vs QZ 2.5e-8 / 5.3e-7 at n_p = 50 / 100); QZ on the
 pencil only if M is not positive definite:
@@ -14,7 +14,7 @@ pencil only if M is not positive definite:
   (``solver="auto"`` chooses). No spurious eigenvalues.
 * RCS: the scaled descriptor pair (A, E) by QZ with homogeneous eigenvalues (α, β),
   s = ω_ref α/β. Its 2r position- and velocity-level infinite eigenvalues are deflated exactly by
-  an orthogonal equivalence (:func:`~flexmodal_ros.constrained.pencils.index_one_pencil`, β = 0), and QZ (LAPACK dggev,
+  an orthogonal equivalence (:func:`~.pencils.index_one_pencil`, β = 0), and QZ (LAPACK dggev,
   :func:`flexmodal_ros.linalg.lapack.generalized_eig`) solves the remaining index-1 descriptor pencil
   in (null-space positions, velocities, multipliers) of order 2(n − r) + r — or, undamped, the
   same pencil in μ = s² of order n. A spurious eigenvalue is *infinite*: |β| ≤
@@ -36,8 +36,9 @@ backward stable, so their eigenvalue errors are of order ε‖K‖ — about 2e-
 the fine pendulum meshes (n_p = 50: RCS − MCS 2.2e-8, above the source's 8.2e-9). For the
 ``AUTO_REFINE_MODES`` lowest modes the residual r = (s²M + sC + K)x (RCS: with the multipliers'
 part Φ_qᵀℓ removed) bounds the error, |δs| ≲ ‖r‖/|xᴴ(2sM + C)x|; the modes where that bound
-exceeds ``AUTO_REFINE_RTOL``·|s| are refined as ``refine=k`` does (:func:`~flexmodal_ros.constrained.refinement.refine_quadratic`,
-:func:`~flexmodal_ros.constrained.refinement.refine_pencil`), the others are left as they are.
+exceeds ``AUTO_REFINE_RTOL``·|s| are refined as ``refine=k`` does
+(:func:`~.refinement.refine_quadratic`, :func:`~.refinement.refine_pencil`), the others are left
+as they are.
 
 Every path runs on one BLAS thread (:func:`flexmodal_ros.core.blas.single_blas_thread`): on small
 models the thread hand-off costs more than the arithmetic, and for the large dense ones QZ gains
@@ -50,7 +51,8 @@ the first-order pencil with a sparse LU of (A − σE): the operator (A − σE)
 eigenvalues (ν = 0) never appear — the source's "compute only a subspace" (§5.3). MCS uses the
 sparse coordinate-partitioning basis there, UCS filters the penalty modes as above. ARPACK starts
 from a fixed-seed vector, so repeated analyses give identical results; the requested modes are
-then refined (:func:`~flexmodal_ros.constrained.refinement.refine_quadratic`, :func:`~flexmodal_ros.constrained.refinement.refine_pencil`).
+then refined (:func:`~.refinement.refine_quadratic`,
+:func:`~.refinement.refine_pencil`).
 """
 from __future__ import annotations
 
@@ -140,7 +142,8 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
     ("auto" | "general" | "symmetric"); RCS: ``scale``, ``infinite_tol``; UCS: ``penalty``,
     ``spurious_threshold``, ``q_penalty`` (the penalty equilibrium if already solved, e.g. by
     :func:`~.equilibrium.penalty_equilibrium`). ``refine=k`` refines the k lowest modes by
-    shifted inverse iteration (:func:`~flexmodal_ros.constrained.refinement.refine_quadratic`, :func:`~flexmodal_ros.constrained.refinement.refine_pencil`); None: all
+    shifted inverse iteration (:func:`~.refinement.refine_quadratic`,
+    :func:`~.refinement.refine_pencil`); None: all
     requested modes of the sparse path, "auto" on the dense path (those of the
     AUTO_REFINE_MODES lowest whose residual says so, module docstring); "auto" may be given for
     either path, 0 turns refinement off. See the module docstring for the classification rules. The dense path takes models of at most MAX_DENSE_COORDINATES

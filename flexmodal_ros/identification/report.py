@@ -14,9 +14,10 @@ from ..core.errors import InputError
 from ..core.validation import load_yaml_mapping
 from .inverse_eigen import NOT_IDENTIFIABLE_STD, RANK_RTOL, REL_STD_LIMIT, RESIDUAL_NOISE_LIMIT
 
+
 @dataclass(frozen=True)
 class IdentificationResult:
-    """Outcome of :func:`identify`.
+    """Outcome of :func:`~flexmodal_ros.identification.fit.identify`.
 
     Per joint (URDF order ``joint_names``): ``stiffness`` k, ``link_damping`` d_f, ``motor_damping``
     d_fm (identified, or the config value when not an unknown). ``unknown_names``/``values``/
