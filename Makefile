@@ -64,7 +64,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup venv test test-quick test-jazzy test-numerics demo demo-mujoco clean distclean
 
+# Last step: byte-compile the package as a regular pip or colcon install does (an editable install
+# does not): without it, every node start compiles ~200 modules again when PYTHONDONTWRITEBYTECODE
+# is set (modal server, 5 interleaved starts at load 9-11: CPU to the first answer 1.38 -> 1.19 s,
+# wall 2.9 -> 1.9 s). Up-to-date files are skipped; a stale .pyc is never used (Python checks the
+# source's mtime).
 setup: $(REQ_STAMP) $(IF_STAMP) $(NATIVE_STAMP) $(PKG_STAMP) $(LAYOUT_STAMP)
+	$(VENV_PY) -m compileall -q -j 0 flexmodal_ros
 
 # Only the virtualenv with its pinned wheels (.ci/run fills both distributions' in parallel).
 venv: $(REQ_STAMP)

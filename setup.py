@@ -38,7 +38,6 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={PACKAGE: ["nodes/*.c"]},   # the native control cycle's C source (nodes/native_cycle.py)
     data_files=[
         ("share/ament_index/resource_index/packages", [os.path.join("resource", PACKAGE)]),
         (os.path.join("share", PACKAGE), ["package.xml"]),

@@ -178,3 +178,29 @@ def test_the_public_api_is_listed_in_one_place_and_resolves():
     assert not missing and len(flexmodal_ros.__all__) > 30
     undocumented = [name for name in flexmodal_ros.__all__ if name not in flexmodal_ros.__doc__]
     assert not undocumented, f"public names missing from the package docstring: {undocumented}"
+
+
+def test_the_modal_server_starts_without_what_its_first_request_does_not_need():
+    """Importing the modal server's module (what its console script does before it serves) loads
+    neither CasADi, the Gazebo/MuJoCo export writers nor the shaping core: those are imported by
+    the requests that use them (issue 28: start-up and resident memory of the server)."""
+    import subprocess
+    import sys
+
+    unwanted = ["casadi", "flexmodal_ros.export.tree", "flexmodal_ros.export.gazebo", "flexmodal_ros.control.law",
+                "flexmodal_ros.shaping"]
+    code = ("import sys, flexmodal_ros.nodes.modal_analysis_server; "
+            f"print(' '.join(m for m in {unwanted!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=PACKAGE.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [], f"imported at start-up: {out.stdout.strip()}"
+
+
+@pytest.mark.parametrize("package", ["control", "export"])
+def test_lazy_package_exports_resolve(package):
+    import importlib
+
+    module = importlib.import_module(f"flexmodal_ros.{package}")
+    missing = [name for name in module.__all__ if getattr(module, name, None) is None]
+    assert not missing and len(module.__all__) > 5

@@ -130,7 +130,7 @@ def lapack_path() -> dict:
         return {"active": False, "detail": why,
                 "instead": "SciPy's dgeev wrapper and the NumPy mode extraction (same results, slower)"}
     return {"active": True, "detail": f"{module.__name__} ({Path(module.__file__).name}) over "
-                                      "scipy.linalg.cython_lapack"}
+                                      "scipy.linalg.cython_lapack", "path": module.__file__}
 
 
 def native_cycle_path() -> dict:

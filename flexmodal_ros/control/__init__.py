@@ -7,15 +7,16 @@
 - :mod:`.gains` — gain changes checked for closed-loop stability;
 - :mod:`.limits` — :class:`SafetyLimits` and the plausibility of measured states.
 """
-from .admission import AdmittedTrajectory, TrajectoryAdmission
-from .failsafe import Counters, FailSafeController, SteadyCycle
-from .gains import checked_gains
-from .law import (LAW_INPUTS, LAW_OUTPUTS, Command, ControlLaw, JointSample, Mode, control_law_function, law_layout,
-                  saturate)
-from .limits import (DEFAULT_MAX_START_DELAY, RECOVERY_INSET, STATE_BOUND, SafetyLimits, implausible_state,
-                     plausible_bounds)
+from ..core.lazy import lazy_exports
 
-__all__ = ["AdmittedTrajectory", "TrajectoryAdmission", "Counters", "FailSafeController", "SteadyCycle",
-           "checked_gains", "LAW_INPUTS", "LAW_OUTPUTS", "Command", "ControlLaw", "JointSample", "Mode",
-           "control_law_function", "law_layout", "saturate", "STATE_BOUND", "SafetyLimits", "implausible_state",
-           "DEFAULT_MAX_START_DELAY", "RECOVERY_INSET", "plausible_bounds"]
+# Names imported on first use: a process that needs the cycle's types or the plausibility check
+# only (the modal server's joint-state conversion) does not load the law and CasADi.
+__getattr__, __all__ = lazy_exports(__name__, {
+    "admission": ("AdmittedTrajectory", "TrajectoryAdmission"),
+    "failsafe": ("Counters", "FailSafeController", "SteadyCycle"),
+    "gains": ("checked_gains",),
+    "law": ("LAW_INPUTS", "LAW_OUTPUTS", "Command", "ControlLaw", "JointSample", "Mode", "control_law_function",
+            "law_layout", "saturate"),
+    "limits": ("DEFAULT_MAX_START_DELAY", "RECOVERY_INSET", "STATE_BOUND", "SafetyLimits", "implausible_state",
+               "plausible_bounds"),
+})

@@ -12,9 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import ConfigError
-from .gazebo import controllers_yaml, world_sdf, write_sdf, write_urdf
-from .mjcf import load_mujoco_model, write_mjcf
-from .tree import LINK_DAMPING_MODES, ROTOR_MODES, ExportedRobot, build_export
+from ..core.lazy import lazy_exports
+
+# The writers and the exported structure (Pinocchio) are imported on first use: the nodes import
+# this package for the /joint_states convention (convention.py) only.
+__getattr__, _LAZY = lazy_exports(__name__, {
+    "gazebo": ("controllers_yaml", "world_sdf", "write_sdf", "write_urdf"),
+    "mjcf": ("load_mujoco_model", "write_mjcf"),
+    "tree": ("LINK_DAMPING_MODES", "ROTOR_MODES", "ExportedRobot", "build_export"),
+})
 
 FORMATS = ("urdf", "sdf", "mjcf")
 # Defaults per format: the exact mapping where the format has one (MJCF), else the closest
@@ -28,7 +34,7 @@ class ExportResult:
     description: Path
     controllers: Path | None
     world: Path | None
-    exported: ExportedRobot
+    exported: "ExportedRobot"
 
     def to_dict(self):
         e = self.exported
@@ -56,6 +62,11 @@ def export_files(model, fmt, output, rotor=None, link_damping=None, gear_ratio=N
                           "(use rotor gear|body, link damping elastic|motor)")
     if not timestep > 0:
         raise ConfigError(f"timestep: must be > 0 s, got {timestep}")
+    # deferred: the writers and the exported structure (Pinocchio), see the package exports above
+    from .gazebo import controllers_yaml, world_sdf, write_sdf, write_urdf
+    from .mjcf import write_mjcf
+    from .tree import build_export
+
     exported = build_export(model, rotor, link_damping, gear_ratio)
     output = Path(output)
     if not output.parent.is_dir():
@@ -70,3 +81,6 @@ def export_files(model, fmt, output, rotor=None, link_damping=None, gear_ratio=N
     output.write_text(writer(exported, controllers.resolve()))
     world.write_text(world_sdf(exported, timestep))
     return ExportResult(output, controllers, world, exported)
+
+
+__all__ = sorted(["FORMATS", "DEFAULTS", "ExportResult", "export_files", *_LAZY])

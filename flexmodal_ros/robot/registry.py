@@ -47,14 +47,19 @@ def list_closed_chain_robots():
 def robot_paths(name):
     """(urdf_path, params_path) of a bundled robot (serial or closed-chain); ConfigError naming
     the choices if unknown."""
+    root = share_dir()
+    urdf, params = root / "urdf" / f"{name}.urdf", root / "config" / f"{name}.yaml"
+    # A bundled robot is a plain name with both files: found without reading every bundled YAML
+    # (_bundled() parses them all, for the choices of the error message only).
+    if isinstance(name, str) and name and Path(name).name == name and urdf.is_file() and params.is_file():
+        return urdf, params
     bundled = _bundled()
     if name not in bundled:
         closed = [n for n, c in bundled.items() if c]
         raise ConfigError(f"unknown robot '{name}' (bundled robots: "
                           f"{', '.join(n for n, c in bundled.items() if not c)}"
                           + (f"; closed-chain robots: {', '.join(closed)})" if closed else ")"))
-    root = share_dir()
-    return root / "urdf" / f"{name}.urdf", root / "config" / f"{name}.yaml"
+    return urdf, params
 
 
 def load_robot(name):

@@ -7,7 +7,6 @@ from ...core.errors import InputError
 from ...core.fallbacks import warn_fallback
 from .cdr import SerializedMessage
 from .stamps import seconds_to_stamp
-from ...control import JointSample
 from ...export.convention import StateConvention
 from ...control import implausible_state
 import struct
@@ -60,6 +59,9 @@ class JointStateReader:
     """
 
     def __init__(self, model, link_state="absolute", bounds=None, outer_bounds=None):
+        # deferred: control.law (the control law, CasADi), for the nodes that read joint states
+        # into samples; the modal server imports this module for MOTOR_SUFFIX and StateConvention
+        from ...control.law import JointSample
 
         self.model = model
         self.bounds, self.outer_bounds = bounds, outer_bounds

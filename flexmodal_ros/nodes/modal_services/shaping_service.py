@@ -3,9 +3,6 @@ reference sampled for any trajectory controller, :func:`flexmodal_ros.shaping.sh
 work bounds in :mod:`flexmodal_ros.nodes.conversions.shaping_messages`; limits refused, never
 time-scaled)."""
 from ...core.errors import InputError
-from ...robot.trajectory import PiecewiseC4Trajectory
-from ...shaping.shaper_design import shape_samples
-from ..conversions.shaping_messages import MAX_SHAPE_SAMPLES, shape_request_to_core, shaped_samples_to_response
 
 
 class ShapingService:
@@ -21,6 +18,12 @@ class ShapingService:
         if self.closed_chain:
             raise InputError("shape_trajectory: not available for closed-chain robots (flexible-joint "
                              "serial robots only)")
+        # deferred: the shaping core (path modes, Taylor expansion, CasADi) is not needed before
+        # the first ~/shape_trajectory request; the modal server starts without it
+        from ...robot.trajectory import PiecewiseC4Trajectory
+        from ...shaping.shaper_design import shape_samples
+        from ..conversions.shaping_messages import MAX_SHAPE_SAMPLES, shape_request_to_core, shaped_samples_to_response
+
         req = shape_request_to_core(self.model, request)
         samples = shape_samples(req.model, PiecewiseC4Trajectory(req.times, req.positions), req.kind,
                                 req.shaper_design, req.rate_hz, max_samples=MAX_SHAPE_SAMPLES)
