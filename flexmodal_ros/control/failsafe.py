@@ -102,10 +102,14 @@ class Counters:
                 self.saturated_per_joint[i] += 1
 
 
+def _from(part, name, doc=None):
+    """Read-only attribute ``name`` of the controller's collaborator ``part`` (attribute name)."""
+    return property(lambda self: getattr(getattr(self, part), name), doc=doc or f"``{part}.{name}``.")
+
+
 def _setting(name):
     """Read-only attribute ``name`` of the controller's :class:`~.gains.ControllerSettings`."""
-    return property(lambda self: getattr(self.settings, name),
-                    doc=f"``{name}`` of the current :class:`~flexmodal_ros.control.gains.ControllerSettings`.")
+    return _from("settings", name, f"``{name}`` of the current :class:`~.gains.ControllerSettings`.")
 
 
 class FailSafeController:
@@ -165,16 +169,15 @@ class FailSafeController:
             self.law.set_gains(self.model.kp, self.model.kd)
             self.machine.set_model(self.model)
 
-    state_bounds = property(lambda self: self.measured.state_bounds, doc="State bounds (lo, hi) (4n,) in use.")
-    plausible_bounds = property(lambda self: self.measured.plausible_bounds, doc="Plausibility bounds (lo, hi) (4n,).")
-    last_sample = property(lambda self: self.measured.sample, doc="The last valid :class:`JointSample` (or None).")
-    advanced = property(lambda self: self.measured.advanced, doc=(
-        "Steady-clock time [s] of the last sample whose stamp advanced (None before the first): "
-        ":meth:`watchdog` gives a command once ``now`` is more than state_timeout after it."))
-    _trajectory = property(lambda self: self.reference.current, doc="The current reference (or None).")
-    mode = property(lambda self: self.machine.mode, doc="The current :class:`Mode`.")
-    events = property(lambda self: self.machine.events, doc="Queued event lines, oldest first (the caller pops them).")
-    _hold_q = property(lambda self: self.machine.hold_q, doc="The hold position (read-only array, or None).")
+    state_bounds = _from("measured", "state_bounds", "State bounds (lo, hi) (4n,) in use.")
+    plausible_bounds = _from("measured", "plausible_bounds", "Plausibility bounds (lo, hi) (4n,) in use.")
+    last_sample = _from("measured", "sample", "The last valid :class:`JointSample` (None before the first).")
+    advanced = _from("measured", "advanced", "Steady-clock time [s] of the last sample whose stamp advanced "
+                     "(None before the first): :meth:`watchdog` commands once ``now`` is state_timeout past it.")
+    _trajectory = _from("reference", "current", "The current reference (or None).")
+    mode = _from("machine", "mode", "The current :class:`Mode`.")
+    events = _from("machine", "events", "Queued event lines, oldest first (the caller pops them).")
+    _hold_q = _from("machine", "hold_q", "The hold position (read-only array, or None).")
 
     def steady_cycle(self):
         """The conditions of a steady next cycle, or None (:func:`~.fast_path.steady_cycle`)."""
@@ -197,8 +200,8 @@ class FailSafeController:
         that): taken as is, without the copy and the second check (1 kHz path)."""
         recovering = self.reference.recovering()
         try:
-            previous, outside, advanced = self.measured.take(sample, float(received), validated, self.mode,
-                                                             recovering, self.state_timeout)
+            previous, outside, advanced = self.measured.take(sample, float(received), validated, self.machine.mode,
+                                                             recovering, self.settings.state_timeout)
         except InputError:
             self.counters.rejected_samples += 1
             raise
@@ -244,11 +247,10 @@ class FailSafeController:
         self.reference.current = traj
         return self.reference.describe(traj)
 
-    excitation_limit = property(lambda self: self._excitation.limit, doc="Bound of :meth:`excite`'s amplitudes [N·m].")
-    excitation_max_duration = property(lambda self: self._excitation.max_duration,
-                                       doc="Bound of :meth:`excite`'s duration [s].")
-    excitation = property(lambda self: self._excitation.current,
-                          doc="The scheduled or running excitation (absolute start once started), or None.")
+    excitation_limit = _from("_excitation", "limit", "Bound of :meth:`excite`'s amplitudes [N·m] per joint.")
+    excitation_max_duration = _from("_excitation", "max_duration", "Bound of :meth:`excite`'s duration [s].")
+    excitation = _from("_excitation", "current", "The scheduled or running excitation (absolute start once "
+                       "started), or None.")
 
     def set_excitation_limits(self, torque=None, duration=None):
         """Bounds of :meth:`excite` (:meth:`~.excitation.ExcitationSchedule.set_limits`)."""
@@ -266,15 +268,17 @@ class FailSafeController:
 
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""
-        s = self.measured.sample
-        if s is None or self.mode in (Mode.WAITING, Mode.STALE):
+        s, machine, law = self.measured.sample, self.machine, self.law
+        if s is None or machine.mode in (Mode.WAITING, Mode.STALE):
             return None
-        self.machine.follow(s.t)
-        self.machine.excite_cycle(s.t)
-        tracking = self.mode == Mode.TRACKING
-        if not self.law.evaluate(tracking, s.q_m, s.qd_m):
+        if self.reference.current is not None:
+            machine.follow(s.t)
+        if self._excitation.current is not None:
+            machine.excite_cycle(s.t)
+        tracking = machine.mode == Mode.TRACKING
+        if not law.evaluate(tracking, s.q_m, s.qd_m):
             return self._nonfinite_command(tracking)
-        return self._finish(self.law.q_ref.copy() if tracking else self._hold_q)
+        return self._finish(law.q_ref.copy() if tracking else machine.hold_q)
 
     def _nonfinite_command(self, tracking):
         """Fail-safe for a non-finite law result (module docstring): HOLD at the measured position
@@ -306,7 +310,7 @@ class FailSafeController:
     def _command(self, tau, saturated, q_ref):
         """Command of this cycle, counted with its saturated joints."""
         self.counters.count(saturated, self._unsaturated)
-        return Command(tau, self.mode, saturated, q_ref)
+        return Command(tau, self.machine.mode, saturated, q_ref)
 
 
 def failsafe_controller(model, warn):
