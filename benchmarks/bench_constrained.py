@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from _shared import add_quick_option, machine_load, median_time
 from flexmodal_ros.constrained import modal_analysis, static_equilibrium
-from flexmodal_ros.constrained.eigenanalysis import _index_one_pencil, _second_order_pencil
+from flexmodal_ros.constrained.pencils import index_one_pencil, second_order_pencil
 from flexmodal_ros.constrained.equilibrium import penalty_equilibrium
 from flexmodal_ros.constrained.linearizations import (_dense, mcs_linearization, rcs_linearization,
                                                  ucs_linearization)
@@ -71,7 +71,7 @@ def _baselines(system, eq, q_p, penalty):
     mcs = mcs_linearization(system, eq)
     M_r, K_r = _dense(mcs.M), _dense(mcs.K)
     ucs = ucs_linearization(system, eq, penalty, q_penalty=q_p)
-    A_u, E_u = _second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
+    A_u, E_u = second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
     rcs = rcs_linearization(system, eq)
     A_r, E_r = _dense(rcs.A), _dense(rcs.E)
     return {"mcs": ("eigh(K_r, M_r)", M_r.shape[0], lambda: sla.eigh(K_r, M_r)),
@@ -108,7 +108,7 @@ def bench_fourbar(repeats, loops=None):
         _target_line(m.upper(), s, FOURBAR_TARGET_S, median_time(fn, repeats),
                      f"{text} ({order})", 1e3, "ms")
     ucs = ucs_linearization(system, eq, model.penalty, q_penalty=q_p)
-    A, E = _second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
+    A, E = second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
     state = np.linalg.solve(E, A)
     bound = median_time(lambda: standard_eig(state), repeats)
     print(f"   UCS bound: its 2n = {A.shape[0]} eigenpairs (all are needed to classify the 2m "
@@ -177,10 +177,10 @@ def _pendulum_targets(model, system, eq, q_p, dense, sparse, repeats):
         _target_line(f"{m.upper()} dense", s, DENSE_TARGET_S, median_time(fn, 1),
                      f"{text} ({order})")
     rcs = rcs_linearization(system, eq)
-    Ar, Er, _, squared = _index_one_pencil(rcs)
+    Ar, Er, _, squared = index_one_pencil(rcs)
     qz = median_time(lambda: generalized_eig(Ar, Er), 3)
     ucs = ucs_linearization(system, eq, model.penalty, q_penalty=q_p)
-    A, E = _second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
+    A, E = second_order_pencil(*(_dense(a) for a in (ucs.M, ucs.C, ucs.K)))[:2]
     state = np.linalg.solve(E, A)
     geev = median_time(lambda: standard_eig(state), 3)
     print(f"   bounds (bare LAPACK call, median of 3): RCS = QZ (dggev) on the exactly deflated "

@@ -16,8 +16,9 @@ import time
 import numpy as np
 
 from _shared import add_quick_option, machine_load
-from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, modal_data_arrays,
-                                          _measured_eigenvalues)
+from flexmodal_ros.identification.fit import identify
+from flexmodal_ros.identification.inverse_eigen import IdentificationProblem, measured_eigenvalues
+from flexmodal_ros.identification.measurements import modal_data_arrays
 from flexmodal_ros.flexible_joint.linear_model import assemble
 from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.registry import load_robot
@@ -57,7 +58,7 @@ def median_time(fn, repeats):
 def loop_residuals(problem, p):
     """Reference: one measurement at a time (assemble, S̄⁻¹ sandwich, det), no vectorization."""
     k, d_f, d_fm = problem.full_parameters(p)
-    lam, omega = _measured_eigenvalues(problem.data.frequency_hz, problem.data.damping_ratio)
+    lam, omega = measured_eigenvalues(problem.data.frequency_hz, problem.data.damping_ratio)
     out = []
     for i, c in enumerate(problem.data.config):
         _, D, K = assemble(problem.M[c], problem.KG[c], k, d_f=d_f, d_fm=d_fm, **problem.fixed)
@@ -74,7 +75,7 @@ def bench_cases(model, data, starts, repeats, cases=None):
           "costs ~4 s to start)")
     print("case  shift   k1       k2       df1    df2    dfm1   dfm2   F*          thesis F*   "
           "max|dk|  max|dd|  pool [s]  1 proc [s]")
-    with WorkerPool(2, preload=["flexmodal_ros.identification.inverse_eigen"]) as pool:
+    with WorkerPool(2, preload=["flexmodal_ros.identification.fit"]) as pool:
         for f in [pool.submit(int) for _ in range(2)]:
             f.result()
         for case, (shift, (ref, F_ref)) in enumerate(zip(SHIFTS, TABLE_3_2), start=1):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.identification.inverse_eigen import IdentificationProblem, load_data_file, modal_data_arrays
+from flexmodal_ros.identification.inverse_eigen import IdentificationProblem
+from flexmodal_ros.identification.measurements import load_data_file, modal_data_arrays
 from flexmodal_ros.robot.registry import share_dir
 
 

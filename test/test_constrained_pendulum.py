@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.constrained import Penalty, modal_analysis, static_equilibrium
-from flexmodal_ros.constrained.eigenanalysis import INFINITE_TOL, _qz
+from flexmodal_ros.constrained.pencils import INFINITE_TOL, qz
 from flexmodal_ros.modes import lowest_modes as _lowest_oscillatory
 from flexmodal_ros.constrained.checks import linearization_fd_errors
 from flexmodal_ros.constrained.linearizations import rcs_linearization
@@ -95,7 +95,7 @@ def test_table_5_dense_n25_conditioning_is_the_work():
     system, eq = _table_5_row(25, dense=True)
     ref = _first_four(system, eq, "mcs", num_modes=4).eigenvalues[:4]
     bare = rcs_linearization(system, eq, scale=False)
-    w, _, infinite, _ = _qz(bare.A, bare.E, INFINITE_TOL)
+    w, _, infinite, _ = qz(bare.A, bare.E, INFINITE_TOL)
     w = w[~infinite]
     bare_first = w[_lowest_oscillatory(w, 4)]
     product = _first_four(system, eq, "rcs")

@@ -21,7 +21,7 @@ from flexmodal_ros.distributed import (map_results, open_executor, open_store, p
                                        plot_store, run_starts, sweep_to_store, tracked_rows)
 from flexmodal_ros.distributed.executors import LOOPBACK_CLUSTER
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.identification.inverse_eigen import identify
+from flexmodal_ros.identification.fit import identify
 from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.registry import load_robot
 from flexmodal_ros.distributed import modal_map
@@ -309,7 +309,8 @@ def test_embedded_local_cluster_listens_on_loopback_only():
     """--scheduler local:N: every socket of the client, scheduler, nanny and worker is on 127.0.0.1."""
     import psutil
 
-    from flexmodal_ros.identification.inverse_eigen import IdentificationProblem, solve_starts
+    from flexmodal_ros.identification.fit import solve_starts
+    from flexmodal_ros.identification.inverse_eigen import IdentificationProblem
 
     planar = load_robot("planar_2r")
     problem = IdentificationProblem(planar, model_modes(planar, TABLE_3_1_Q[:4], (0, 3)), unknowns="k")

@@ -14,8 +14,10 @@ import pytest
 import yaml
 
 from flexmodal_ros.core.errors import FlexmodalError, InputError
-from flexmodal_ros.identification.inverse_eigen import (IdentificationProblem, identify, load_data_file, modal_data,
-                                          modal_data_arrays, write_params)
+from flexmodal_ros.identification.fit import identify
+from flexmodal_ros.identification.inverse_eigen import IdentificationProblem
+from flexmodal_ros.identification.measurements import load_data_file, modal_data, modal_data_arrays
+from flexmodal_ros.identification.report import write_params
 from flexmodal_ros.flexible_joint.linear_model import linearize
 from flexmodal_ros.flexible_joint.ama import modal_analysis_batch
 from flexmodal_ros.robot.model import create_data, load_model, with_overrides
@@ -348,7 +350,8 @@ def test_stop_token_interrupts_the_multistart():
 
 def test_problem_size_is_bounded_before_allocation(planar):
     """7 joints, 1000 configurations × 5 modes, all 21 unknowns: ≈ 0.9 GB of precomputed terms."""
-    from flexmodal_ros.identification.inverse_eigen import MAX_MEASURED_MODES, check_problem_size
+    from flexmodal_ros.identification.inverse_eigen import check_problem_size
+    from flexmodal_ros.identification.measurements import MAX_MEASURED_MODES
     with pytest.raises(InputError, match=r"MiB, more than the limit of 512 MiB"):
         check_problem_size(7, 1000, 5000, 21)
     with pytest.raises(InputError, match="measured modes: 5001 is more than the maximum"):

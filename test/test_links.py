@@ -16,7 +16,7 @@ from flexmodal_ros.links import (characteristic_matrix, cowper_rectangle, hollow
 from flexmodal_ros.links.characteristic import (block_joint_next, block_joint_previous, block_tip,
                                                 equilibrate, link_basis, section_constants)
 from flexmodal_ros.links.fe import fe_frequencies
-from flexmodal_ros.links.solve import POINTS, link_fields, mode_stations
+from flexmodal_ros.links.shapes import POINTS, link_fields, mode_stations
 from flexmodal_ros.links.stiffness import build_frame, count_below, member_stiffness
 
 MODELS = {"T": "timoshenko", "EB†": "euler-bernoulli", "EB‡": "eb-inextensible"}

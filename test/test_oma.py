@@ -352,7 +352,7 @@ def test_cli_oma_json_and_identify_format(tmp_path, capsys):
     assert all(abs(r["delta_frequency_hz"]) < 1e-3 for r in comp)
     for name in ("oma.json", "oma.csv", "stabilization.png", "identify_data.yaml"):
         assert (out / name).is_file()
-    from flexmodal_ros.identification.inverse_eigen import load_data_file
+    from flexmodal_ros.identification.measurements import load_data_file
     data = load_data_file(out / "identify_data.yaml")
     assert data.data.num_measurements == 4 and list(data.data.mode_index) == [0, 1, 2, 3]
 

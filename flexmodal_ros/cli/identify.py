@@ -4,8 +4,11 @@ import functools
 
 import numpy as np
 
-from ..identification.inverse_eigen import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, NOISE_DAMPING, NOISE_FREQUENCY_REL, OBJECTIVES,
-                              identify, load_data_file, write_params)
+from ..identification.fit import identify
+from ..identification.inverse_eigen import (DEFAULT_OBJECTIVE, DEFAULT_STARTS, NOISE_DAMPING, NOISE_FREQUENCY_REL,
+                                            OBJECTIVES)
+from ..identification.measurements import load_data_file
+from ..identification.report import write_params
 from .options import add_json_option, checked_output, file_option, print_json
 from .scheduler import add_scheduler_options, check_scheduler
 from ..distributed import open_executor, run_starts

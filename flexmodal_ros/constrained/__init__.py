@@ -12,8 +12,9 @@ with one result type (:class:`~.eigenanalysis.ConstrainedModes`, a :class:`~flex
 
 Modules: :mod:`.system` (the system interface and the CasADi/AD builder), :mod:`.equilibrium`
 (static equilibrium with λ, pseudo-inverse at singular configurations, penalty equilibrium),
-:mod:`.linearizations` (the three linearizations), :mod:`.eigenanalysis` (dense QZ/eigh and sparse
-shift-invert ARPACK eigenanalysis, spurious-eigenvalue classification), :mod:`.fourbar` and
+:mod:`.linearizations` (the three linearizations), :mod:`.eigenanalysis` (the modes of each
+method, spurious-eigenvalue classification) with :mod:`.pencils` (dense QZ/dgeev/eigh and sparse
+shift-invert ARPACK eigensolvers) and :mod:`.refinement` (error bounds, inverse iteration), :mod:`.fourbar` and
 :mod:`.pendulum` (the paper's models), :mod:`.paper_models` (their bundled configs),
 :mod:`.closed_chain` (closed-chain flexible-joint robots from URDF + YAML loop closures),
 :mod:`.closed_chain_analysis` (their set-points and modes), :mod:`.checks` (finite-difference

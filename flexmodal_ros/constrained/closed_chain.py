@@ -27,61 +27,67 @@ modes the flexible model approaches as k → ∞.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pinocchio as pin
 import scipy.linalg as sla
 
 from ..robot.params import Tool, load_config, make_tool
 from ..robot.registry import is_closed_chain, resolve_model, robot_paths
 from ..core.errors import ConfigError, InputError
-from ..robot.model import (FlexibleJointModel, _parse_urdf, _with_tool)
+from ..robot.model import FlexibleJointModel, joint_limit, with_tool
+from ..robot.urdf import parse_urdf
 from ..core.validation import finite_vector, frozen, nonnegative, per_joint, positive
 
 _JOINT_TYPES = ("RX", "RY", "RZ", "RevoluteUnaligned", "PX", "PY", "PZ", "PrismaticUnaligned")
+_PRISMATIC = ("PX", "PY", "PZ", "PrismaticUnaligned")
+_SERIAL_FIELDS = ("name", "joint_names", "n", "pin", "rigid", "gravity", "wrench", "tool", "ee_frame",
+                  "ee_frame_id", "urdf_path", "params_path")                # read through to the held model
+_ACTUATED_FIELDS = ("k", "r", "d_f", "d_fm", "B", "kp", "kd")   # per actuated joint (n_a)
+_MOTOR_FIELDS = ("k", "d_fm", "d_cm", "B", "kp", "kd")    # NaN on passive joints (no spring, no motor)
+
+
+def _from_model(field):
+    return property(lambda self: getattr(self.model, field), doc=f"``model.{field}``")
+
+
+def _actuated(field):
+    return functools.cached_property(lambda self: frozen(getattr(self.model, field)[self.actuated]))
 
 
 @dataclass(frozen=True, eq=False)
 class ClosedChainRobot:
-    """Immutable closed-chain robot (arrays read-only). ``joint_names`` every tree joint
-    (Pinocchio order, n = n_q); ``actuated`` indices of the flexible joints (n_a) with their
-    ``k``, ``r``/``W``, ``d_f``, ``d_fm``, ``B``, ``kp``, ``kd`` (units of
-    :class:`~flexmodal_ros.robot.model.FlexibleJointModel`); ``passive_damping`` d_f of every tree joint
-    (zero on actuated ones, which use ``d_f``); ``closures`` (name, frame id a, frame id b,
-    selection P (c, 3)); ``gravity``, ``wrench``, ``tool``, ``pin`` (with the tool), ``rigid``,
-    ``ee_frame``, ``ee_frame_id``, ``urdf_path``, ``params_path``."""
+    """Immutable closed-chain robot: the spanning tree as a
+    :class:`~flexmodal_ros.robot.model.FlexibleJointModel` plus what closes its loops.
 
-    name: str
-    joint_names: tuple
+    ``model`` covers every tree joint (Pinocchio order, n = n_q): rigid-body data, gravity,
+    wrench, tool, frames and paths as for a serial robot; its per-joint flexibility arrays hold the
+    actuated joints' values (units of FlexibleJointModel) and, on passive joints, r = 1, NaN for the
+    spring and motor parameters (k, d_fm, d_cm, B, kp, kd), d_c = 0 and their damping d_f.
+    ``actuated`` indices of the flexible joints (n_a); ``closures`` (name, frame id a, frame id b,
+    selection P (c, 3)). The serial model's attributes read through (``name``, ``joint_names``,
+    ``n``, ``pin``, ``rigid``, ``gravity``, ``wrench``, ``tool``, ``ee_frame``, ``ee_frame_id``,
+    ``urdf_path``, ``params_path``, ``joint_index``); ``k``, ``r``, ``W``, ``d_f``, ``d_fm``,
+    ``B``, ``kp``, ``kd`` are those of the actuated joints (n_a); ``passive_damping`` d_f of every
+    tree joint, zero on actuated ones (which use ``d_f``)."""
+
+    model: FlexibleJointModel
     actuated: np.ndarray
-    k: np.ndarray
-    r: np.ndarray
-    d_f: np.ndarray
-    d_fm: np.ndarray
-    B: np.ndarray
-    kp: np.ndarray
-    kd: np.ndarray
-    passive_damping: np.ndarray
     closures: tuple
-    gravity: np.ndarray
-    wrench: np.ndarray
-    tool: Tool
-    pin: pin.Model
-    rigid: pin.Model
-    ee_frame: str
-    ee_frame_id: int
-    urdf_path: Path | None
-    params_path: Path | None
 
-    @property
-    def n(self) -> int:
-        return len(self.joint_names)
+    (name, joint_names, n, pin, rigid, gravity, wrench, tool, ee_frame, ee_frame_id, urdf_path,
+     params_path) = (_from_model(f) for f in _SERIAL_FIELDS)
+    k, r, d_f, d_fm, B, kp, kd = (_actuated(f) for f in _ACTUATED_FIELDS)
 
-    @property
+    @functools.cached_property
     def W(self):
-        return 1.0 / self.r
+        return frozen(1.0 / self.r)
+
+    @functools.cached_property
+    def passive_damping(self):
+        return frozen(np.where(np.isin(np.arange(self.n), self.actuated), 0.0, self.model.d_f))
 
     @property
     def actuated_names(self) -> tuple:
@@ -91,7 +97,9 @@ class ClosedChainRobot:
     def closed_chain(self) -> bool:
         return True
 
-    joint_index = FlexibleJointModel.joint_index
+    def joint_index(self, name):
+        """Index of a tree joint name; InputError naming the joint if unknown."""
+        return self.model.joint_index(name)
 
 
 def load_closed_chain(urdf_path, params_path) -> ClosedChainRobot:
@@ -102,7 +110,7 @@ def load_closed_chain(urdf_path, params_path) -> ClosedChainRobot:
     """
     cfg = load_config(params_path)
     urdf = Path(urdf_path) if urdf_path is not None else cfg.urdf_path
-    tree, mimics = _parse_urdf(urdf, cfg.accept_inertia)
+    tree, mimics = parse_urdf(urdf, cfg.accept_inertia)
     if mimics:
         raise ConfigError(f"urdf joint(s) {', '.join(sorted(mimics))}: mimic joints are not supported "
                           "in closed-chain robots (declare the coupling as a loop closure)")
@@ -121,29 +129,35 @@ def load_closed_chain(urdf_path, params_path) -> ClosedChainRobot:
         raise ConfigError(f"joints: URDF joint(s) {', '.join(missing)} are neither under joints "
                           "(actuated) nor under passive_joints")
     actuated = np.array([i for i, j in enumerate(names) if j in cfg.joints], dtype=int)
-    params = [cfg.joints[names[i]] for i in actuated]
-    prismatic = [tree.joints[int(i) + 1].shortname().endswith(("PX", "PY", "PZ", "PrismaticUnaligned"))
-                 for i in actuated]
-    r = np.array([p.r for p in params])
-    for i, is_p, ri in zip(actuated, prismatic, r):
-        if is_p and np.isnan(ri):
+    prismatic = np.array([tree.joints[i + 1].shortname().endswith(_PRISMATIC) for i in range(len(names))])
+    for i in actuated:
+        if prismatic[i] and np.isnan(cfg.joints[names[i]].r):
             raise ConfigError(f"joints.{names[i]}.r: missing (characteristic radius of a prismatic joint)")
-    r = np.where(prismatic, r, 1.0)
     ee_frame = cfg.end_effector_frame or tree.frames[-1].name
     for frame in [ee_frame] + [f for c in cfg.loop_closures for f in c.frames]:
         if not tree.existFrame(frame):
             raise ConfigError(f"frame '{frame}' not in the URDF {urdf}")
     closures = tuple((c.name, tree.getFrameId(c.frames[0]), tree.getFrameId(c.frames[1]),
                       frozen(_selection(c))) for c in cfg.loop_closures)
-    col = lambda f: frozen([float(getattr(p, f)) for p in params])
-    passive = np.array([cfg.passive_joints.get(j, 0.0) for j in names])
-    robot = ClosedChainRobot(
-        name=cfg.robot, joint_names=tuple(names), actuated=frozen(actuated), k=col("k"),
-        r=frozen(r), d_f=col("d_f"), d_fm=col("d_fm"), B=col("B"), kp=col("kp"), kd=col("kd"),
-        passive_damping=frozen(passive), closures=closures, gravity=frozen(cfg.gravity),
-        wrench=frozen(cfg.wrench), tool=cfg.tool, pin=tree, rigid=tree, ee_frame=ee_frame,
-        ee_frame_id=-1, urdf_path=urdf, params_path=cfg.path)
-    return _with_tool(robot, cfg.tool, cfg.gravity)
+
+    def column(field):
+        """Per tree joint: the actuated joints' parameter, the passive joints' value."""
+        passive = lambda j: (np.nan if field in _MOTOR_FIELDS else 1.0 if field == "r"
+                             else 0.0 if field == "d_c" else cfg.passive_joints[j])
+        values = [float(getattr(cfg.joints[j], field)) if j in cfg.joints else passive(j) for j in names]
+        if field == "r":
+            values = np.where(prismatic, values, 1.0)
+        return frozen(values)
+
+    model = FlexibleJointModel(
+        name=cfg.robot, joint_names=tuple(names), prismatic=frozen(prismatic),
+        **{f: column(f) for f in _ACTUATED_FIELDS + ("d_c", "d_cm")},
+        gravity=frozen(cfg.gravity), wrench=frozen(cfg.wrench), tool=cfg.tool,
+        effort_limit=frozen(joint_limit(tree.effortLimit)), position_lower=frozen(tree.lowerPositionLimit),
+        position_upper=frozen(tree.upperPositionLimit), velocity_limit=frozen(joint_limit(tree.velocityLimit)),
+        pin=tree, rigid=tree, ee_frame=ee_frame, ee_frame_id=-1, urdf_path=urdf, params_path=cfg.path)
+    return ClosedChainRobot(model=with_tool(model, cfg.tool, cfg.gravity), actuated=frozen(actuated),
+                            closures=closures)
 
 
 def _selection(closure) -> np.ndarray:
@@ -167,14 +181,16 @@ def with_robot_overrides(robot, kp=None, kd=None, tool=None, wrench=None, **flex
         if field not in checks:
             raise InputError(f"{field}: not an overridable parameter")
         if value is not None:
-            changes[field] = frozen(checks[field](per_joint(value, na, field), field))
+            values = np.array(getattr(robot.model, field))
+            values[robot.actuated] = checks[field](per_joint(value, na, field), field)
+            changes[field] = frozen(values)
     if wrench is not None:
         changes["wrench"] = frozen(finite_vector(wrench, 6, "wrench"))
-    out = dataclasses.replace(robot, **changes)
+    model = dataclasses.replace(robot.model, **changes)
     if tool is not None:
         tool = tool if isinstance(tool, Tool) else make_tool(tool, "tool", InputError)
-        out = _with_tool(out, tool, robot.gravity)
-    return out
+        model = with_tool(model, tool, robot.gravity)
+    return dataclasses.replace(robot, model=model)
 
 
 # --- the constrained system ----------------------------------------------------------------

@@ -27,12 +27,6 @@ class RobotSystem(ConstrainedSystem):
     set-point (see module docstring). ``robot``; ``reference`` r of the set-point law [N m];
     ``rigid_joints``; names as in the base class (coordinates: joints, then ``<joint>_motor``)."""
 
-    name: str
-    coordinate_names: tuple
-    constraint_names: tuple
-    input_names: tuple
-    independent: tuple
-    sparse_native: bool
     robot: ClosedChainRobot
     reference: np.ndarray
     rigid_joints: bool
@@ -55,7 +49,7 @@ class RobotSystem(ConstrainedSystem):
     def mass(self, z, data=None):
         rb, data = self.robot, self._data(data)
         q, _ = self._split(z)
-        M = mass_matrix(rb, data, q)
+        M = mass_matrix(rb.model, data, q)
         S = self._select()
         if self.rigid_joints:
             return M + S.T @ np.diag(rb.W ** 2 * rb.B) @ S
@@ -67,7 +61,7 @@ class RobotSystem(ConstrainedSystem):
         qd, qd_m = self._split(zd)
         S, W = self._select(), rb.W
         link = (-pin.rnea(rb.pin, data, q, qd, np.zeros(rb.n)) - self._damping() * qd
-                + wrench_torque(rb, data, q))
+                + wrench_torque(rb.model, data, q))
         if self.rigid_joints:
             qa, qda = q[rb.actuated], qd[rb.actuated]
             tau_m = self.reference - rb.kp * W * qa - (rb.kd + rb.d_fm) * W * qda + u
@@ -146,9 +140,9 @@ class RobotSystem(ConstrainedSystem):
         n, nq, na = self.n, rb.n, rb.actuated.size
         S, W = self._select(), rb.W
         f_q = np.zeros((n, n))
-        f_q[:nq, :nq] = -gravity_stiffness(rb, data, q)
+        f_q[:nq, :nq] = -gravity_stiffness(rb.model, data, q)
         if rb.wrench.any():
-            f_q[:nq, :nq] += wrench_stiffness(rb, data, q)
+            f_q[:nq, :nq] += wrench_stiffness(rb.model, data, q)
         f_qd = np.zeros((n, n))
         f_qd[:nq, :nq] = -np.diag(self._damping())
         f_u = np.zeros((n, na))
@@ -255,7 +249,7 @@ def set_point(robot, values, guess=None, rigid_joints=False, data=None) -> SetPo
     data = data if data is not None else robot.pin.createData()
     q = solve_configuration(robot, values, guess, data)
     n, na = robot.n, robot.actuated.size
-    rhs = wrench_torque(robot, data, q) - gravity_torque(robot, data, q)
+    rhs = wrench_torque(robot.model, data, q) - gravity_torque(robot.model, data, q)
     S = np.zeros((na, n))
     S[np.arange(na), robot.actuated] = 1.0
     phi_q = _closure_jacobian(robot, data, q) if robot.closures else np.zeros((0, n))

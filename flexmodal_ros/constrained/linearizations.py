@@ -22,7 +22,7 @@
   Rank-deficient Φ_q is compressed to its row space (Σ_r V_rᵀ, same null space and reaction
   space) so the pencil stays regular. The scaled blocks are kept; E, A, B are assembled only when
   asked for (the dense eigensolver works on the blocks, see
-  :func:`flexmodal_ros.constrained.eigenanalysis._index_one_pencil`).
+  :func:`flexmodal_ros.constrained.pencils.index_one_pencil`).
 * UCS, penalty (11)-(14), static form (18), Ξ = αI, Θ = 2ξωI, Ω = ω²I (m × m) at the *shifted*
   penalty equilibrium q_p (f = Φ_qᵀαω²Φ there):
 

@@ -50,14 +50,23 @@ class Terms(NamedTuple):
     hessian: object
 
 
+@dataclass(frozen=True, eq=False)
 class ConstrainedSystem:
-    """Interface of a constrained system (n coordinates, m constraints, p inputs).
+    """Interface of a constrained system (n coordinates, m constraints, p inputs); the backends
+    are frozen dataclasses that add their own fields after these.
 
-    Attributes: ``name``; ``coordinate_names`` (n); ``constraint_names`` (m); ``input_names`` (p);
+    Fields: ``name``; ``coordinate_names`` (n); ``constraint_names`` (m); ``input_names`` (p);
     ``independent`` names of the coordinates preferred as independent by the MCS coordinate
     partitioning (empty = chosen automatically); ``sparse_native`` True when matrices are sparse
     by nature (then the sparse paths avoid dense conversions).
     """
+
+    name: str
+    coordinate_names: tuple
+    constraint_names: tuple
+    input_names: tuple
+    independent: tuple
+    sparse_native: bool
 
     @property
     def n(self) -> int:
@@ -172,12 +181,6 @@ class SymbolicSystem(ConstrainedSystem):
     ``_mass``, ``_force``, ``_phi``, ``_phi_q``, ``_bias``.
     """
 
-    name: str
-    coordinate_names: tuple
-    constraint_names: tuple
-    input_names: tuple
-    independent: tuple
-    sparse_native: bool
     _terms: ca.Function
     _mass: ca.Function
     _force: ca.Function

@@ -18,7 +18,7 @@ What it holds:
 - :mod:`.maps` — :func:`sweep_to_store` and :func:`map_results` (in memory, for
   :func:`flexmodal_ros.flexible_joint.sweep.modal_map` with a scheduler).
 - :mod:`.multistart` — :func:`run_starts`: the multistart of
-  :func:`flexmodal_ros.identification.inverse_eigen.identify` mapped over chunks of starts.
+  :func:`flexmodal_ros.identification.fit.identify` mapped over chunks of starts.
 
 Why Zarr rather than Parquet: a modal map is a set of dense N-d arrays over one configuration
 axis — f and ζ (m, modes), complex mode shapes (m, 2n, modes), chunk-boundary shapes — not a

@@ -1,10 +1,10 @@
 """Identification multi-starts on an executor: chunks of starts mapped over
-:func:`flexmodal_ros.identification.inverse_eigen.solve_starts` (the seam ``identify(..., run_starts=...)``)."""
+:func:`flexmodal_ros.identification.fit.solve_starts` (the seam ``identify(..., run_starts=...)``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..identification.inverse_eigen import solve_starts
+from ..identification.fit import solve_starts
 from ..modes import progress_bar
 from .executors import map_chunks
 

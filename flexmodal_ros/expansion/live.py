@@ -21,7 +21,8 @@ from ..core.errors import InputError
 from ..flexible_joint.linear_model import equilibrium_from_compensation
 from ..flexible_joint.ama import ModalResult, check_configurations, modal_analysis
 from ..robot.model import create_data, gravity_torque, wrench_torque
-from .recursion import ExpansionWarning, ModalPolynomial, expand
+from .polynomial import ModalPolynomial
+from .recursion import ExpansionWarning, expand
 from .multiindex import check_expansion_size
 from .flexible_joint import FlexibleJointSystem, taylor_maps
 
@@ -68,8 +69,8 @@ class PolynomialModalTracker:
         self.last_step: LiveStep | None = None
 
     def warm_up(self):
-        """Build the symbolic Taylor functions now (≈ 1 s for a 7-joint arm at t = 3) instead of at
-        the first configuration."""
+        """Build the symbolic Taylor functions now (the costly part: ``benchmarks/bench_expansion.py``)
+        instead of at the first configuration."""
         taylor_maps(self.model, self.order)
 
     @property
@@ -125,7 +126,7 @@ class PolynomialModalTracker:
         self.counts[step.source] += 1
 
     def _motor_equilibrium(self, q) -> np.ndarray:
-        """q_m^d (2.3), exact (Pinocchio gravity and wrench torque, a few µs)."""
+        """q_m^d (2.3), exact (Pinocchio gravity and wrench torque)."""
         comp = gravity_torque(self.model, self.data, q)
         if np.any(self.model.wrench):
             comp = comp - wrench_torque(self.model, self.data, q)

@@ -16,8 +16,7 @@ symbolic differentiation, whose expression graphs grow with the total degree and
 of coefficients, so
 
 - the order is at most ``MAX_ORDER`` = 6 (one degree more roughly doubles to triples the symbolic
-  work: planar_2r t = 12/14/16 took 1.5/4.6/17 s for 91/120/153 terms; the kuka_lwr4 path segment
-  t = 6/8 2.5/24 s; measured on the 2-core development machine);
+  work; measurements in docs/benchmarks.md);
 - the number of addends C(p+t, t) is at most ``MAX_TERMS`` = 1000 (Table 1's counts; kuka_lwr4,
   p = 7: t ≤ 5, 792 terms; scompi, p = 6: t ≤ 6, 924 terms);
 - the memory of the recursion's coefficient arrays (:func:`expansion_bytes`) is at most
@@ -25,7 +24,7 @@ of coefficients, so
 - a system may bound its own symbolic work (``symbolic_entries(order)``, the number of coefficient
   expressions it differentiates) by ``MAX_SYMBOLIC_ENTRIES``: for the flexible-joint closed loop
   (:class:`~.flexible_joint.FlexibleJointSystem`) the work grows about linearly in entries, and
-  40,000 keeps the first (uncached) expansion of a robot to seconds (benchmarks/bench_expansion.py).
+  40,000 bounds the first (uncached) expansion of a robot (benchmarks/bench_expansion.py).
 
 Requests beyond them are refused with the largest order that the system allows.
 """

@@ -11,8 +11,9 @@ Euler-Bernoulli (EB‡), both frequency regimes ω ≷ ω_lim; elastic joints be
 - :mod:`.arm` — the arm (:class:`LinkArm`) from a robot's URDF + YAML ``links:``, joint models;
 - :mod:`.characteristic` — M(ω) block by block, (A.1)-(A.4), (B.1)-(B.4) with the typo fixes;
 - :mod:`.stiffness` — exact dynamic stiffness and the Wittrick–Williams root count;
-- :mod:`.solve` — roots, confirmation by the smallest singular value, mode shapes (:class:`LinkModes`);
-- :mod:`.shapes` — deformed-arm plots; :mod:`.maps` — sweeps with tracking;
+- :mod:`.solve` — roots, confirmation by the smallest singular value, null vectors;
+- :mod:`.shapes` — mode shapes (:class:`LinkModes`), normalization, deformed-arm plots;
+- :mod:`.sweeps` — sweeps with tracking;
 - :mod:`.fe` — an independent finite-element model (the cross-check).
 """
 from ..core.lazy import lazy_exports
@@ -25,5 +26,6 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "beam": ("BEAM_MODELS", "Beam", "Section", "cowper_rectangle", "hollow_rectangle", "make_beam", "rectangle"),
     "characteristic": ("characteristic_matrix",),
     "sweeps": ("link_modal_map", "link_modes_batch"),
-    "solve": ("LinkModes", "link_modes", "natural_frequencies"),
+    "shapes": ("LinkModes",),
+    "solve": ("link_modes", "natural_frequencies"),
 })

@@ -19,46 +19,35 @@ Algorithm (:func:`link_modes`):
    Chandrupatla in the root's own Wittrick–Williams bracket (on det K if that bracket contains
    a cut-off, where the paper's basis degenerates); the smallest singular value of M(ω_j) must
    then be ≤ ``CONFIRM_RTOL``·σ_max (two for a double root); its singular vector is the mode (37);
-5. shapes: U, V, Ψ of every link from the null vector, in frame 0 through (41)-(44).
+5. shapes: U, V, Ψ of every link from the null vector, in frame 0 through (41)-(44)
+   (:mod:`.shapes`).
 
 Size limits (checked before the expensive steps, errors name the request field): at most
 ``MAX_MODES`` = 50 modes per request, and the frame that isolates them may have at most
 ``MAX_FRAME_UNKNOWNS`` = 240 nodal unknowns (its links are cut into segments short enough for the
 highest frequency asked; each count and determinant factorizes that dense matrix, and the number
-of counts grows with the modes, so the work grows about as the fourth power of the modes: the
-bundled arms took 0.3-4 s for 50 modes and 10-27 s for 100 on the 2-core development machine under
-load ≈ 10; 200 modes took minutes). A more slender arm reaches the frame limit with fewer modes;
+of counts grows with the modes, so the work grows about as the fourth power of the modes;
+measurements in docs/benchmarks.md). A more slender arm reaches the frame limit with fewer modes;
 the error then says how many modes fit. ``stop`` / ``deadline`` (:func:`link_modes`) interrupt
 the work between iterations.
-
-Mode-shape normalization (the paper gives none): coefficient vectors are scaled to unit generalized
-mass, Σ_i ∫ ρS(U² + V²) + ρIΨ² dx + Σ_i (M_i|d_i|² + J_iΨ_i(L)²) + Σ B q_m² = 1 [kg, with
-rotations in rad], sign such that the largest global displacement component is positive. The
-:class:`LinkModes` ``mode_shapes`` (the shared :class:`~flexmodal_ros.modes.modeset.ModeSet` field used for
-MAC tracking) are the global displacements (ΔX, ΔY) at ``POINTS`` stations per link, rows ordered
-(link, station, X/Y), scaled to unit Euclidean norm as in every ModeSet.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
 from ..core.workers import StopToken
-from ..modes import TWO_PI, ModeSet, modes_from_classified
+from ..modes import TWO_PI
 from .arm import check_angles
 from .beam import BEAM_MODELS
-from .characteristic import (MOMENT, PSI, U, V, arm_basis, characteristic_matrix, equilibrate,
-                             section_constants, singular_check)
+from .characteristic import characteristic_matrix, equilibrate, section_constants, singular_check
+from .shapes import LinkModes, assemble_modes
 from .stiffness import build_frame, count_below, determinant
 
 MAX_MODES = 50         # per request; see "Size limits" in the module docstring
 MAX_FRAME_UNKNOWNS = 240   # nodal unknowns of the Wittrick–Williams frame (cost ∝ unknowns³ per count)
 REGIMES = ("full", "below-cutoff")
-POINTS = 21            # stations per link of ModeSet.mode_shapes and of plots
-QUADRATURE = 32        # Gauss-Legendre points per link for the generalized mass
 DOUBLE_RTOL = 1e-11    # brackets narrower than this (relative) with two roots = double root
 ROOT_RTOL = 1e-7       # relative tolerance of the roots refined on det K(ω)
 POLISH_RTOL = 2e-14    # relative tolerance of the roots polished on det M(ω)
@@ -68,48 +57,6 @@ NEWTON_STEP = 1e-7     # relative difference step of the Newton refinement on de
 CONFIRM_RTOL = 1e-7    # σ_min/σ_max of the equilibrated M(ω_j) that confirms a root
 GRID_PER_MODE = 3
 WARM_RTOL = 0.01       # warm start: count at each guessed root ±1 %
-_GAUSS = np.polynomial.legendre.leggauss(QUADRATURE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class LinkModes(ModeSet):
-    """Natural modes of a beam-link arm in one configuration: the undamped
-    :class:`~flexmodal_ros.modes.modeset.ModeSet` fields (ζ = 0, eigenvalues jω, stability "marginally
-    stable", shapes as in the module docstring) plus
-
-    ``q`` joint angles [rad]; ``model`` beam model; ``joint_model``; ``thickness_factor``;
-    ``coefficients`` (6n, m) mass-normalized null vectors c_(j) of M(ω_j) (38);
-    ``axial_fractions`` (m,) share of the kinetic energy in axial motion (U, and tip bodies along
-    their link); ``above_cutoff`` (m,) True where ω_j > ω_lim of some link (T model);
-    ``singular_ratios`` (m,) σ_min/σ_max of the equilibrated M(ω_j) (root confirmation);
-    ``station_x`` (POINTS,) station positions as fractions of each link length.
-    """
-
-    q: np.ndarray
-    model: str
-    joint_model: str
-    thickness_factor: float
-    coefficients: np.ndarray
-    axial_fractions: np.ndarray
-    above_cutoff: np.ndarray
-    singular_ratios: np.ndarray
-    station_x: np.ndarray
-
-    @property
-    def omegas(self) -> np.ndarray:
-        """Natural circular frequencies ω_j [rad/s]."""
-        return TWO_PI * self.frequencies_hz
-
-    def to_dict(self, joint_names=None) -> dict:
-        out = {} if joint_names is None else {"joint_names": list(joint_names)}
-        out.update({"positions": self.q.tolist(), "model": self.model, "joint_model": self.joint_model,
-                    "thickness_factor": self.thickness_factor,
-                    "axial_fractions": self.axial_fractions.tolist(),
-                    "above_cutoff": self.above_cutoff.tolist(),
-                    "singular_ratios": self.singular_ratios.tolist(),
-                    "coefficients": self.coefficients.tolist(), "station_x": self.station_x.tolist()})
-        out.update(super().to_dict())
-        return out
 
 
 def check_request(num_modes, model, regime, field="num_modes"):
@@ -466,7 +413,7 @@ def link_modes(arm, q, num_modes: int = 10, model: str = "timoshenko", regime: s
     q = check_angles(arm, q)
     omegas = natural_frequencies(arm, q, num_modes, model, regime, guess, stop, deadline, field)
     coeffs, ratios = _null_vectors(arm, q, omegas, model)
-    return _assemble(arm, q, model, omegas, coeffs, ratios)
+    return assemble_modes(arm, q, model, omegas, coeffs, ratios, omegas > cutoff(arm, model))
 
 
 def _null_vectors(arm, q, omegas, model):
@@ -486,78 +433,3 @@ def _null_vectors(arm, q, omegas, model):
     return coeffs, ratios
 
 
-def link_fields(arm, model, omegas, coeffs, x_fraction):
-    """Per link: (x [m] (P,), state (6, P, m) — V, Ψ, T, M, U, N — of mode columns ``coeffs``
-    (6n, m) at their frequencies ``omegas`` (m,)) at stations x = fraction·L."""
-    Z = arm_basis(arm, model, omegas, x_fraction)  # (m, n, P, 6, 6)
-    states = np.einsum("mnpij,njm->nipm", Z, coeffs.reshape(arm.n, 6, -1))
-    return [(np.asarray(x_fraction, float) * beam.length, states[i]) for i, beam in enumerate(arm.beams)]
-
-
-def generalized_mass(arm, model, fields) -> tuple:
-    """(total (m,), axial (m,)) generalized mass (module docstring) from the link ``fields`` of
-    :func:`link_fields` at stations ``[0, 1, Gauss points...]``."""
-    _, wg = _GAUSS
-    total, axial = 0.0, 0.0
-    for (_, s), beam in zip(fields, arm.beams):
-        _, _, rhoS, rhoI, _ = section_constants(beam, model)
-        w = 0.5 * beam.length * wg
-        inner, tip = s[:, 2:], s[:, 1]
-        ax = rhoS * (w @ inner[U] ** 2) + beam.tip_mass * tip[U] ** 2
-        total = total + ax + rhoS * (w @ inner[V] ** 2) + rhoI * (w @ inner[PSI] ** 2) \
-            + beam.tip_mass * tip[V] ** 2 + beam.tip_inertia * tip[PSI] ** 2
-        axial = axial + ax
-    for i in range(arm.n):
-        if np.isfinite(arm.motor_stiffness[i]):
-            total = total + arm.rotor_inertia[i] * motor_angles(arm, i, fields) ** 2
-    return total, axial
-
-
-def motor_angles(arm, i, fields):
-    """q_m (m,) of servo joint i: root rotation − tip rotation of link i−1 − spring stretch
-    (``fields`` with stations 0 and 1 first)."""
-    root = fields[i][1][:, 0]
-    before = fields[i - 1][1][PSI, 1] if i > 0 else 0.0
-    stretch = 0.0 if np.isinf(arm.joint_stiffness[i]) else root[MOMENT] / arm.joint_stiffness[i]
-    return root[PSI] - before - stretch
-
-
-def global_displacements(arm, q, fields) -> tuple:
-    """(points (n, P, 2), displacements (n, P, 2, m)) in frame 0 by (41)-(44) from the link
-    ``fields`` of :func:`link_fields`: undeformed station positions and R_0i [U; V] per mode
-    (θ_1 = q[0] included)."""
-    alpha = np.cumsum(q)
-    origin = np.zeros(2)
-    pts, disp = [], []
-    for i, (x, s) in enumerate(fields):
-        c, sn = np.cos(alpha[i]), np.sin(alpha[i])
-        R = np.array([[c, -sn], [sn, c]])
-        pts.append(origin + np.outer(x, R[:, 0]))
-        disp.append(np.einsum("ab,bpm->pam", R, np.stack([s[U], s[V]])))
-        origin = origin + arm.beams[i].length * R[:, 0]
-    return np.array(pts), np.array(disp)
-
-
-def mode_stations(arm, q, modes: "LinkModes", x_fraction) -> tuple:
-    """(points (n, P, 2), displacements (n, P, 2, m)) of the mass-normalized modes of ``modes``
-    at stations x = fraction·L, frame 0 [m]."""
-    fields = link_fields(arm, modes.model, modes.omegas, modes.coefficients, x_fraction)
-    return global_displacements(arm, q, fields)
-
-
-def _assemble(arm, q, model, omegas, coeffs, ratios) -> LinkModes:
-    m = omegas.size
-    stations = np.linspace(0.0, 1.0, POINTS)
-    gauss = 0.5 * (_GAUSS[0] + 1.0)
-    fields = link_fields(arm, model, omegas, coeffs, np.concatenate([[0.0, 1.0], gauss, stations]))
-    total, axial = generalized_mass(arm, model, [(x, s[:, :2 + QUADRATURE]) for x, s in fields])
-    scale = 1.0 / np.sqrt(total)
-    _, d = global_displacements(arm, q, [(x[-POINTS:], s[:, -POINTS:]) for x, s in fields])
-    flat = d.reshape(-1, m) * scale
-    sign = np.sign(flat[np.argmax(np.abs(flat), axis=0), np.arange(m)])
-    sign[sign == 0] = 1.0
-    return modes_from_classified(1j * omegas, (flat * sign).astype(complex), result_type=LinkModes,
-                                 per_mode={"coefficients": coeffs * scale * sign, "axial_fractions": axial / total,
-                                           "above_cutoff": omegas > cutoff(arm, model), "singular_ratios": ratios},
-                                 q=np.array(q, float), model=model, joint_model=arm.joint_model,
-                                 thickness_factor=arm.thickness_factor, station_x=stations)

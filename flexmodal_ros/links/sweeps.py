@@ -2,7 +2,7 @@
 
 The configuration sets (grid, line) and the tracking/plots are the shared ones
 (:mod:`flexmodal_ros.flexible_joint.sweep`, :mod:`flexmodal_ros.modes.modeset`); this module only computes the
-:class:`~flexmodal_ros.links.solve.LinkModes` of each configuration. Consecutive configurations
+:class:`~flexmodal_ros.links.shapes.LinkModes` of each configuration. Consecutive configurations
 warm-start each other (the previous roots are the guess, confirmed by the Wittrick–Williams
 count); chunks of consecutive configurations go to worker processes (the solver is Python-bound,
 so threads would not run in parallel).

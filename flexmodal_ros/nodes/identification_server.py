@@ -17,7 +17,7 @@ Interfaces (same request fields, same result fields):
 
 Limits of one request (larger ones are answered ``success=false`` naming the field, before any
 allocation of that size): starts <= 10000, num_configurations <= 1000, measured modes <= 5000,
-precomputed problem <= 512 MiB (flexmodal_ros.identification.inverse_eigen.MAX_*). A request that runs out of
+precomputed problem <= 512 MiB (flexmodal_ros.identification MAX_*). A request that runs out of
 memory, or whose worker process dies, fails with a message; the node keeps serving.
 
 No request can end the node (nodes/base.py :class:`GuardedNode`: an unexpected failure answers
@@ -42,8 +42,10 @@ from flexmodal_interfaces.action import Identify
 from flexmodal_interfaces.srv import IdentifyJointParameters
 
 from ..core.errors import FlexmodalError
-from ..identification.inverse_eigen import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DEFAULT_STARTS, K_MAX_DEFAULT, MAX_BOUND,
-                              MAX_STARTS, OBJECTIVES, check_options, identify)
+from ..identification.fit import check_options, identify
+from ..identification.inverse_eigen import (D_MAX_DEFAULT, DEFAULT_OBJECTIVE, DEFAULT_STARTS, K_MAX_DEFAULT, MAX_STARTS,
+                                            OBJECTIVES)
+from ..identification.measurements import MAX_BOUND
 from ..core.workers import Interrupted, WorkerPool
 from .base import declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode, guarded_action_server
@@ -53,7 +55,7 @@ REQUEST_ERRORS = (FlexmodalError, ValueError, np.linalg.LinAlgError)
 
 
 class IdentificationServer(GuardedNode):
-    """Thin shell: request → conversions → :func:`flexmodal_ros.identification.inverse_eigen.identify`."""
+    """Thin shell: request → conversions → :func:`flexmodal_ros.identification.fit.identify`."""
 
     def __init__(self, **kwargs):
         super().__init__("joint_identification", **kwargs)
@@ -67,7 +69,7 @@ class IdentificationServer(GuardedNode):
         concurrent = declare_typed(self, "max_concurrent_requests", 2)
         self.max_waiting = concurrent + declare_typed(self, "max_queued_requests", 16)
         self._check_parameters(workers, concurrent)
-        self.pool = WorkerPool(workers, preload=["flexmodal_ros.identification.inverse_eigen"])
+        self.pool = WorkerPool(workers, preload=["flexmodal_ros.identification.fit"])
         self.runner = ThreadPoolExecutor(concurrent, thread_name_prefix="identification")
         self._lock = threading.Lock()
         self._in_flight = 0

@@ -198,8 +198,8 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     for noise-free data it changes nothing that matters. ``fixed`` poles and the ``real`` ones stay
     in the basis unchanged. At most ``REFINE_EVALUATIONS`` Levenberg–Marquardt steps (each with a
     finite-difference Jacobian of 2m residuals): the encoder-noise records converge in 5–7; a
-    record whose fit does not converge (seen: KUKA LWR4, one impact along z0, ~600 steps and
-    165 s) keeps the best poles reached, at a bounded cost.
+    record whose fit does not converge (seen: KUKA LWR4, one impact along z0, ~600 steps) keeps
+    the best poles reached, at a bounded cost.
 
     Returns (λ refined (m,), standard deviations (m,) of f [Hz] and (m,) of ζ [-] from the
     Jacobian at the optimum). Poles that leave the physical range keep their start value and get

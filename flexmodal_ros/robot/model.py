@@ -9,27 +9,25 @@ the rigid-body ingredients of the thesis' reduced model (T.T. Do 2021, eq. (2.1)
 
 with B = diag(N^2 I_r) (A I-12), W = diag(1/r) (A I-14; r = 1 for revolute joints), K = diag(k)
 (A I-15), D = diag(d_f), D_m = diag(d_fm) (A I-16)-(A I-18). Units: link coordinates q in rad
-(revolute) or m (prismatic); motor coordinates q_m after the gear, in rad.
+(revolute) or m (prismatic); motor coordinates q_m after the gear, in rad. The URDF is read by
+:mod:`flexmodal_ros.robot.urdf`.
 """
 import dataclasses
 import functools
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 
-from .params import (JOINT_RANGES, MAX_GRAVITY, MAX_LENGTH, MAX_MASS, MAX_WRENCH, Tool,
-                     check_rigid_inertia, load_config, make_tool)
+from .params import JOINT_RANGES, MAX_GRAVITY, MAX_WRENCH, Tool, load_config, make_tool
+from .urdf import parse_urdf, reduce_to_chain
 from ..core.errors import ConfigError, InputError
-from ..core.validation import (finite_vector, frozen, nonnegative, per_joint, positive, read_file_bytes, shown,
-                         shown_names)
+from ..core.validation import finite_vector, frozen, nonnegative, per_joint, positive, shown_names
 
 TOOL_FRAME = "flexmodal_tool_point"
 _PRISMATIC = ("PX", "PY", "PZ", "PrismaticUnaligned")
 _REVOLUTE = ("RX", "RY", "RZ", "RevoluteUnaligned")
-LOCK_TOLERANCE = 1e-9   # locked positions may sit on a (rounded) joint limit [rad or m]
 MAX_CONDITION = 1e12    # condition numbers of blkdiag(M(q_ref), B) and of the joint stiffness K̄ at load
 
 
@@ -110,8 +108,8 @@ def load_model(urdf_path, params_path):
     cfg = load_config(params_path)
     _refuse_closed_chain(cfg)            # before the tree is reduced to a serial chain
     urdf = Path(urdf_path) if urdf_path is not None else cfg.urdf_path
-    full, mimics = _parse_urdf(urdf, cfg.accept_inertia)
-    rigid, locked = _reduce_to_chain(full, cfg, mimics)
+    full, mimics = parse_urdf(urdf, cfg.accept_inertia)
+    rigid, locked = reduce_to_chain(full, cfg, mimics)
     return build_model(rigid, cfg, urdf, locked)
 
 
@@ -156,12 +154,12 @@ def build_model(rigid, cfg, urdf_path=None, locked=()):
         r=frozen(r), d_f=col("d_f"), d_fm=col("d_fm"), d_c=col("d_c"), d_cm=col("d_cm"),
         B=col("B"), kp=col("kp"), kd=col("kd"), gravity=frozen(cfg.gravity),
         wrench=frozen(cfg.wrench), tool=cfg.tool,
-        effort_limit=frozen(_limit(rigid.effortLimit)),
+        effort_limit=frozen(joint_limit(rigid.effortLimit)),
         position_lower=frozen(rigid.lowerPositionLimit), position_upper=frozen(rigid.upperPositionLimit),
-        velocity_limit=frozen(_limit(rigid.velocityLimit)),
+        velocity_limit=frozen(joint_limit(rigid.velocityLimit)),
         pin=rigid, rigid=rigid, ee_frame=ee_frame, ee_frame_id=-1,
         urdf_path=Path(urdf_path) if urdf_path else None, params_path=cfg.path)
-    model = _with_tool(model, cfg.tool, cfg.gravity)
+    model = with_tool(model, cfg.tool, cfg.gravity)
     check_conditioning(model)
     return model
 
@@ -197,7 +195,7 @@ def with_overrides(model, kp=None, kd=None, tool=None, wrench=None, gravity=None
         tool = tool if isinstance(tool, Tool) or tool is None else make_tool(tool, "tool", InputError)
         grav = model.gravity if gravity is None else _bounded(finite_vector(gravity, 3, "gravity"), MAX_GRAVITY,
                                                                  "gravity")
-        out = _with_tool(out, model.tool if tool is None else tool, grav)
+        out = with_tool(out, model.tool if tool is None else tool, grav)
     return out
 
 
@@ -323,8 +321,9 @@ def summary(model):
     return "\n".join(lines)
 
 
-def _with_tool(model, tool, gravity):
-    """Rebuild the Pinocchio model with ``tool`` appended to the end-effector frame's joint."""
+def with_tool(model, tool, gravity):
+    """A copy of ``model`` whose Pinocchio model is ``model.rigid`` with ``tool`` appended to the
+    end-effector frame's joint and ``gravity`` set."""
     rigid = model.rigid
     pm = rigid.copy()
     frame = rigid.frames[rigid.getFrameId(model.ee_frame)]
@@ -335,159 +334,6 @@ def _with_tool(model, tool, gravity):
     fid = pm.addFrame(pin.Frame(TOOL_FRAME, frame.parentJoint, point, pin.FrameType.OP_FRAME))
     pm.gravity = pin.Motion(np.asarray(gravity, dtype=float), np.zeros(3))
     return dataclasses.replace(model, pin=pm, ee_frame_id=fid, tool=tool, gravity=frozen(gravity))
-
-
-def _parse_urdf(path, accept_inertia=None):
-    """Pinocchio model of a URDF file and its mimic joints {joint: mimicked joint}.
-
-    The file is read once (regular file, size-limited, no XML entity declarations); continuous
-    joints are given to Pinocchio as revolute joints (one coordinate, not its cos/sin pair) and
-    get infinite position limits. ``accept_inertia``: {link: reason} whose triangle inequality is
-    waived (params YAML ``accept_inertia``)."""
-    path = Path(path)
-    data = read_file_bytes(path, "urdf", ConfigError)
-    if b"<!ENTITY" in data:
-        raise ConfigError(f"urdf {path}: XML entity declarations are not allowed (expand them, e.g. with xacro)")
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        raise ConfigError(f"urdf {path}: malformed XML: {exc}") from None
-    if root.tag != "robot":
-        raise ConfigError(f"urdf {path}: root element is <{root.tag[:80]}>, expected <robot>")
-    _check_urdf_numbers(root, path, accept_inertia or {})
-    continuous = []
-    mimics = {}
-    for joint in root.findall("joint"):
-        if joint.get("type") == "continuous":
-            joint.set("type", "revolute")
-            limit = joint.find("limit")
-            if limit is None:
-                limit = ET.SubElement(joint, "limit", effort="0", velocity="0")
-            limit.set("lower", "-1")
-            limit.set("upper", "1")
-            continuous.append(joint.get("name"))
-        if (mimic := joint.find("mimic")) is not None:
-            mimics[joint.get("name")] = mimic.get("joint")
-    try:
-        model = pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
-    except (RuntimeError, ValueError) as exc:
-        raise ConfigError(f"urdf {path}: {shown(' '.join(str(exc).split()), 300)}") from None
-    lower, upper = model.lowerPositionLimit.copy(), model.upperPositionLimit.copy()
-    for name in continuous:
-        if model.existJointName(name):
-            i = model.joints[model.getJointId(name)].idx_q
-            lower[i], upper[i] = -np.inf, np.inf
-    model.lowerPositionLimit, model.upperPositionLimit = lower, upper
-    return model, mimics
-
-
-def _reduce_to_chain(full, cfg, mimics):
-    """(Pinocchio model with the locked joints removed, their names). Locked: joints named in
-    ``cfg.locked_joints`` and, for a branched URDF, every joint off the chain from the root to
-    ``cfg.end_effector_frame``; each at its locked_joints value (default 0)."""
-    movable = list(full.names)[1:]
-    unknown = [j for j in cfg.locked_joints if j not in movable]
-    if unknown:
-        raise ConfigError(f"locked_joints: unknown joint name(s) {shown_names(unknown)} "
-                          f"(URDF {full.name} has: {shown_names(movable, 40)})")
-    positions = dict(cfg.locked_joints)
-    if any(full.parents[i] != i - 1 for i in range(1, full.njoints)):
-        if not cfg.end_effector_frame:
-            raise ConfigError(f"urdf {full.name}: the robot is branched (e.g. gripper fingers): set "
-                              "end_effector_frame in the params YAML to the frame that ends the chain "
-                              "(joints off the chain are locked at 0, or at their locked_joints value)")
-        if not full.existFrame(cfg.end_effector_frame):
-            raise ConfigError(f"end_effector_frame: frame {shown(cfg.end_effector_frame)} not in the URDF")
-        chain, j = set(), full.frames[full.getFrameId(cfg.end_effector_frame)].parentJoint
-        while j > 0:
-            chain.add(full.names[j])
-            j = full.parents[j]
-        positions.update({name: positions.get(name, 0.0) for name in movable if name not in chain})
-    ids = [full.getJointId(name) for name in positions]
-    rigid = full
-    if ids:
-        q_ref = pin.neutral(full)
-        for name, value in positions.items():
-            jm = full.joints[full.getJointId(name)]
-            if jm.nq != 1:
-                raise ConfigError(f"locked_joints.{name}: only 1-DOF joints can be locked")
-            lo, hi = full.lowerPositionLimit[jm.idx_q], full.upperPositionLimit[jm.idx_q]
-            if not lo - LOCK_TOLERANCE <= value <= hi + LOCK_TOLERANCE:
-                raise ConfigError(f"locked_joints.{name}: {value:g} outside the joint limits [{lo:g}, {hi:g}]")
-            q_ref[jm.idx_q] = value
-        rigid = pin.buildReducedModel(full, ids, q_ref)
-        rigid.name = full.name
-    for name in list(rigid.names)[1:]:
-        if name in mimics:
-            raise ConfigError(f"urdf joint '{name}' mimics '{mimics[name]}': mimic joints are not supported "
-                              f"(it would become an independent flexible joint); lock it in the params "
-                              f"YAML (locked_joints: {{{name}: 0.0}}) or remove the mimic tag")
-    return rigid, tuple(positions)
-
-
-_NUMERIC_ATTRIBUTES = {"mass": ("value",), "inertia": ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"),
-                       "origin": ("xyz", "rpy"), "axis": ("xyz",),
-                       "limit": ("lower", "upper", "effort", "velocity")}
-
-
-def _check_urdf_numbers(root, path, accept_inertia=None):
-    """Reject non-numeric or non-finite values that urdfdom would only warn about and then drop,
-    and physically impossible links (:func:`_check_urdf_links`)."""
-    for element in root.iter():
-        for attr in _NUMERIC_ATTRIBUTES.get(element.tag, ()):
-            text = element.get(attr)
-            if text is None:
-                continue
-            try:
-                values = [float(v) for v in text.split()]
-            except ValueError:
-                values = [float("nan")]
-            if not values or not np.all(np.isfinite(values)):
-                owner = _owner_name(root, element)
-                raise ConfigError(f"urdf {path}: <{element.tag} {attr}=\"{text}\"> in {owner} is not a finite number")
-            if element.tag == "origin" and attr == "xyz" and np.abs(values).max() > MAX_LENGTH:
-                owner = _owner_name(root, element)
-                raise ConfigError(f"urdf {path}: <origin xyz=\"{text}\"> in {owner}: offset beyond the plausible "
-                                  f"{MAX_LENGTH:g} m")
-    _check_urdf_links(root, path, accept_inertia or {})
-
-
-def _check_urdf_links(root, path, accept_inertia):
-    """Each <link>'s <inertial>: 0 <= mass <= MAX_MASS (0 only with a zero inertia: no inertial),
-    and an inertia about the COM that a rigid body can have (positive semi-definite, triangle
-    inequalities, entries <= MAX_INERTIA; :func:`~flexmodal_ros.robot.params.check_rigid_inertia`);
-    the triangle inequality is waived for the links in ``accept_inertia``."""
-    links = {link.get("name") for link in root.findall("link")}
-    unknown = sorted(set(accept_inertia) - links)
-    if unknown:
-        raise ConfigError(f"accept_inertia: unknown link(s) {shown_names(unknown)} (urdf {path})")
-    for link in root.findall("link"):
-        inertial = link.find("inertial")
-        if inertial is None:
-            continue
-        where = f"urdf {path}: link '{link.get('name')}' <inertial>"
-        mass_element, inertia_element = inertial.find("mass"), inertial.find("inertia")
-        mass = float(mass_element.get("value", "0")) if mass_element is not None else 0.0
-        names = _NUMERIC_ATTRIBUTES["inertia"]
-        values = [float(inertia_element.get(a, "0")) for a in names] if inertia_element is not None else [0.0] * 6
-        ixx, ixy, ixz, iyy, iyz, izz = values
-        inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-        if not 0.0 <= mass <= MAX_MASS:
-            raise ConfigError(f"{where} <mass value=\"{mass_element.get('value')}\">: must lie in [0, {MAX_MASS:g}] kg")
-        if mass == 0.0 and np.any(inertia):
-            raise ConfigError(f"{where} <mass value=\"{mass_element.get('value') if mass_element is not None else ''}\">: "
-                              "a link with inertia must have a mass > 0")
-        name = link.get("name")
-        check_rigid_inertia(inertia, f"{where} <inertia ixx..izz>", ConfigError, name not in accept_inertia,
-                            f" (if the data are meant as they are, e.g. published, add accept_inertia: "
-                            f"{{{name}: <reason>}} to the params YAML)")
-
-
-def _owner_name(root, element):
-    for owner in root:
-        if element in list(owner.iter()):
-            return f"{owner.tag} '{owner.get('name')}'"
-    return "robot"
 
 
 def _movable_joints(rigid):
@@ -516,6 +362,7 @@ def _upper_indices(n):
     return np.triu_indices(n, 1)
 
 
-def _limit(values):
+def joint_limit(values):
+    """URDF effort/velocity limits with 0 (= not given) read as unlimited (inf)."""
     arr = np.array(values, dtype=float)
     return np.where(arr > 0, arr, np.inf)

@@ -52,7 +52,7 @@ def eta(s):
 
     Integer coefficients make η(0) = 0, η(1) = 1 and all derivatives 1..4 at s = 0 and s = 1
     exactly zero in floating point (every partial sum is an exact integer there). The powers s^k
-    are running products (10x faster than ``numpy.power``; exact at s = 0 and 1 as well).
+    are running products (cheaper than ``numpy.power``; exact at s = 0 and 1 as well).
     """
     s = np.clip(np.asarray(s, dtype=float), 0.0, 1.0)
     powers = np.empty((10,) + s.shape)                  # power-major: contiguous running products

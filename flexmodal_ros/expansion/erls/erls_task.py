@@ -34,7 +34,8 @@ import numpy as np
 from ...core.errors import InputError
 from ...modes import mac, track_modes
 from ..eigen import BiorthogonalModes, eigenpairs, eigenpairs_batch
-from ..recursion import ExpansionWarning, ModalPolynomial, expand
+from ..polynomial import ModalPolynomial
+from ..recursion import ExpansionWarning, expand
 from ...robot.trajectory import eta
 from .erls_linearization import ErlsSystem, linearize, linearize_batch, operating_point
 

@@ -9,12 +9,14 @@ from ...core.errors import InputError
 
 def identification_request_to_core(model, request):
     """IdentifyJointParameters.Request → keyword arguments of
-    :func:`flexmodal_ros.identification.inverse_eigen.identify` except the node defaults: ``data`` (ModalData),
+    :func:`flexmodal_ros.identification.fit.identify` except the node defaults: ``data`` (ModalData),
     ``unknowns``, and ``objective``/``starts``/``k_max``/``d_max`` (None = node default), ``seed``,
     ``noise`` (σ_f/f, σ_ζ; a zero field takes the core default). Sizes are checked against the
     identification maxima before anything is built from them."""
     # deferred: Pinocchio, PyYAML, scipy.optimize (through identification.inverse_eigen)
-    from ...identification.inverse_eigen import NOISE_DAMPING, NOISE_FREQUENCY_REL, check_sizes, modal_data_arrays
+    from ...identification.inverse_eigen import NOISE_DAMPING, NOISE_FREQUENCY_REL
+    # deferred: Pinocchio (through identification.measurements)
+    from ...identification.measurements import check_sizes, modal_data_arrays
     # deferred: Pinocchio, PyYAML (through flexible_joint.ama)
     from ...flexible_joint.ama import configuration_from_names
 

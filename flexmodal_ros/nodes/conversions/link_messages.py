@@ -21,8 +21,8 @@ def link_modes_request_to_core(arm, request):
 
 def link_modes_to_response(arm, result, regime, response):
     """core LinkModes → ComputeLinkModes.Response (fields as documented in the .srv)."""
-    # deferred: Pinocchio, PyYAML, scipy.sparse (through links.solve)
-    from ...links.solve import mode_stations
+    # deferred: the link-mode core (links.shapes, links.characteristic), loaded with the first link response
+    from ...links.shapes import mode_stations
 
     points, shapes = mode_stations(arm, result.q, result, result.station_x)
     response.model, response.joint_model, response.regime = result.model, result.joint_model, regime

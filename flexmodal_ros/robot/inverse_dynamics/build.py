@@ -159,8 +159,8 @@ FEEDFORWARD_GENERATORS = (model_feedforward_function, checked_feedforward_functi
 
 def rigid_term_operations(function, n):
     """Operation counts of τ, τ', τ'' alone: the first 3n entries of a feedforward function's
-    first output, taken from its expression graph (no second symbolic RNEA: ~0.02 s, not ~1 s at
-    n = 30) and re-CSE'd — the same counts as ``feedforward_function(pin_model, None)``."""
+    first output, taken from its expression graph (no second, much costlier symbolic RNEA) and
+    re-CSE'd — the same counts as ``feedforward_function(pin_model, None)``."""
     x = ca.SX.sym("x", function.size1_in(0))
     out = function(x)
     first = out[0] if isinstance(out, (list, tuple)) else out
