@@ -6,12 +6,17 @@ delay, the peak
 speed and acceleration of every C⁴ segment (4.29): |q̇| = η'_max |q_b − q_a| / T,
 |q̈| = η''_max |q_b − q_a| / T², η'_max = 630/256, η''_max ≈ 9.372) and returns an
 :class:`AdmittedTrajectory`, which loads its segments into the control law cycle by cycle.
+:class:`TrackedReference` holds the controller's reference and runs the admission steps of
+:meth:`~.failsafe.FailSafeController.set_trajectory` (check, shape, accept) and of ``recover``.
 """
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..core.errors import InputError
 from ..core.validation import finite_array
 from ..robot.trajectory import PiecewiseC4Trajectory, SampledC4Trajectory
+from .law import Mode
 from .limits import LIMIT_TOLERANCE
 
 
@@ -142,3 +147,103 @@ class TrajectoryAdmission:
             k, j = bad[0]
             raise InputError(f"positions: point {k} puts {m.joint_names[j]} at {positions[k, j]:.6g}, "
                              f"outside its limits [{m.position_lower[j]:.6g}, {m.position_upper[j]:.6g}]")
+
+
+class TrackedReference:
+    """The reference the controller tracks or will track (``current``: an :class:`AdmittedTrajectory`
+    or None) and the steps that admit one: :meth:`check` (against the measured state and the
+    limits, :class:`TrajectoryAdmission`), :meth:`shape` (through a shaper), :meth:`ready` (the
+    measured state still allows it); :meth:`recovery_move` out of the limits. Every InputError
+    raised by a step is counted in ``counters.rejected_trajectories``.
+
+    A reference (:meth:`~.failsafe.FailSafeController.set_trajectory`): waypoint times [s] from
+    the start (strictly increasing) and positions (m, n) in URDF order; a start time [s] on the
+    joint-state clock, or None = now: the first cycle that runs it (reported as "tracking started
+    at t=..."; the acceptance message gives the estimate "last sample's time, advanced by its age").
+    A first waypoint with time > 0 is preceded by the measured position at time 0. A reference
+    accepted while tracking another replaces it: HOLD at the measured position until its start.
+    With velocities and accelerations (m, n) the points are samples of a reference, followed
+    through their C⁴ interpolation (:class:`~flexmodal_ros.robot.trajectory.SampledC4Trajectory`,
+    limits checked at the samples) and never shaped again (e.g. the output of the modal server's
+    ``~/shape_trajectory``); without them, waypoints joined by rest-to-rest segments."""
+
+    def __init__(self, counters):
+        self.counters = counters
+        self.current = None
+        self.recovery = None           # the recovery move while it is the reference
+
+    def recovering(self):
+        """True while the recovery move is the reference (accepted or being tracked)."""
+        return self.recovery is not None and self.current is self.recovery
+
+    def check(self, mode, sample, received, admission, times, positions, start_time=None, now=None,
+              velocities=None, accelerations=None) -> AdmittedTrajectory:
+        """The checked reference, not yet shaped (:meth:`TrajectoryAdmission.check` for the last
+        valid ``sample`` received at ``received`` [s], controller in ``mode``)."""
+        with self._counted():
+            self._refuse(mode, sample)
+            return admission.check(sample, received, times, positions, start_time, now, velocities, accelerations)
+
+    def shape(self, traj: AdmittedTrajectory, shaper) -> AdmittedTrajectory:
+        """``traj`` through ``shaper`` (None: unchanged; a sampled reference is tracked as given).
+        Reads nothing the control cycles change, so it may run while they go on."""
+        if shaper is None:
+            return traj
+        if isinstance(traj.path, SampledC4Trajectory):
+            traj.path.summary = "sampled reference (velocities and accelerations given): tracked as given, not shaped"
+            return traj
+        with self._counted():
+            return AdmittedTrajectory(shaper(traj.path), traj.t0, traj.start_now)
+
+    def ready(self, mode, sample):
+        """InputError (counted) when the measured state no longer allows a new reference (no valid
+        sample, STALE, out of the limits or recovering)."""
+        with self._counted():
+            self._refuse(mode, sample)
+
+    @staticmethod
+    def describe(traj: AdmittedTrajectory) -> str:
+        """The one-line acceptance message of ``traj``."""
+        shaping = getattr(traj.path, "summary", "")
+        return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
+                f"starting at t={traj.t0:.4f} s" + (f"; {shaping}" if shaping else ""))
+
+    def recovery_move(self, mode, sample, admission, inset) -> str:
+        """Out of the limits (``mode`` OUT_OF_LIMITS): the bounded recovery move
+        (:meth:`TrajectoryAdmission.recovery`) becomes the reference, starting at the next cycle.
+        Returns a one-line description; InputError in any other mode."""
+        if mode != Mode.OUT_OF_LIMITS or sample is None:
+            raise InputError(f"recover: the measured state is not outside the limits (controller is "
+                             f"{mode.value}): nothing to recover")
+        self.current = self.recovery = admission.recovery(sample, inset)
+        target = ", ".join(f"{v:.4g}" for v in self.current.path.positions[-1])
+        return f"recovery accepted: back inside the limits to [{target}] in {self.current.duration:.3f} s"
+
+    def start_now(self, t, events):
+        """A "start now" reference starts at the first cycle that runs it (sample time ``t``). Its
+        start estimated at acceptance (last sample's time + its age) is too early when the samples
+        were still behind: after a stall of this process the transport delivers the states queued
+        meanwhile, and one of them may be the last sample when the trajectory is accepted; starting
+        at that estimate would begin mid-trajectory."""
+        traj = self.current
+        if t - traj.t0 > 1e-3:
+            events.append(f"trajectory start moved from t={traj.t0:.4f} s to t={t:.4f} s: the joint "
+                          f"states were behind when it was accepted")
+        traj.t0, traj.start_now = t, False
+
+    def _refuse(self, mode, sample):
+        if sample is None or mode in (Mode.WAITING, Mode.STALE):
+            raise InputError(f"trajectory: no valid joint state (controller is {mode.value})")
+        if mode == Mode.OUT_OF_LIMITS or self.recovering():
+            raise InputError("trajectory: the measured state is outside the limits (controller is "
+                             f"{Mode.OUT_OF_LIMITS.value}{', recovering' if self.recovering() else ''}): "
+                             "trajectories are refused until it is back inside (recover moves it back)")
+
+    @contextmanager
+    def _counted(self):
+        """Count an InputError raised inside as a rejected trajectory (and raise it on)."""
+        try:
+            yield
+        except InputError:
+            self.counters.rejected_trajectories += 1
+            raise

@@ -1,7 +1,12 @@
 """The controller's fail-safe policy (ROS-free): the state machine of :class:`FailSafeController`.
 
-It runs the laws of :mod:`.law`, admits references through :mod:`.admission` and changes gains
-through :mod:`.gains`; the thresholds are :class:`~.limits.SafetyLimits`.
+The class keeps the modes and their transitions; each other job is a collaborator it holds:
+:class:`~.law.ControlLaw` (the laws), :class:`~.measured.MeasuredState` (which samples are taken,
+out of the limits, stale), :class:`~.admission.TrackedReference` (trajectory admission and the
+recovery move), :class:`~.gains.ControllerSettings` (gain and limit reconfiguration, checked
+before they act), :class:`~.excitation.ExcitationSchedule` (motor excitation) and
+:mod:`.fast_path` (the contract of the native C cycle). The thresholds are
+:class:`~.limits.SafetyLimits`.
 
 Fail-safe policy of :class:`FailSafeController` (what the ``feedforward_pd_controller`` node runs):
 
@@ -61,22 +66,22 @@ gives none) times ``velocity_scale``, or given per joint; acceleration limits gi
 peaks at |q̇| = η'_max |q_b − q_a| / T and |q̈| = η''_max |q_b − q_a| / T² (η'_max = 630/256,
 η''_max ≈ 9.372). Gains and limits can change between cycles (:meth:`FailSafeController.configure`).
 """
-import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..flexible_joint.linear_model import setpoint_reference, static_compensation
+from ..core.errors import BuildError, InputError
 from ..robot.model import create_data
-from ..robot.trajectory import SampledC4Trajectory
-from .admission import AdmittedTrajectory, TrajectoryAdmission
+from .admission import AdmittedTrajectory, TrackedReference
 from .excitation import ExcitationSchedule
-from .gains import checked_gains
-from .law import Command, ControlLaw, JointSample, Mode, saturate
-from .limits import RECOVERY_INSET, SafetyLimits, implausible_state, plausible_bounds
+from .fast_path import SteadyCycle, steady_cycle
+from .gains import configured
+from .law import Command, ControlLaw, JointSample, Mode, static_hold_torque
+from .limits import RECOVERY_INSET, SafetyLimits
+from .measured import MeasuredState
+from .state_machine import ModeMachine
+
+__all__ = ["Counters", "FailSafeController", "SteadyCycle", "failsafe_controller"]
 
 
 @dataclass
@@ -88,17 +93,23 @@ class Counters:
     saturated_cycles: int = 0
     saturated_per_joint: list = field(default_factory=list)
 
+    def count(self, saturated, unsaturated):
+        """One more cycle, with its ``saturated`` joints (``unsaturated``: the shared all-False mask)."""
+        self.cycles += 1
+        if saturated is not unsaturated and saturated.any():
+            self.saturated_cycles += 1
+            for i in np.flatnonzero(saturated):
+                self.saturated_per_joint[i] += 1
 
-class SteadyCycle(NamedTuple):
-    """What makes the next sample's cycle steady (:meth:`FailSafeController.steady_cycle`):
-    its stamp after ``previous_t`` [s]; ``tracking`` False (HOLD): before ``hold_until`` [s];
-    True (TRACKING): ``segment_begin`` <= t − ``t0`` < ``segment_end`` [s]."""
-    previous_t: float
-    tracking: bool
-    hold_until: float = math.inf
-    t0: float = 0.0
-    segment_begin: float = 0.0
-    segment_end: float = 0.0
+
+def _from(part, name, doc=None):
+    """Read-only attribute ``name`` of the controller's collaborator ``part`` (attribute name)."""
+    return property(lambda self: getattr(getattr(self, part), name), doc=doc or f"``{part}.{name}``.")
+
+
+def _setting(name):
+    """Read-only attribute ``name`` of the controller's :class:`~.gains.ControllerSettings`."""
+    return _from("settings", name, f"``{name}`` of the current :class:`~.gains.ControllerSettings`.")
 
 
 class FailSafeController:
@@ -113,26 +124,23 @@ class FailSafeController:
     (e.g. :class:`flexmodal_ros.shaping.ReferenceShaper`: input shaping). Not thread-safe:
     serialize calls.
     """
+    model, limits, admission = _setting("model"), _setting("limits"), _setting("admission")
+    velocity_limit, acceleration_limit = _setting("velocity_limit"), _setting("acceleration_limit")
+    state_timeout, start_tolerance = _setting("state_timeout"), _setting("start_tolerance")
 
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
                  compiled=True, cache=None, limits=SafetyLimits()):
-        self.model = model
         self.law = ControlLaw(model, compiled, cache)
         self.use_feedforward = use_feedforward
         self.data = create_data(model)
-        self.mode = Mode.WAITING
-        self.events = []
         self.counters = Counters(saturated_per_joint=[0] * model.n)
-        self._sample = None
-        self._received = None
-        self._advanced = None          # steady time of the last sample whose stamp advanced
-        self._hold_q = None
-        self._trajectory = None
-        self._recovery = None          # the recovery move while it is the reference (recover())
-        self._outside_since = None     # receipt time of the first of consecutive samples outside the limits
+        self.measured = MeasuredState(model)
+        self.reference = TrackedReference(self.counters)
         self._excitation = ExcitationSchedule(model)     # motor excitation: bounds, scheduled/running
-        self.state_timeout = self.start_tolerance = None
-        self.configure(limits=limits, state_timeout=state_timeout, start_tolerance=start_tolerance)
+        self.machine = ModeMachine(model, self.data, self.law, self._excitation, self.reference)
+        self.settings = configured(None, model, self.data, np.zeros(model.n), limits=limits,
+                                   state_timeout=state_timeout, start_tolerance=start_tolerance)
+        self.measured.set_bounds(self.settings.state_bounds)
         self._unsaturated = np.zeros(model.n, dtype=bool)
         self._unsaturated.flags.writeable = False
         self.shaper = None
@@ -149,72 +157,37 @@ class FailSafeController:
     def configure(self, kp=None, kd=None, limits=None, state_timeout=None, start_tolerance=None):
         """Change gains (scalar or n values [N·m/rad], [N·m·s/rad]), :class:`SafetyLimits`,
         state_timeout [s] and start_tolerance; None keeps the current value. Everything is checked
-        before anything changes (InputError naming the field): finite gains, kp > 0, kd >= 0, and
-        a closed loop linearized at the last measured position (zeros before the first sample)
-        that stays asymptotically stable with them (modal analysis (2.14)). New gains act from the
-        next cycle (law and hold reference); limits from the next sample and trajectory."""
-        timeout = self.state_timeout if state_timeout is None else state_timeout
-        tolerance = self.start_tolerance if start_tolerance is None else start_tolerance
-        if not timeout > 0:
-            raise InputError(f"state_timeout: must be > 0 s, got {timeout}")
-        if not tolerance > 0:
-            raise InputError(f"start_tolerance: must be > 0, got {tolerance}")
-        limits = self.limits if limits is None else limits
-        velocity, acceleration, bounds = limits.resolved(self.model)
-        q = self._sample.q if self._sample is not None else np.zeros(self.model.n)
-        model = checked_gains(self.model, self.data, kp, kd, q)
-        self.limits, self.velocity_limit, self.acceleration_limit = limits, velocity, acceleration
-        self.admission = TrajectoryAdmission(model, limits, velocity, acceleration, float(tolerance))
-        self.state_bounds = bounds
-        self.plausible_bounds = plausible_bounds(bounds)
-        n = self.model.n
-        self._position_bounds = tuple(np.concatenate([b[:n], b[2 * n:3 * n]]) for b in bounds)
-        self.state_timeout, self.start_tolerance = float(timeout), float(tolerance)
-        if model is not self.model:
-            self.model = model
-            self.law.set_gains(model.kp, model.kd)
-            if self._hold_q is not None:
-                self.law.r_hold[:] = setpoint_reference(model, self.data, self._hold_q)
+        before anything changes (:func:`~.gains.configured`, InputError naming the field), with the
+        closed loop linearized at the last measured position (zeros before the first sample). New
+        gains act from the next cycle (law and hold reference); limits from the next sample and trajectory."""
+        s = self.measured.sample
+        q = s.q if s is not None else np.zeros(self.model.n)
+        old, self.settings = self.settings, configured(self.settings, None, self.data, q, kp, kd, limits,
+                                                       state_timeout, start_tolerance)
+        self.measured.set_bounds(self.settings.state_bounds)
+        if self.model is not old.model:
+            self.law.set_gains(self.model.kp, self.model.kd)
+            self.machine.set_model(self.model)
 
-    @property
-    def last_sample(self):
-        """The last valid :class:`JointSample` (None before the first)."""
-        return self._sample
-
-    @property
-    def advanced(self):
-        """Steady-clock time [s] of the last sample whose stamp advanced (None before the first):
-        :meth:`watchdog` gives a command once ``now`` is more than state_timeout after it."""
-        return self._advanced
+    state_bounds = _from("measured", "state_bounds", "State bounds (lo, hi) (4n,) in use.")
+    plausible_bounds = _from("measured", "plausible_bounds", "Plausibility bounds (lo, hi) (4n,) in use.")
+    last_sample = _from("measured", "sample", "The last valid :class:`JointSample` (None before the first).")
+    advanced = _from("measured", "advanced", "Steady-clock time [s] of the last sample whose stamp advanced "
+                     "(None before the first): :meth:`watchdog` commands once ``now`` is state_timeout past it.")
+    _trajectory = _from("reference", "current", "The current reference (or None).")
+    mode = _from("machine", "mode", "The current :class:`Mode`.")
+    events = _from("machine", "events", "Queued event lines, oldest first (the caller pops them).")
+    _hold_q = _from("machine", "hold_q", "The hold position (read-only array, or None).")
 
     def steady_cycle(self):
-        """The conditions under which the next sample's cycle changes nothing but the sample, the
-        receipt time and the cycle count, or None when any sample may change more (WAITING, STALE,
-        TRACKING a shaped (explicit) reference, no segment loaded).
-
-        A sample meeting them — stamp after ``previous_t``; finite and within :attr:`state_bounds`;
-        in HOLD before ``hold_until``, in TRACKING inside the loaded segment — whose law result
-        (q_m, q̇_m into the law, and in TRACKING the phase (t − t0 − segment_begin) / T) is finite
-        with no joint saturated has the same :meth:`update_state` + :meth:`compute` outcome as
-        :meth:`adopt_steady_cycles` with that sample (the native cycle of the controller node:
-        flexmodal_ros/nodes/native_cycle.py)."""
-        s, traj = self._sample, self._trajectory
-        if s is None or self._excitation.current is not None:     # an excitation: every cycle in Python
-            return None
-        if self.mode == Mode.HOLD:
-            return SteadyCycle(s.t, False, hold_until=traj.t0 if traj is not None else math.inf)
-        if (self.mode == Mode.TRACKING and traj is not None and not traj.explicit and not traj.start_now
-                and traj.segment_begin < traj.segment_end):
-            return SteadyCycle(s.t, True, t0=traj.t0, segment_begin=traj.segment_begin,
-                               segment_end=traj.segment_end)
-        return None
+        """The conditions of a steady next cycle, or None (:func:`~.fast_path.steady_cycle`)."""
+        return steady_cycle(self.mode, self.measured.sample, self.reference.current, self._excitation.current)
 
     def adopt_steady_cycles(self, t, q, qd, q_m, qd_m, received, count):
-        """Take over ``count`` steady cycles (:meth:`steady_cycle`) run outside this object, the
+        """Take over ``count`` steady cycles (:mod:`.fast_path`) run outside this object, the
         last with sample (t, q, q̇, q_m, q̇_m) received at steady time ``received`` [s] (arrays
         the caller will not modify)."""
-        self._sample = JointSample(t, q, qd, q_m, qd_m)
-        self._received = self._advanced = received
+        self.measured.adopt(JointSample(t, q, qd, q_m, qd_m), received)
         self.counters.cycles += count
 
     def update_state(self, sample, received, validated=False):
@@ -225,113 +198,29 @@ class FailSafeController:
         arrays of length n within :attr:`plausible_bounds` that the caller will not modify (e.g.
         from :class:`~flexmodal_ros.nodes.conversions.JointStateReader`, which checks exactly
         that): taken as is, without the copy and the second check (1 kHz path)."""
+        recovering = self.reference.recovering()
         try:
-            checked = sample if validated else self._checked(sample)
-            outside = self._limit_violation(checked)
+            previous, outside, advanced = self.measured.take(sample, float(received), validated, self.machine.mode,
+                                                             recovering, self.settings.state_timeout)
         except InputError:
             self.counters.rejected_samples += 1
             raise
-        received = float(received)
-        recovering = self._recovering()
-        if outside:
-            if self._outside_since is None:
-                self._outside_since = received
-            if (self.mode != Mode.OUT_OF_LIMITS and not recovering
-                    and received - self._outside_since < self.state_timeout):
-                self.counters.rejected_samples += 1
-                raise InputError(f"{outside} (taken as the measured state once such samples have come for "
-                                 f"state_timeout = {self.state_timeout:g} s)")
-        else:
-            self._outside_since = None
-        previous = self._sample
-        self._sample, self._received = checked, received
-        advanced = previous is None or checked.t != previous.t
-        if advanced:
-            self._advanced = received
-        if self.mode in (Mode.WAITING, Mode.STALE):
-            if advanced:                                   # out of STALE only with a new stamp
-                self._enter_hold(checked.q, f"valid joint state at t={checked.t:.4f} s", outside=outside)
-        elif outside and self.mode != Mode.OUT_OF_LIMITS and not recovering:
-            self._enter_hold(checked.q, f"joint state at t={checked.t:.4f} s", abort=True, outside=outside)
-        elif not outside and self.mode == Mode.OUT_OF_LIMITS:
-            self._enter_hold(checked.q, f"back inside the limits at t={checked.t:.4f} s")
-        elif checked.t < previous.t:
-            self._enter_hold(checked.q, f"joint-state time went backwards ({previous.t:.4f} -> "
-                                        f"{checked.t:.4f} s): trajectory aborted", abort=True, outside=outside)
-
-    def _limit_violation(self, sample):
-        """"" when the sample's link and motor positions are within the limits (:attr:`state_bounds`),
-        else the message naming the first position outside them."""
-        lo, hi = self._position_bounds
-        n = self.model.n
-        q, q_m = sample.q, sample.q_m
-        if (q >= lo[:n]).all() and (q <= hi[:n]).all() and (q_m >= lo[n:]).all() and (q_m <= hi[n:]).all():
-            return ""
-        return implausible_state(self.model, np.concatenate(sample[1:]), self.state_bounds).replace(
-            "is implausible", "is outside the limits")
-
-    def _recovering(self):
-        """True while the recovery move is the reference (accepted or being tracked)."""
-        return self._recovery is not None and self._trajectory is self._recovery
-
-    def _checked(self, sample):
-        """Float copy of a sample; InputError naming the field if not finite, of the wrong size, or
-        implausible (:attr:`plausible_bounds`)."""
-        try:   # fast path (1 kHz): the four vectors in one array, one finiteness check
-            block = np.array(sample[1:], dtype=float)
-        except (ValueError, TypeError):
-            block = None
-        lo, hi = self.plausible_bounds
-        if (block is not None and block.shape == (4, self.model.n) and math.isfinite(sample.t)
-                and ((block.ravel() >= lo) & (block.ravel() <= hi)).all()):
-            return JointSample(float(sample.t), *block)
-        return self._checked_fields(sample)
-
-    def _checked_fields(self, sample):
-        """:meth:`_checked` field by field, for the error message naming the field."""
-        n = self.model.n
-        arrays = {f: np.array(getattr(sample, f), dtype=float) for f in ("q", "qd", "q_m", "qd_m")}
-        for f, a in arrays.items():
-            if a.shape != (n,):
-                raise InputError(f"{f}: expected {n} values, got shape {a.shape}")
-            if not np.isfinite(a).all():
-                raise InputError(f"{f}: contains NaN or inf")
-        if not np.isfinite(sample.t):
-            raise InputError("t: contains NaN or inf")
-        problem = implausible_state(self.model, np.concatenate(list(arrays.values())), self.plausible_bounds)
-        if problem:
-            raise InputError(problem)
-        return JointSample(float(sample.t), **arrays)
+        self.machine.on_sample(self.measured.sample, previous, outside, advanced, recovering)
 
     def recover(self):
         """Out of the limits (OUT_OF_LIMITS): make the bounded recovery move the reference — one
-        C⁴ segment from the measured position to the nearest position RECOVERY_INSET inside the
-        URDF limits, within the speed and acceleration limits, starting at the next cycle
-        (:meth:`~.admission.TrajectoryAdmission.recovery`). Returns a one-line description;
+        C⁴ segment to the nearest position RECOVERY_INSET inside the URDF limits
+        (:meth:`~.admission.TrackedReference.recovery_move`). Returns a one-line description;
         InputError in any other mode."""
-        if self.mode != Mode.OUT_OF_LIMITS or self._sample is None:
-            raise InputError(f"recover: the measured state is not outside the limits (controller is "
-                             f"{self.mode.value}): nothing to recover")
-        traj = self.admission.recovery(self._sample, RECOVERY_INSET)
-        self._trajectory = self._recovery = traj
-        target = ", ".join(f"{v:.4g}" for v in traj.path.positions[-1])
-        return f"recovery accepted: back inside the limits to [{target}] in {traj.duration:.3f} s"
+        return self.reference.recovery_move(self.mode, self.measured.sample, self.admission, RECOVERY_INSET)
 
     def set_trajectory(self, times, positions, start_time=None, now=None, velocities=None, accelerations=None):
-        """Accept a link reference: waypoint ``times`` [s] from the start (strictly increasing) and
-        ``positions`` (m, n) in URDF order; ``start_time`` [s] on the joint-state clock, None = now:
-        the first cycle that runs it (reported as "tracking started at t=..."); the acceptance
-        message gives the estimate "last sample's time, advanced by its age when ``now`` (the clock
-        of :meth:`update_state`'s ``received``) is given". A first waypoint with time > 0 is preceded by the measured
-        position at time 0. A trajectory accepted while tracking another replaces it: HOLD at the
-        measured position until its start. With ``velocities`` and ``accelerations`` (m, n) the
-        points are samples of a reference, followed through their C⁴ interpolation
-        (:class:`~flexmodal_ros.robot.trajectory.SampledC4Trajectory`, limits checked at the
-        samples) and never shaped again (e.g. the output of the modal server's
-        ``~/shape_trajectory``); without them, waypoints joined by rest-to-rest segments. Returns a
-        one-line description; InputError naming the field otherwise. The three steps
-        :meth:`check_trajectory`, :meth:`shape_trajectory` and :meth:`accept_trajectory` in one call.
-        """
+        """Accept a link reference: waypoint ``times`` [s] from the start and ``positions`` (m, n) in
+        URDF order, ``start_time`` [s] on the joint-state clock (None = now, estimated with ``now``
+        on the clock of :meth:`update_state`'s ``received``), optional sampled ``velocities`` and
+        ``accelerations`` (m, n) (:class:`~.admission.TrackedReference` says what each means).
+        Returns a one-line description; InputError naming the field otherwise. The three steps
+        :meth:`check_trajectory`, :meth:`shape_trajectory` and :meth:`accept_trajectory` in one call."""
         return self.accept_trajectory(self.shape_trajectory(
             self.check_trajectory(times, positions, start_time, now, velocities, accelerations)))
 
@@ -339,126 +228,63 @@ class FailSafeController:
                          accelerations=None) -> AdmittedTrajectory:
         """Step 1 of :meth:`set_trajectory`: the checked reference, not yet shaped (reads the last
         sample). InputError (counted as a rejected trajectory) naming the field."""
-        with self._counted_rejection():
-            return self._check_trajectory(times, positions, start_time, now, velocities, accelerations)
+        m = self.measured
+        return self.reference.check(self.mode, m.sample, m.received, self.admission, times, positions,
+                                    start_time, now, velocities, accelerations)
 
     def shape_trajectory(self, traj: AdmittedTrajectory) -> AdmittedTrajectory:
         """Step 2: ``traj`` through :attr:`shaper` (None: unchanged). Reads nothing the control
         cycles change, so it may run while they go on (the controller node does: the shaping takes
-        tens of ms). InputError (counted) when the shaper refuses the path."""
-        if self.shaper is None:
-            return traj
-        if isinstance(traj.path, SampledC4Trajectory):
-            traj.path.summary = "sampled reference (velocities and accelerations given): tracked as given, not shaped"
-            return traj
-        with self._counted_rejection():
-            return AdmittedTrajectory(self.shaper(traj.path), traj.t0, traj.start_now)
+        a while). InputError (counted) when the shaper refuses the path."""
+        return self.reference.shape(traj, self.shaper)
 
     def accept_trajectory(self, traj: AdmittedTrajectory) -> str:
         """Step 3: ``traj`` becomes the reference (see :meth:`set_trajectory`); InputError
         (counted) if the joint states were lost since step 1."""
-        with self._counted_rejection():
-            if self._sample is None or self.mode in (Mode.WAITING, Mode.STALE):
-                raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
-            self._refuse_out_of_limits()
+        self.reference.ready(self.mode, self.measured.sample)
         if self.mode == Mode.TRACKING:
-            self._enter_hold(self._sample.q, "new trajectory accepted: the current one is replaced")
-        self._trajectory = traj
-        shaping = getattr(traj.path, "summary", "")
-        return (f"trajectory accepted: {traj.path.times.size} waypoints, {traj.path.duration:.3f} s, "
-                f"starting at t={traj.t0:.4f} s" + (f"; {shaping}" if shaping else ""))
+            self.machine.enter_hold(self.measured.sample.q, "new trajectory accepted: the current one is replaced")
+        self.reference.current = traj
+        return self.reference.describe(traj)
 
-    @property
-    def excitation_limit(self):
-        """Bound of :meth:`excite`'s amplitudes [N·m] per joint."""
-        return self._excitation.limit
-
-    @property
-    def excitation_max_duration(self):
-        """Bound of :meth:`excite`'s duration [s]."""
-        return self._excitation.max_duration
+    excitation_limit = _from("_excitation", "limit", "Bound of :meth:`excite`'s amplitudes [N·m] per joint.")
+    excitation_max_duration = _from("_excitation", "max_duration", "Bound of :meth:`excite`'s duration [s].")
+    excitation = _from("_excitation", "current", "The scheduled or running excitation (absolute start once "
+                       "started), or None.")
 
     def set_excitation_limits(self, torque=None, duration=None):
-        """Bounds of :meth:`excite`: amplitude [N m] (scalar or n values; None keeps the current,
-        initially :func:`~flexmodal_ros.control.excitation.default_excitation_limit`) and duration
-        [s]; InputError naming the field for values that are not finite and > 0."""
+        """Bounds of :meth:`excite` (:meth:`~.excitation.ExcitationSchedule.set_limits`)."""
         self._excitation.set_limits(self.model.n, torque, duration)
 
     def excite(self, excitation, start_now=True):
         """Schedule a motor excitation (:class:`~flexmodal_ros.control.excitation.MotorExcitation`)
-        added to the hold law's torque before the saturation: from the first cycle that runs it
-        (``start_now``; the excitation's ``start`` is then ignored) or from ``excitation.start`` on
-        the joint-state clock. Only in HOLD, one at a time, within :attr:`excitation_limit` and
-        :attr:`excitation_max_duration`; cancelled (event) when the controller leaves HOLD or a
-        fault aborts. Returns a one-line description; InputError naming the field otherwise."""
-        if self._sample is None or self.mode != Mode.HOLD:
+        added to the hold law's torque before the saturation, from the first cycle that runs it
+        (``start_now``) or from ``excitation.start`` on the joint-state clock
+        (:meth:`~.excitation.ExcitationSchedule.schedule`). Only in HOLD; cancelled (event) when
+        the controller leaves HOLD or a fault aborts. One-line description, or InputError."""
+        if self.measured.sample is None or self.mode != Mode.HOLD:
             raise InputError(f"excitation: only while holding (controller is {self.mode.value})")
-        return self._excitation.schedule(self.model, excitation, start_now, self._sample.t)
-
-    @property
-    def excitation(self):
-        """The scheduled or running excitation (absolute start once started), or None."""
-        return self._excitation.current
-
-    def _cancel_excitation(self, reason):
-        self._excitation.cancel(self.law.excitation)
-        self.events.append(f"{self.mode.value}: {reason}")
+        return self._excitation.schedule(self.model, excitation, start_now, self.measured.sample.t)
 
     def compute(self):
         """Command for the last valid sample (None in WAITING or STALE)."""
-        s = self._sample
-        if s is None or self.mode in (Mode.WAITING, Mode.STALE):
+        s, machine, law = self.measured.sample, self.machine, self.law
+        if s is None or machine.mode in (Mode.WAITING, Mode.STALE):
             return None
-        law, traj = self.law, self._trajectory
-        if traj is not None and s.t >= traj.t0:
-            if traj.start_now and self.mode != Mode.TRACKING:
-                self._start_now(traj, s.t)
-            t = s.t - traj.t0
-            if t >= traj.duration:
-                self._enter_hold(traj.path.positions[-1], "trajectory finished", abort=True)
-            else:
-                if self.mode != Mode.TRACKING:
-                    self._set_mode(Mode.TRACKING, f"tracking started at t={s.t:.4f} s")
-                traj.load(law, t)
+        if self.reference.current is not None:
+            machine.follow(s.t)
         if self._excitation.current is not None:
-            if self.mode != Mode.HOLD:
-                self._cancel_excitation(f"excitation cancelled: controller is {self.mode.value}")
-            else:
-                self._excitation.torque_at(s.t, law.excitation, self.events)
-        tracking = self.mode == Mode.TRACKING
-        law.tracking[0] = tracking
-        law.q_m[:] = s.q_m
-        law.qd_m[:] = s.qd_m
-        law.run()
-        if law.n_nonfinite[0]:
+            machine.excite_cycle(s.t)
+        tracking = machine.mode == Mode.TRACKING
+        if not law.evaluate(tracking, s.q_m, s.qd_m):
             return self._nonfinite_command(tracking)
-        return self._finish(law.q_ref.copy() if tracking else self._hold_q)
-
-    def _start_now(self, traj, t):
-        """A "start now" trajectory starts at the first cycle that runs it (sample time ``t``). Its
-        start estimated at acceptance (last sample's time + its age) is too early when the samples
-        were still behind: after a stall of this process the transport delivers the states queued
-        meanwhile, and one of them may be the last sample when the trajectory is accepted; starting
-        at that estimate would begin mid-trajectory."""
-        if t - traj.t0 > 1e-3:
-            self.events.append(f"trajectory start moved from t={traj.t0:.4f} s to t={t:.4f} s: the joint "
-                               f"states were behind when it was accepted")
-        traj.t0, traj.start_now = t, False
+        return self._finish(law.q_ref.copy() if tracking else machine.hold_q)
 
     def _nonfinite_command(self, tracking):
         """Fail-safe for a non-finite law result (module docstring): HOLD at the measured position
         when tracking, zero torque when the hold law itself is not finite."""
-        s, law = self._sample, self.law
-        if self._excitation.current is not None:
-            self._cancel_excitation(f"excitation cancelled: non-finite torque at t={s.t:.4f} s")
-            if not tracking:
-                law.run()
-                if not law.n_nonfinite[0]:
-                    return self._finish(self._hold_q)
-        if tracking:
-            self._enter_hold(s.q, f"non-finite torque from the tracking law at t={s.t:.4f} s: trajectory "
-                                  "aborted", abort=True)
-            law.tracking[0] = 0.0
+        s, law = self.measured.sample, self.law
+        if self.machine.on_nonfinite(s, tracking):     # the hold law again, without what failed
             law.run()
             if not law.n_nonfinite[0]:
                 return self._finish(self._hold_q)
@@ -468,20 +294,12 @@ class FailSafeController:
     def watchdog(self, now):
         """STALE command if no valid sample arrived for more than state_timeout before steady time
         ``now`` [s], else None."""
-        if self._sample is None or now - self._advanced <= self.state_timeout:
+        why = self.measured.stale_reason(now, self.state_timeout)
+        if not why:
             return None
-        if self.mode != Mode.STALE:
-            self._trajectory = None
-            if now - self._received <= self.state_timeout:
-                why = (f"joint-state stamp frozen at t={self._sample.t:.4f} s for {now - self._advanced:.3f} s "
-                       f"(> {self.state_timeout:g} s)")
-            else:
-                why = f"no valid joint state for {now - self._received:.3f} s (> {self.state_timeout:g} s)"
-            self._set_mode(Mode.STALE, f"{why}: static hold, trajectory aborted")
-        q = self._sample.q
-        tau, saturated = saturate(static_compensation(self.model, self.data, q) / self.model.W,
-                                  self.model.effort_limit)
-        return self._command(tau, saturated, q)
+        self.machine.on_stale(why)
+        q = self.measured.sample.q
+        return self._command(*static_hold_torque(self.model, self.data, q), q)
 
     def _finish(self, q_ref):
         """Command from the control law's outputs (copied)."""
@@ -491,55 +309,19 @@ class FailSafeController:
 
     def _command(self, tau, saturated, q_ref):
         """Command of this cycle, counted with its saturated joints."""
-        c = self.counters
-        c.cycles += 1
-        if saturated is not self._unsaturated and saturated.any():
-            c.saturated_cycles += 1
-            for i in np.flatnonzero(saturated):
-                c.saturated_per_joint[i] += 1
-        return Command(tau, self.mode, saturated, q_ref)
+        self.counters.count(saturated, self._unsaturated)
+        return Command(tau, self.machine.mode, saturated, q_ref)
 
-    def _check_trajectory(self, times, positions, start_time, now=None, velocities=None, accelerations=None):
-        s = self._sample
-        if s is None or self.mode in (Mode.WAITING, Mode.STALE):
-            raise InputError(f"trajectory: no valid joint state (controller is {self.mode.value})")
-        self._refuse_out_of_limits()
-        return self.admission.check(s, self._received, times, positions, start_time, now, velocities,
-                                    accelerations)
 
-    def _refuse_out_of_limits(self):
-        if self.mode == Mode.OUT_OF_LIMITS or self._recovering():
-            raise InputError("trajectory: the measured state is outside the limits (controller is "
-                             f"{Mode.OUT_OF_LIMITS.value}{', recovering' if self._recovering() else ''}): "
-                             "trajectories are refused until it is back inside (recover moves it back)")
-
-    @contextmanager
-    def _counted_rejection(self):
-        """Count an InputError raised inside as a rejected trajectory (and raise it on)."""
-        try:
-            yield
-        except InputError:
-            self.counters.rejected_trajectories += 1
-            raise
-
-    def _enter_hold(self, q, reason, abort=False, outside=""):
-        """HOLD at ``q``; with ``outside`` (the limit violation of the measured state) OUT_OF_LIMITS
-        instead, the trajectory aborted (hold law at ``q`` in both). An abort cancels an excitation."""
-        if (abort or outside) and self._excitation.current is not None:
-            self._cancel_excitation(f"excitation cancelled: {reason}")
-        self._hold_q = np.array(q, dtype=float)
-        self._hold_q.flags.writeable = False          # shared by the commands of the hold
-        self.law.r_hold[:] = setpoint_reference(self.model, self.data, self._hold_q)
-        if abort or outside:
-            self._trajectory = None
-        if outside:
-            self._set_mode(Mode.OUT_OF_LIMITS, f"{reason}: {outside}: holding at the measured position, trajectories "
-                                               "refused until it is back inside the limits (recover moves it back)")
-        else:
-            self._set_mode(Mode.HOLD, reason)
-
-    def _set_mode(self, mode, reason):
-        if mode != Mode.HOLD and self._excitation.current is not None:
-            self._cancel_excitation(f"excitation cancelled: controller is {mode.value}")
-        self.mode = mode
-        self.events.append(f"{mode.value}: {reason}")
+def failsafe_controller(model, warn):
+    """The :class:`FailSafeController` of ``model`` with the generated law compiled (user code
+    generation, cached: flexmodal_ros/robot/inverse_dynamics/build.py); without a C compiler or a
+    writable cache, the same law on CasADi's virtual machine, after ``warn(text)`` saying why and
+    what it costs."""
+    try:
+        return FailSafeController(model)
+    except BuildError as exc:
+        warn(f"control law: cannot compile it ({exc}); evaluating it with CasADi's virtual machine instead: "
+             "~25x the compiled law's time per cycle (~0.1 ms instead of ~4 us), and every cycle runs in "
+             "Python (no native_cycle)")
+        return FailSafeController(model, compiled=False)

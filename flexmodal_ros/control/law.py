@@ -26,6 +26,7 @@ from typing import NamedTuple
 import casadi as ca
 import numpy as np
 
+from ..flexible_joint.linear_model import static_compensation
 from ..robot import trajectory
 from ..robot.inverse_dynamics.build import CompiledFunction, build_library, model_feedforward_function
 from ..robot.trajectory import ETA_COEFFICIENTS
@@ -72,6 +73,12 @@ LAW_INPUTS = ("tracking", "use_feedforward", "s", "T", "q_a", "q_b", "r_hold", "
 LAW_OUTPUTS = ("tau", "q_ref", "saturated", "n_saturated", "n_nonfinite")
 _LAW_SCALARS = ("tracking", "use_feedforward", "s", "T", "n_saturated", "n_nonfinite", "explicit")
 _LAW_DERIVATIVES = ("reference",)        # q^d, q̇^d, q̈^d, q⃛^d, q^d(4): 5n entries
+
+
+def static_hold_torque(model, data, q):
+    """The STALE command at link position ``q``: the constant static torque
+    W⁻¹(g(q) − Jᵀ(q) τ_ext) (the feed-through term of (2.2)), saturated; (τ, saturated joints)."""
+    return saturate(static_compensation(model, data, q) / model.W, model.effort_limit)
 
 
 def law_layout(names, n):
@@ -169,6 +176,15 @@ class ControlLaw:
     def set_gains(self, kp, kd):
         """Motor-side gains K_P [N·m/rad], K_D [N·m·s/rad] (n,) used from the next :meth:`run`."""
         self.kp[:], self.kd[:] = kp, kd
+
+    def evaluate(self, tracking, q_m, qd_m):
+        """:meth:`run` the tracking (``tracking``) or the hold law for the motor state ``q_m``,
+        ``qd_m`` (n,) (reference and excitation already written); True when its result is finite."""
+        self.tracking[0] = tracking
+        self.q_m[:] = q_m
+        self.qd_m[:] = qd_m
+        self.run()
+        return not self.n_nonfinite[0]
 
     def _run_vm(self):
         self.y[:] = np.asarray(self._function(self.u)).ravel()

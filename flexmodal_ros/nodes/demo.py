@@ -60,13 +60,9 @@ ENGINES = {"builtin": ("flexible_joint_simulator", INTEGRATION_RATE_HZ, "RK4"),
            "mujoco": ("mujoco_simulator", 2000.0, "MuJoCo")}
 # (node, realtime_priority, cpu) in real-time mode: simulator and controller on their own CPUs.
 REALTIME = {"flexible_joint_simulator": (50, 1), "feedforward_pd_controller": (50, 0)}
-# The first trajectory starts this long [s, wall] after the controller first holds. In 7 of ~30
-# earlier runs the controller received no /joint_states for ~0.3 s once, 2.9-3.4 s after the
-# nodes started: the time at which, with Fast DDS's default announcement period (3 s), late
-# participants were matched (a recorder's first sample came 3.6-4.2 s after start in about half of
-# the starts). Since the serialized-bytes publishers and the discovery profile
-# (config/fastdds_discovery.xml: every endpoint matched 0.8-1.7 s after start) the gap was not
-# seen in 41 recorded starts; its cause inside the middleware was not identified, so the margin stays.
+# The first trajectory starts this long [s, wall] after the controller first holds: a margin past
+# the late discovery matches of Fast DDS (announcement period 3 s), during which the controller once
+# missed its joint states (the observations: docs/ros_robustness.md, "Demo start margin").
 SETTLE_S = 4.5
 POLL = 0.01                 # [s] longest wait between two drains of the joint-state queue
 

@@ -10,9 +10,9 @@ over from ``rclpy.init``); a stop signal before that ends the process quietly wi
 Once ``main`` has returned (the node destroyed, the ROS context shut down and destroyed: its
 participant has left the graph), the process ends at once (``os._exit`` after flushing the
 output): the interpreter's own finalization — garbage collection of Pinocchio, CasADi and rclpy
-objects — takes ~0.6 s of CPU, 3-5 s of wall time on a loaded 2-core machine, which made ``ros2
-launch`` escalate one Ctrl-C to SIGTERM (measured: every node of two bringups "failed to terminate
-5 s after SIGINT", all of them in "Garbage-collecting").
+objects — took long enough on a loaded machine that ``ros2 launch`` escalated one Ctrl-C to
+SIGTERM (every node "failed to terminate 5 s after SIGINT", all of them in "Garbage-collecting";
+the measurement: docs/ros_robustness.md, "Shutdown").
 """
 import contextlib
 import importlib

@@ -6,15 +6,13 @@ or gz_ros2_control's joint_state_broadcaster, publishes at ``rate_hz``): the sam
 cycle time, the command goes out on ``effort_controller/commands`` (std_msgs/Float64MultiArray,
 motor torques [N m] in URDF joint order). Topic names are relative (``-r __ns:=/arm1`` or launch
 ``namespace:=arm1``: ``/arm1/joint_states``, ``/arm1/effort_controller/commands``). On the steady clock the cycles run on a thread of their
-own that waits for joint states only (flexmodal_ros/nodes/polled.py: SubscriptionThread; the
-executor keeps the trajectories, parameters and services, which never run during a cycle), and the
-same thread checks a watchdog ``watchdog_rate_hz`` times per second. With ``native_cycle`` (true,
-read-only) that thread runs in C (flexmodal_ros/nodes/native_cycle.py, the flexmodal_native
-package built at install time, reading the joint states and writing every command on an rcl node
-of its own): the steady cycles (HOLD, or TRACKING inside the loaded segment, with a plausible new
-sample and a finite, unsaturated command) run there without Python, every other sample and the
-overdue watchdog run the Python cycle, with the same commands to the bit; false, or flexmodal_native
-not installed (a warning says so): every cycle in Python. The generated control law is compiled at
+own that waits for joint states only, and the same thread checks a watchdog ``watchdog_rate_hz``
+times per second. With ``native_cycle`` (true, read-only) that thread runs in C: the steady cycles
+(HOLD, or TRACKING inside the loaded segment, with a plausible new sample and a finite,
+unsaturated command) run there without Python, every other sample and the overdue watchdog run
+the Python cycle, with the same commands to the bit; false, or flexmodal_native not installed (a
+warning says so): every cycle in Python (the three cycle engines: flexmodal_ros/nodes/cycle_engines.py).
+The generated control law is compiled at
 start (cached); without a C compiler or a writable cache (``FLEXMODAL_CACHE``) it runs on CasADi's
 virtual machine instead (a warning says so; every cycle in Python). With ``use_sim_time`` the
 executor runs both (a joint-state callback and a timer on simulation time): it also takes /clock,
@@ -84,43 +82,38 @@ clears the compute-time window and late_cycles, e.g. right before a trajectory).
 """
 import json
 import sys
-import threading
 import time
 
-from rclpy.clock import ClockType
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from flexmodal_interfaces.srv import Excite
 
-from ..control import FailSafeController, SafetyLimits
+from ..control import failsafe_controller
 from ..control.excitation import EXCITATION_MAX_DURATION, default_excitation_limit
-from ..control.limits import ACCELERATION_PER_VELOCITY, DEFAULT_VELOCITY_LIMIT
-from ..core.errors import BuildError, FlexmodalError
+from ..core.errors import FlexmodalError
 from ..export.convention import check_link_state
 from ..shaping import DEFAULT_DESIGN, ReferenceShaper, check_design, check_modal, check_shaping
-from .base import (MessageThrottle, SettableParameters, declare_robot_model, declare_typed,
-                   run_node, seconds, timing_clock)
+from .base import declare_robot_model, declare_typed, run_node, seconds, timing_clock
+from .controller_parameters import declare_settable, safety_limits
+from .controller_status import StatusReporter
+from .cycle_engines import select_engine
 from .guard import GuardedNode
 from .conversions import (JointStateReader, TorqueCommandWriter, excite_request_to_core, max_trajectory_bytes,
                           trajectory_to_core)
-from .native_cycle import NativeCycleThread
-from .polled import SubscriptionThread, locked
+from .polled import locked
 from .conversions.shaping_messages import trajectory_rates_to_core
-from .realtime import CycleTiming, TimingWindow, apply_realtime, declare_realtime
+from .realtime import TimingWindow, apply_realtime, declare_realtime
 
-STATES, COMMANDS = "joint_states", "effort_controller/commands"   # relative: namespaces apply
-COMMAND_QOS = QoSProfile(depth=10)        # reliable, volatile, keep last 10
 STATS_WINDOW = 20_000      # compute times kept for the statistics: the last 20 s at 1 kHz
 COMPUTE_BUDGET_US = 200.0   # issue 6 acceptance: p99 compute per cycle <= 200 µs
 
 
 class FeedforwardPdController(GuardedNode):
-    """Thin shell: joint states / trajectories → conversions → FailSafeController → commands."""
+    """Thin shell: joint states / trajectories → conversions → FailSafeController → commands; the
+    cycles run on one of the engines of :mod:`.cycle_engines`."""
 
     def __init__(self, **kwargs):
         super().__init__("feedforward_pd_controller", **kwargs)
@@ -139,19 +132,17 @@ class FeedforwardPdController(GuardedNode):
             if not p[name] > 0:
                 raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
         realtime = declare_realtime(self)
-        self.settable = self._declare_settable()
-        self.ctrl = self._controller()
+        self.settable = declare_settable(self, self.model)
+        self.ctrl = failsafe_controller(self.model, self.get_logger().warning)
         self.ctrl.set_excitation_limits(p["max_excitation_torque"], p["max_excitation_duration_s"])
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
         self.compute_us = TimingWindow(STATS_WINDOW)
-        self._throttle = MessageThrottle(1.0)
-        self._event_mode = None             # mode of the last reported controller event
         self._serialize_command = TorqueCommandWriter(
             self.model.n, self.model.W if link_state == "deflection" else None)
-        self.status_pub = self.create_publisher(
-            String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-        self.fault_listeners.append(lambda text: self.status_pub.publish(String(data=text)))
+        self.status = StatusReporter(self)
+        self.status_pub = self.status.publisher
+        self.fault_listeners.append(self.status.publish)
         on_joint_state, on_watchdog = (self.guarded(f, name) for f, name in (
             (self.on_joint_state, "joint_states"), (self.on_watchdog, "watchdog")))
         # Best effort, newest only: a lost state costs one cycle instead of stalling the ones after
@@ -159,23 +150,11 @@ class FeedforwardPdController(GuardedNode):
         # the callback gets the serialized bytes (no message object built per sample).
         states_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
         self.period = 1.0 / p["rate_hz"]
-        watchdog_period = 1.0 / p["watchdog_rate_hz"]
-        self.command_pub = self.native_cycle = None
-        if self.timing_clock.clock_type is not ClockType.STEADY_TIME:
-            # sim time: the executor takes /clock, so it runs the cycles and the watchdog too
-            self.control_thread, self.lock, self.timing = None, threading.Lock(), CycleTiming(self.period)
-            self.create_subscription(JointState, STATES, locked(self.lock, on_joint_state), states_qos, raw=True)
-            self.create_timer(watchdog_period, locked(self.lock, on_watchdog), clock=self.timing_clock)
-        elif p["native_cycle"] and (native := self._native_cycle(states_qos, watchdog_period, on_joint_state,
-                                                                 on_watchdog)) is not None:
-            self.control_thread = self.native_cycle = native      # it writes the commands too
-            self.lock, self.timing = native.lock, native.timing
-        else:
-            self.lock, self.timing = threading.Lock(), CycleTiming(self.period)
-            self.control_thread = SubscriptionThread(self, JointState, STATES, states_qos, on_joint_state,
-                                                     on_watchdog, watchdog_period, self.lock, raw=True)
-        if self.native_cycle is None:
-            self.command_pub = self.create_publisher(Float64MultiArray, COMMANDS, COMMAND_QOS)
+        self.engine = select_engine(self, self.ctrl, self._read_state, self._serialize_command, self.compute_us,
+                                    on_joint_state, on_watchdog, self.period, 1.0 / p["watchdog_rate_hz"],
+                                    states_qos, self.timing_clock, p["native_cycle"])
+        self.lock, self.timing = self.engine.lock, self.engine.timing
+        self.control_thread, self.native_cycle = self.engine.thread, self.engine.native
         self.settable.on_change(locked(self.lock, self._apply_parameters))
         self.create_subscription(JointTrajectory, "~/reference_trajectory", self.on_trajectory, 10, raw=True)
         self.create_service(Trigger, "~/statistics", self.on_statistics)
@@ -191,53 +170,6 @@ class FeedforwardPdController(GuardedNode):
                                f"({self.shaping_modal} modes), steady cycles in "
                                f"{'C' if self.native_cycle else 'Python'}, {scheduling}")
 
-    def _controller(self):
-        """The FailSafeController with the generated law compiled (user code generation, cached:
-        flexmodal_ros/robot/inverse_dynamics/build.py); without a C compiler or a writable cache,
-        the same law on CasADi's virtual machine, with a warning saying why and what it costs."""
-        try:
-            return FailSafeController(self.model)
-        except BuildError as exc:
-            self.get_logger().warning(
-                f"control law: cannot compile it ({exc}); evaluating it with CasADi's virtual machine instead: "
-                "~25x the compiled law's time per cycle (~0.1 ms instead of ~4 us), and every cycle runs in "
-                "Python (no native_cycle)")
-            return FailSafeController(self.model, compiled=False)
-
-    def _native_cycle(self, states_qos, watchdog_period, on_joint_state, on_watchdog):
-        """The C cycles (native_cycle.py), or None with a warning saying why they cannot run."""
-        try:
-            return NativeCycleThread(self, STATES, states_qos, COMMANDS, COMMAND_QOS, self.ctrl, self._read_state,
-                                     self._serialize_command, self.compute_us, on_joint_state,
-                                     on_watchdog, watchdog_period, self.period)
-        except BuildError as exc:
-            if self.ctrl.law.compiled is not None:        # else the law's warning said so
-                self.get_logger().warning(
-                    f"native_cycle: the C cycles are unavailable ({exc}); every cycle runs in Python: ~3x the "
-                    "compute time per cycle at p99 (benchmarks/bench_controller_ros.py)")
-            return None
-
-    def _declare_settable(self):
-        """The run-time parameters, declared with their effective values (module docstring)."""
-        defaults, m = SafetyLimits(), self.model
-        settable = SettableParameters(self)
-        for name, default in (("use_feedforward", True), ("state_timeout_s", 0.05), ("start_tolerance", 0.05),
-                              ("position_margin", defaults.position_margin), ("velocity_scale", defaults.velocity_scale),
-                              ("state_velocity_factor", defaults.state_velocity_factor),
-                              ("max_trajectory_points", defaults.max_trajectory_points),
-                              ("max_trajectory_duration_s", defaults.max_trajectory_duration),
-                              ("max_start_delay_s", defaults.max_start_delay)):
-            settable.declare(name, default)
-        urdf_velocity = [float(v) if v < float("inf") else DEFAULT_VELOCITY_LIMIT for v in m.velocity_limit]
-        for name, default in (("kp", m.kp), ("kd", m.kd), ("velocity_limits", urdf_velocity)):
-            settable.declare(name, [float(v) for v in default], per_joint=True)
-
-        def acceleration(v):
-            return [ACCELERATION_PER_VELOCITY * a * v["velocity_scale"] for a in v["velocity_limits"]]
-        settable.declare("acceleration_limits", acceleration(settable.values), per_joint=True)
-        settable.follow("acceleration_limits", ("velocity_limits", "velocity_scale"), acceleration)
-        return settable
-
     def destroy_node(self):
         # also called by rclpy on a node whose construction failed: only what was made is stopped
         if getattr(self, "control_thread", None) is not None:
@@ -247,14 +179,7 @@ class FeedforwardPdController(GuardedNode):
     def _apply_parameters(self, values):
         """The settable parameters → controller (checked first, then taken over together)."""
         v = values
-        limits = SafetyLimits(position_margin=v["position_margin"], velocity_scale=v["velocity_scale"],
-                              velocity_limits=v["velocity_limits"], acceleration_limits=v["acceleration_limits"],
-                              state_velocity_factor=v["state_velocity_factor"],
-                              max_trajectory_points=v["max_trajectory_points"],
-                              max_trajectory_duration=v["max_trajectory_duration_s"],
-                              max_start_delay=v["max_start_delay_s"])
-        if not 0 < v["velocity_scale"] < float("inf"):
-            raise FlexmodalError(f"velocity_scale: must be a positive number, got {v['velocity_scale']}")
+        limits = safety_limits(v)
         self.ctrl.configure(kp=v["kp"], kd=v["kd"], limits=limits, state_timeout=v["state_timeout_s"],
                             start_tolerance=v["start_tolerance"])
         self.ctrl.use_feedforward = v["use_feedforward"]
@@ -264,8 +189,8 @@ class FeedforwardPdController(GuardedNode):
                                                law="feedforward" if v["use_feedforward"] else "pd_only")
         self._read_state.bounds, self._read_state.outer_bounds = self.ctrl.state_bounds, self.ctrl.plausible_bounds
         changed = [k for k in values if values[k] != self.settable.values.get(k)]
-        if changed and hasattr(self, "status_pub"):
-            self._report("parameters set: " + ", ".join(f"{k} = {values[k]}" for k in changed))
+        if changed and hasattr(self, "status"):
+            self.status.report("parameters set: " + ", ".join(f"{k} = {values[k]}" for k in changed))
 
     def on_joint_state(self, serialized):
         start = time.perf_counter()
@@ -273,12 +198,12 @@ class FeedforwardPdController(GuardedNode):
             sample = self._read_state.from_bytes(serialized)
         except FlexmodalError as exc:
             self.ctrl.counters.rejected_samples += 1
-            self._report_throttled(f"joint state rejected: {exc}")
+            self.status.report_throttled(f"joint state rejected: {exc}")
             return
         try:
             self.ctrl.update_state(sample, seconds(self.timing_clock), validated=True)
         except FlexmodalError as exc:
-            self._report_throttled(f"joint state rejected: {exc}")
+            self.status.report_throttled(f"joint state rejected: {exc}")
             return
         command = self.ctrl.compute()
         if command is not None:
@@ -288,13 +213,13 @@ class FeedforwardPdController(GuardedNode):
             if timing.last_cycle >= 0 and start - timing.last_cycle > 1.5 * timing.period:
                 timing.late_cycles += 1
             timing.last_cycle = start
-        self._flush_events()
+        self.status.flush_events(self.ctrl.events)
 
     def on_watchdog(self):
         command = self.ctrl.watchdog(seconds(self.timing_clock))
         if command is not None:
             self._send(command)
-        self._flush_events()
+        self.status.flush_events(self.ctrl.events)
 
     def on_trajectory(self, serialized):
         limit = max_trajectory_bytes(self.model.n, self.ctrl.limits.max_trajectory_points)
@@ -311,21 +236,21 @@ class FeedforwardPdController(GuardedNode):
         except FlexmodalError as exc:
             with self.lock:
                 self.ctrl.counters.rejected_trajectories += 1
-                self._report_throttled(f"trajectory rejected: {exc}")
+                self.status.report_throttled(f"trajectory rejected: {exc}")
             return
         try:
             with self.lock:
                 checked = self.ctrl.check_trajectory(*reference, now=seconds(self.timing_clock), velocities=velocities,
                                                      accelerations=accelerations)
-            shaped = self.ctrl.shape_trajectory(checked)        # tens of ms: the cycles go on
+            shaped = self.ctrl.shape_trajectory(checked)        # the shaping takes a while: the cycles go on
             with self.lock:
                 description = self.ctrl.accept_trajectory(shaped)
         except FlexmodalError as exc:
             with self.lock:
-                self._report_throttled(f"trajectory rejected: {exc}")
+                self.status.report_throttled(f"trajectory rejected: {exc}")
             return
         with self.lock:
-            self._report(description, warn="WARNING" in description)
+            self.status.report(description, warn="WARNING" in description)
 
     def on_recover(self, request, response):
         try:
@@ -333,7 +258,7 @@ class FeedforwardPdController(GuardedNode):
         except FlexmodalError as exc:
             response.success, response.message = False, str(exc)
             return response
-        self._report(text)
+        self.status.report(text)
         response.success, response.message = True, text
         return response
 
@@ -346,11 +271,11 @@ class FeedforwardPdController(GuardedNode):
                 description = self.ctrl.excite(excitation, start_now)
         except FlexmodalError as exc:
             with self.lock:
-                self._report_throttled(f"excitation rejected: {exc}")
+                self.status.report_throttled(f"excitation rejected: {exc}")
             response.success, response.message = False, str(exc)
             return response
         with self.lock:
-            self._report(description)
+            self.status.report(description)
         response.success, response.message = True, description
         response.start_time = 0.0 if start_now else float(excitation.start)
         return response
@@ -374,47 +299,13 @@ class FeedforwardPdController(GuardedNode):
             out = {"mode": self.ctrl.mode.value, "cycles": c.cycles, "rejected_samples": c.rejected_samples,
                    "rejected_trajectories": c.rejected_trajectories, "saturated_cycles": c.saturated_cycles,
                    "saturated_per_joint": dict(zip(self.model.joint_names, list(c.saturated_per_joint))),
-                   "late_cycles": self.timing.late_cycles,
-                   "native_cycles": self.native_cycle.native_cycles if self.native_cycle else 0}
+                   "late_cycles": self.timing.late_cycles, "native_cycles": self.engine.native_cycles}
             compute_us = self.compute_us.values()
         return {**out, **self.compute_us.distribution("compute_us", COMPUTE_BUDGET_US, compute_us)}
 
     def _send(self, command):
-        serialized = self._serialize_command(command.tau)
-        if self.native_cycle is not None:
-            self.native_cycle.publish(serialized)     # the C cycles' writer: one writer, in cycle order
-        else:
-            self.command_pub.publish(serialized)
-        if command.saturated.any():
-            joints = [j for j, s in zip(self.model.joint_names, command.saturated) if s]
-            self._report_throttled(f"torque saturated at the effort limit: {', '.join(joints)}")
-
-    def _flush_events(self):
-        """Report the controller's events: a change of mode always, a repeat of the same mode
-        (e.g. HOLD re-entered because the joint-state time keeps going backwards at 1 kHz)
-        throttled per kind of message."""
-        while self.ctrl.events:
-            text = self.ctrl.events.pop(0)
-            mode = text.split(":", 1)[0]
-            if mode == self._event_mode:
-                text = self._throttle(text)
-            self._event_mode = mode
-            if text:
-                self._report(text)
-
-    def _report_throttled(self, text):
-        """Warn and publish ``text``, each kind of message at most once per second (bad inputs can
-        arrive at 1 kHz); the next one of a kind says how many were suppressed."""
-        text = self._throttle(text)
-        if text:
-            self._report(text, warn=True)
-
-    def _report(self, text, warn=False):
-        if warn:
-            self.get_logger().warning(text)
-        else:
-            self.get_logger().info(text)
-        self.status_pub.publish(String(data=text))
+        self.engine.publish(self._serialize_command(command.tau))
+        self.status.saturated(self.model.joint_names, command.saturated)
 
 
 # A thread waiting for the GIL gets it after at most this long [s] (Python's default: 5 ms): the

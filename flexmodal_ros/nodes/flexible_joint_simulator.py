@@ -72,10 +72,12 @@ from std_srvs.srv import Trigger
 
 from flexmodal_interfaces.srv import ApplyWrench, Excite
 
-from ..control.excitation import EXCITATION_MAX_DURATION, check_excitation, default_excitation_limit
+from ..control.excitation import EXCITATION_MAX_DURATION, default_excitation_limit
 from ..core.errors import FlexmodalError
 from ..core.validation import per_joint
 from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, SimulationFault, Simulator, rest_state
+from ..simulation.drive import CommandInput, DrivenPlant
+from ..simulation.pacing import RealTimePacing, check_rates
 from .base import Throttle, declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode
 from .conversions import JointStateWriter, command_to_torque, excite_request_to_core
@@ -87,6 +89,25 @@ STATS_WINDOW = 20_000      # publication delays kept for the statistics: the las
 # every sample.
 STATE_HISTORY = 100
 FAULT_POLL_S = 0.05         # [s] commands drained this often while the simulation is stopped
+
+
+def declare_input_bounds(node, model):
+    """The bounds of ``~/apply_wrench`` (:class:`ImpulseLimits` from ``max_wrench_force_n``,
+    ``max_wrench_moment_nm``, ``max_wrench_duration_s``) and of ``~/excite`` (``max_excitation_torque``
+    (n,) [N m], ``max_excitation_duration_s`` [s]), declared on ``node``; FlexmodalError unless all > 0."""
+    defaults = ImpulseLimits()
+    limits = ImpulseLimits(*(declare_typed(node, name, float(default)) for name, default in (
+        ("max_wrench_force_n", defaults.force), ("max_wrench_moment_nm", defaults.moment),
+        ("max_wrench_duration_s", defaults.duration))))
+    if not min(limits.force, limits.moment, limits.duration) > 0:
+        raise FlexmodalError(f"parameters: max_wrench_* must be > 0, got {limits}")
+    excitation_torque = declare_typed(node, "max_excitation_torque",
+                                      [float(v) for v in default_excitation_limit(model)])
+    excitation_limit = per_joint(excitation_torque, model.n, "max_excitation_torque", FlexmodalError)
+    excitation_duration = declare_typed(node, "max_excitation_duration_s", EXCITATION_MAX_DURATION)
+    if not (excitation_limit > 0).all() or not excitation_duration > 0:
+        raise FlexmodalError("parameters: max_excitation_torque and max_excitation_duration_s must be > 0")
+    return limits, excitation_limit, excitation_duration
 
 
 class FlexibleJointSimulator(GuardedNode):
@@ -109,39 +130,25 @@ class FlexibleJointSimulator(GuardedNode):
             ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
             ("initial_positions", [0.0] * self.model.n), ("lockstep", False), ("lockstep_timeout_s", 0.02),
             ("setpoint_law", False))}
-        self._check(p)
+        check_rates(p["rate_hz"], p["integration_rate_hz"], self.MIN_INTEGRATION_RATE_HZ, p["real_time_factor"],
+                    p["lockstep_timeout_s"])
         realtime = declare_realtime(self)
         q0 = list(p["initial_positions"]) or [0.0] * self.model.n
-        defaults = ImpulseLimits()
-        limits = ImpulseLimits(*(declare_typed(self, name, float(default)) for name, default in (
-            ("max_wrench_force_n", defaults.force), ("max_wrench_moment_nm", defaults.moment),
-            ("max_wrench_duration_s", defaults.duration))))
-        if not min(limits.force, limits.moment, limits.duration) > 0:
-            raise FlexmodalError(f"parameters: max_wrench_* must be > 0, got {limits}")
-        excitation_torque = declare_typed(self, "max_excitation_torque",
-                                          [float(v) for v in default_excitation_limit(self.model)])
-        self.excitation_limit = per_joint(excitation_torque, self.model.n, "max_excitation_torque", FlexmodalError)
-        self.excitation_duration = declare_typed(self, "max_excitation_duration_s", EXCITATION_MAX_DURATION)
-        if not (self.excitation_limit > 0).all() or not self.excitation_duration > 0:
-            raise FlexmodalError("parameters: max_excitation_torque and max_excitation_duration_s must be > 0")
-        self._excitation = None     # running MotorExcitation (absolute start on the simulation clock)
-        self._base_command = None   # the command the excitation is added to
+        limits, self.excitation_limit, self.excitation_duration = declare_input_bounds(self, self.model)
         self.sim = self._make_simulator(q0, 1.0 / p["integration_rate_hz"], limits)
         self.law = SetpointLaw(self.model, q0) if p["setpoint_law"] else None
-        if self.law is not None:
-            if not hasattr(self.sim, "set_law"):
-                raise FlexmodalError(f"setpoint_law: not available with the {self.ENGINE} engine")
-            self.sim.set_law(self.law)
         self.period = 1.0 / p["rate_hz"]
         self.rtf = p["real_time_factor"]
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]
         self.lock = threading.Lock()
         self.stats = dict(steps=0, commands_received=0, commands_rejected=0, late_steps=0, overrun_steps=0,
                           schedule_slips=0, slipped_s=0.0)
+        self.input = CommandInput(self.sim, self.model, self.stats, self.excitation_limit, self.excitation_duration,
+                                  motor_joint_efforts=not self.EFFORT_IS_MOTOR_TORQUE)
+        self.plant = DrivenPlant(self.sim, self.input, self.law, self.ENGINE)
+        self.pacing = RealTimePacing(self.period, self.rtf, self.stats)
         self.publish_delay_us = TimingWindow(STATS_WINDOW)
         self._throttle = Throttle(1.0)
-        self._command = None        # latest received command, not yet sampled
-        self._commanded = False     # a command arrived since start / reset
         self._reset_requested = False
         self.fault = None           # why the simulation stopped (None: running), until ~/reset
         self._serialize_state = JointStateWriter(self.model)     # states go out as serialized bytes
@@ -176,39 +183,13 @@ class FlexibleJointSimulator(GuardedNode):
         x0, hold = rest_state(self.model, q0, field="initial_positions")
         return Simulator(plant, x0, hold, limits)
 
-    def _check(self, p):
-        if not p["rate_hz"] > 0:
-            raise FlexmodalError(f"rate_hz: must be > 0, got {p['rate_hz']}")
-        ratio = p["integration_rate_hz"] / p["rate_hz"]
-        if p["integration_rate_hz"] < self.MIN_INTEGRATION_RATE_HZ or abs(ratio - round(ratio)) > 1e-9:
-            raise FlexmodalError(f"integration_rate_hz: must be >= {self.MIN_INTEGRATION_RATE_HZ:g} and a "
-                                 f"multiple of rate_hz, got {p['integration_rate_hz']}")
-        if not p["real_time_factor"] >= 0:
-            raise FlexmodalError(f"real_time_factor: must be >= 0 (0 = unpaced), got {p['real_time_factor']}")
-        if not p["lockstep_timeout_s"] > 0:
-            raise FlexmodalError(f"lockstep_timeout_s: must be > 0, got {p['lockstep_timeout_s']}")
-
     def _read_commands(self):
         """Take the received commands (call with the lock held): the last valid one becomes the
         pending command; bad ones are counted and logged (throttled)."""
-        for msg in self.commands.take_all():
-            if self.fault is not None:
-                self.stats["commands_rejected"] += 1
-                continue
-            if self.law is not None:
-                self.stats["commands_rejected"] += 1
-                if self._throttle():
-                    self.get_logger().warning("command rejected: setpoint_law is on (the simulator runs (2.2) itself)")
-                continue
-            try:
-                tau = command_to_torque(self.model, msg)
-            except FlexmodalError as exc:
-                self.stats["commands_rejected"] += 1
-                if self._throttle():
-                    self.get_logger().warning(f"command rejected: {exc}")
-                continue
-            self._command, self._commanded = tau, True
-            self.stats["commands_received"] += 1
+        refusal = ("" if self.fault is not None else None if self.law is None
+                   else "command rejected: setpoint_law is on (the simulator runs (2.2) itself)")
+        self.input.take(self.commands.take_all(), lambda msg: command_to_torque(self.model, msg), refusal,
+                        lambda text: self._throttle() and self.get_logger().warning(text))
 
     def on_apply_wrench(self, request, response):
         try:
@@ -227,18 +208,11 @@ class FlexibleJointSimulator(GuardedNode):
     def on_excite(self, request, response):
         try:
             excitation, start_now = excite_request_to_core(self.model, request)
-            check_excitation(self.model, excitation, self.excitation_limit, self.excitation_duration)
+            self.input.check(excitation)
             with self.lock:
                 if self.law is not None:
                     raise FlexmodalError("excitation: not with setpoint_law (the simulator's own law holds the robot)")
-                if self._excitation is not None:
-                    raise FlexmodalError(f"excitation: another one runs until t={self._excitation.end:.4f} s")
-                start = self.sim.t if start_now else excitation.start
-                if start < self.sim.t - 1e-9:
-                    raise FlexmodalError(f"start_time: {start:.4f} s is in the past (simulation time {self.sim.t:.4f} s)")
-                self._excitation = excitation.shifted(start)
-                if self._base_command is None:
-                    self._base_command = self.sim.efforts()[1]
+                start = self.input.schedule(excitation, start_now)
         except FlexmodalError as exc:
             response.success, response.message = False, str(exc)
             return response
@@ -246,27 +220,10 @@ class FlexibleJointSimulator(GuardedNode):
         response.message = f"excitation {excitation.kind} from t={start:.4f} s for {excitation.duration:g} s"
         return response
 
-    def _apply_excitation(self):
-        """The received command plus the excitation at the current time (call with the lock held)."""
-        exc = self._excitation
-        if exc is None:
-            return
-        t = self.sim.t
-        if t >= exc.end - 1e-12:
-            self.sim.set_command(self._base_command)
-            self._excitation = None
-            return
-        u = exc.at(t)
-        self.sim.set_command(self._base_command + (u if self.EFFORT_IS_MOTOR_TORQUE else self.model.W * u))
-
     def on_reset(self, request, response):
         with self.lock:
-            self._excitation = self._base_command = None
-            self.sim.reset()
-            if self.law is not None:
-                self.sim.set_law(self.law)
+            self.plant.reset()
             self._reset_requested = True
-            self._commanded, self._command = False, None
             fault, self.fault = self.fault, None
         text = "simulation reset to the initial state, t = 0" + (f" (fault acknowledged: {fault})" if fault else "")
         self.status_pub.publish(String(data=text))
@@ -281,17 +238,6 @@ class FlexibleJointSimulator(GuardedNode):
         stats.update(self.publish_delay_us.distribution("publish_delay_us", 1e6 * self.period, delays))
         response.success, response.message = True, json.dumps(stats)
         return response
-
-    def _sample_command(self):
-        """Zero-order hold: apply the latest received command (call with the lock held); a step
-        without a new command since the previous sampling is late once commands flow."""
-        self._read_commands()
-        if self._command is not None:
-            self.sim.set_command(self._command)
-            self._base_command = self._command
-            self._command = None
-        elif self._commanded:
-            self.stats["late_steps"] += 1
 
     def _state_messages(self):
         """Serialized /joint_states and /clock messages of the current state."""
@@ -322,18 +268,18 @@ class FlexibleJointSimulator(GuardedNode):
                                             "~/reset"))
 
     def _run(self):
-        pace = self.period / self.rtf if self.rtf > 0 else 0.0
-        wall0 = time.monotonic()
+        pacing = self.pacing
+        pacing.anchor()
         while self._running and rclpy.ok(context=self.context) and self.fault is None:
             with self.lock:
                 if self._reset_requested:
                     self._reset_requested = False
-                    wall0 = time.monotonic()
+                    pacing.anchor()
                 if self.lockstep:
                     self._read_commands()   # answers to earlier states: not for this one
-                    self._command = None
+                    self.input.pending = None
                 state, clock = self._state_messages()
-                scheduled = wall0 + self.sim.t / self.rtf if self.rtf > 0 else None
+                scheduled = pacing.scheduled(self.sim.t)
             published = time.monotonic()
             self.state_pub.publish(state)
             self.clock_pub.publish(clock)
@@ -342,27 +288,16 @@ class FlexibleJointSimulator(GuardedNode):
             with self.lock:
                 if self._reset_requested:
                     continue
-                if scheduled is not None:
-                    self.publish_delay_us.append(1e6 * (published - scheduled))
-                    self.stats["overrun_steps"] += published - scheduled > pace
-                self._sample_command()
-                self._apply_excitation()
+                pacing.published(published, scheduled, self.publish_delay_us)
+                self._read_commands()
                 try:
-                    self.sim.advance(self.period)
+                    self.plant.step(self.period)     # zero-order hold of the latest command, plus the excitation
                 except SimulationFault as exc:
                     self._stop(f"fault: {exc}")
                     return
                 self.stats["steps"] += 1
-                target = wall0 + self.sim.t / self.rtf if self.rtf > 0 else None
-            if target is not None:
-                delay = target - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                elif -delay > pace:     # stalled by more than a period: re-anchor, no burst catch-up
-                    wall0 -= delay
-                    with self.lock:
-                        self.stats["schedule_slips"] += 1
-                        self.stats["slipped_s"] -= delay
+                t = self.sim.t
+            pacing.wait(t, self.lock)
 
     def destroy_node(self):
         self._running = False

@@ -10,12 +10,12 @@ reports the link position, flexmodal_ros/export/convention.py); polynomial fast 
 re-expansion; 0 = the core's default, 2e-3), ``trust_radius`` (rad or m, max-norm; 0 = automatic);
 ``method`` (mcs | rcs | ucs: constrained linearization; closed-chain robots always use it,
 default mcs; set for a serial robot it selects the constrained path too);
-``max_map_configurations`` (largest ``~/compute_modal_map`` answered inline, default 2000 ≈ 0.5 s
-for the 7-joint LWR4; larger maps are refused with a pointer to the out-of-core CLI path,
-``flexmodal sweep ... --store``); bounds on the work of one request, checked before it starts:
-``max_expansion_terms`` (500: an expansion of order t in p joints has C(p + t, t) terms, ~10 ms
-each on this project's machine, so ≤ ~5 s; kuka_lwr4 up to order 4, scompi 5, planar_2r 20) and
-``max_link_modes`` (40: ≈ 1.3 s for three_link_arm; 60 modes take ~9 s, 200 several minutes) and
+``max_map_configurations`` (largest ``~/compute_modal_map`` answered inline, default 2000;
+larger maps are refused with a pointer to the out-of-core CLI path, ``flexmodal sweep ...
+--store``); bounds on the work of one request, checked before it starts (what each costs:
+docs/ros_robustness.md, measured by the scripts of docs/benchmarks.md):
+``max_expansion_terms`` (500: an expansion of order t in p joints has C(p + t, t) terms; kuka_lwr4
+up to order 4, scompi 5, planar_2r 20) and ``max_link_modes`` (40, at most the core's 200) and
 ``link_time_limit_s`` (30: a link-mode request runs in a worker process killed at this limit,
 nodes/modal_services/link_service.py);
 ``output_dir`` (the directory ``~/expand_modal_parameters`` writes ``output_path`` files into:

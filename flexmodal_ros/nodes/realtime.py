@@ -86,13 +86,13 @@ def _request_zero_wakeup_latency():
 
 class TimingWindow:
     """The last ``size`` timing samples [µs] in a preallocated ring buffer (appending allocates
-    nothing). Keep ``size`` moderate (20 000 samples: ~0.4 ms for :meth:`distribution`): the
+    nothing). Keep ``size`` moderate (the nodes keep 20 000 samples): the
     statistics are computed while holding the GIL, i.e. while a 1 kHz loop of the same process waits."""
 
     def __init__(self, size):
         self._values = np.empty(size)
         self._count = 0
-        np.percentile(self._values[:1], [50])   # first call is ~10 ms (lazy set-up): not at run time
+        np.percentile(self._values[:1], [50])   # the first call sets NumPy up lazily: not at run time
 
     @property
     def capacity(self):

@@ -11,8 +11,8 @@ from ..conversions import expansion_request_to_core, expansion_to_response
 
 MODAL_METHODS = ("exact", "polynomial")
 # Default of the node's max_expansion_terms: the expansion's work grows with its number of terms
-# C(p + t, t) (p joints, order t), ~10 ms per term on this project's machine (kuka_lwr4: order 4 =
-# 330 terms in 3.0 s, order 5 = 792 terms in 8.2 s; scompi order 5 = 462 terms in 2.5 s).
+# C(p + t, t) (p joints, order t); kuka_lwr4 order 4 = 330 terms, order 5 = 792, scompi order 5 = 462
+# (time per term: docs/ros_robustness.md, benchmarks/bench_expansion.py in docs/benchmarks.md).
 MAX_EXPANSION_TERMS = 500
 
 
@@ -92,4 +92,4 @@ class ExpansionService:
         if terms > self.max_terms:
             raise FlexmodalError(f"{field}: an expansion of order {order} in {self.model.n} joints has {terms} terms, "
                                  f"more than this node's max_expansion_terms ({self.max_terms}); lower the order "
-                                 f"(or raise max_expansion_terms: ~10 ms per term)")
+                                 f"(or raise max_expansion_terms: the work grows with the number of terms)")

@@ -1,0 +1,120 @@
+"""The controller's view of the measured joint state (ROS-free): which samples are taken, whether
+they are inside the limits, and whether they still arrive (the screening rows of the policy table
+in :mod:`.failsafe`).
+
+:class:`MeasuredState` keeps the last valid :class:`~.law.JointSample`, its steady-clock receipt
+time and the receipt time of the last sample whose stamp advanced. A sample is
+
+- rejected (InputError naming the field) when it is not finite, of the wrong size or implausible
+  (:func:`~.limits.plausible_bounds`: positions up to ``STATE_BOUND``, velocities within
+  ``state_velocity_factor`` × the velocity limit);
+- outside the limits when a link or motor position is beyond :meth:`~.limits.SafetyLimits.resolved`'s
+  state bounds: rejected like an implausible one until such samples have come for
+  ``state_timeout`` (a glitch is not a state), then taken (the state machine goes OUT_OF_LIMITS);
+- stale when no valid sample came, or the stamps did not advance, for more than ``state_timeout``.
+"""
+import math
+
+import numpy as np
+
+from ..core.errors import InputError
+from .law import JointSample, Mode
+from .limits import implausible_state, plausible_bounds
+
+
+class MeasuredState:
+    """Screening of the joint-state samples of ``model`` (module docstring); :meth:`set_bounds`
+    before the first sample."""
+
+    def __init__(self, model):
+        self.model = model
+        self.sample = None
+        self.received = None
+        self.advanced = None           # steady time of the last sample whose stamp advanced
+        self.outside_since = None      # receipt time of the first of consecutive samples outside the limits
+        self.state_bounds = self.plausible_bounds = self._position_bounds = None
+
+    def set_bounds(self, bounds):
+        """State bounds (lo, hi) (4n,) in the order q, q̇, q_m, q̇_m (:meth:`SafetyLimits.resolved`);
+        they act from the next sample."""
+        n = self.model.n
+        self.state_bounds = bounds
+        self.plausible_bounds = plausible_bounds(bounds)
+        self._position_bounds = tuple(np.concatenate([b[:n], b[2 * n:3 * n]]) for b in bounds)
+
+    def take(self, sample, received, validated, mode, recovering, state_timeout):
+        """Screen ``sample`` received at steady time ``received`` [s] and make it the last valid one;
+        returns (previous sample, the limit violation or "", whether its stamp advanced). InputError
+        naming the field when it is rejected (nothing changes then). ``validated``: see
+        :meth:`~.failsafe.FailSafeController.update_state`. Outside the limits, a sample is taken
+        at once in OUT_OF_LIMITS or while ``recovering``."""
+        checked = sample if validated else self.checked(sample)
+        outside = self.violation(checked)
+        if outside:
+            if self.outside_since is None:
+                self.outside_since = received
+            if mode != Mode.OUT_OF_LIMITS and not recovering and received - self.outside_since < state_timeout:
+                raise InputError(f"{outside} (taken as the measured state once such samples have come for "
+                                 f"state_timeout = {state_timeout:g} s)")
+        else:
+            self.outside_since = None
+        previous = self.sample
+        self.sample, self.received = checked, received
+        advanced = previous is None or checked.t != previous.t
+        if advanced:
+            self.advanced = received
+        return previous, outside, advanced
+
+    def adopt(self, sample, received):
+        """``sample`` (checked by the caller, stamp advanced) received at ``received`` [s]."""
+        self.sample = sample
+        self.received = self.advanced = received
+
+    def stale_reason(self, now, state_timeout):
+        """Why the samples are stale at steady time ``now`` [s], or "" when they are not (or none came yet)."""
+        if self.sample is None or now - self.advanced <= state_timeout:
+            return ""
+        if now - self.received <= state_timeout:
+            return (f"joint-state stamp frozen at t={self.sample.t:.4f} s for {now - self.advanced:.3f} s "
+                    f"(> {state_timeout:g} s)")
+        return f"no valid joint state for {now - self.received:.3f} s (> {state_timeout:g} s)"
+
+    def violation(self, sample):
+        """"" when the sample's link and motor positions are within the limits (:attr:`state_bounds`),
+        else the message naming the first position outside them."""
+        lo, hi = self._position_bounds
+        n = self.model.n
+        q, q_m = sample.q, sample.q_m
+        if (q >= lo[:n]).all() and (q <= hi[:n]).all() and (q_m >= lo[n:]).all() and (q_m <= hi[n:]).all():
+            return ""
+        return implausible_state(self.model, np.concatenate(sample[1:]), self.state_bounds).replace(
+            "is implausible", "is outside the limits")
+
+    def checked(self, sample):
+        """Float copy of a sample; InputError naming the field if not finite, of the wrong size, or
+        implausible (:attr:`plausible_bounds`)."""
+        try:   # fast path (1 kHz): the four vectors in one array, one finiteness check
+            block = np.array(sample[1:], dtype=float)
+        except (ValueError, TypeError):
+            block = None
+        lo, hi = self.plausible_bounds
+        if (block is not None and block.shape == (4, self.model.n) and math.isfinite(sample.t)
+                and ((block.ravel() >= lo) & (block.ravel() <= hi)).all()):
+            return JointSample(float(sample.t), *block)
+        return self._checked_fields(sample)
+
+    def _checked_fields(self, sample):
+        """:meth:`checked` field by field, for the error message naming the field."""
+        n = self.model.n
+        arrays = {f: np.array(getattr(sample, f), dtype=float) for f in ("q", "qd", "q_m", "qd_m")}
+        for f, a in arrays.items():
+            if a.shape != (n,):
+                raise InputError(f"{f}: expected {n} values, got shape {a.shape}")
+            if not np.isfinite(a).all():
+                raise InputError(f"{f}: contains NaN or inf")
+        if not np.isfinite(sample.t):
+            raise InputError("t: contains NaN or inf")
+        problem = implausible_state(self.model, np.concatenate(list(arrays.values())), self.plausible_bounds)
+        if problem:
+            raise InputError(problem)
+        return JointSample(float(sample.t), **arrays)
