@@ -27,7 +27,7 @@ README's kuka_lwr4 move (docs/shaping/kuka_lwr4_move.yaml: 0.4 s, ZVD, design au
 200 Hz), from a client in this process to ``modal_analysis_server`` started as a process (set
 ROS_DOMAIN_ID; `. scripts/env.sh` keeps discovery on loopback): median (p50), p90, p99 (nearest
 rank) and best wall time over the repeats (at least 100) after one warm-up call, target p50 <= 50
-ms, against the same shaping in this process (flexmodal_ros.shaping.shaper_design.shape_samples)
+ms, against the same shaping in this process (flexmodal_ros.shaping.shaped_samples.shape_samples)
 measured in the same run.
 """
 import argparse
@@ -94,7 +94,7 @@ def service_round_trip(repeats):
     import rclpy
     from flexmodal_interfaces.srv import ShapeTrajectory
     from flexmodal_ros.nodes.conversions import core_to_trajectory
-    from flexmodal_ros.shaping.shaper_design import shape_samples
+    from flexmodal_ros.shaping.shaped_samples import shape_samples
     from flexmodal_ros.shaping.trajectory_file import read_waypoints
 
     model = load_robot("kuka_lwr4")

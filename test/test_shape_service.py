@@ -23,7 +23,7 @@ from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.nodes.conversions.shaping_messages import MAX_SHAPE_WAYPOINTS
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.shaping.shaper_design import shape_samples
+from flexmodal_ros.shaping.shaped_samples import shape_samples
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import residual_vibration, rest_position, tool_positions
 from test_shaping_node import _params_file

@@ -17,8 +17,9 @@ from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory, SampledC4Traje
 from flexmodal_ros.shaping import ReferenceShaper, ShapedTrajectory, check_design, path_modes, shape_with_design
 from flexmodal_ros.shaping.prediction import linearized_vibration, modal_amplitudes, progress
 from flexmodal_ros.shaping.reference import ShaperSchedule
-from flexmodal_ros.shaping.shaper_design import (AUTO_MARGIN, SWITCH_MARGIN, Prediction, choose, constant_schedule,
-                                                 design_schedule, rate_limits, shape_samples)
+from flexmodal_ros.shaping.design_choice import AUTO_MARGIN, SWITCH_MARGIN, Prediction, choose
+from flexmodal_ros.shaping.robust_design import constant_schedule, design_schedule
+from flexmodal_ros.shaping.shaped_samples import rate_limits, shape_samples
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import simulate_move
 

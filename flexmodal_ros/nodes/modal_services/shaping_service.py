@@ -1,10 +1,10 @@
 """Input shaping in the ``modal_analysis`` node: ``~/shape_trajectory`` (waypoints → the shaped
-reference sampled for any trajectory controller, :func:`flexmodal_ros.shaping.shaper_design.shape_samples`;
+reference sampled for any trajectory controller, :func:`flexmodal_ros.shaping.shaped_samples.shape_samples`;
 work bounds in :mod:`flexmodal_ros.nodes.conversions.shaping_messages`; limits refused, never
 time-scaled)."""
 from ...core.errors import InputError
 from ...robot.trajectory import PiecewiseC4Trajectory
-from ...shaping.shaper_design import shape_samples
+from ...shaping.shaped_samples import shape_samples
 from ..conversions.shaping_messages import MAX_SHAPE_SAMPLES, shape_request_to_core, shaped_samples_to_response
 
 
