@@ -113,14 +113,17 @@ class ShaperSchedule:
         # deferred: scipy.interpolate
         from scipy.interpolate import make_interp_spline
         values = np.concatenate([self.amplitudes, self.delays], axis=1)
+        constant = bool(np.all(values == values[:1]))
         for k in range(int(self.segment.max()) + 1):
             rows = self.segment == k
             x, y = self.eta[rows], values[rows]
             if x.size < 6 or np.any(np.diff(x) <= 0):
                 raise InputError(f"shaper schedule: segment {k} needs >= 6 increasing samples, got {x.size}")
-            splines.append(make_interp_spline(x, y, k=5))
+            if not constant:               # a constant schedule's splines are its first row
+                splines.append(make_interp_spline(x, y, k=5))
         object.__setattr__(self, "_splines", splines)
-        object.__setattr__(self, "constant", bool(np.all(values == values[:1])))
+        object.__setattr__(self, "constant", constant)
+        object.__setattr__(self, "_first", values[0].copy())
 
     constant: bool = field(init=False, default=False)      # one impulse sequence along the whole path
 
@@ -133,6 +136,11 @@ class ShaperSchedule:
         parameters p (m,): arrays (m, orders, N) each (derivative orders 0..orders − 1, default
         0..4)."""
         p = np.asarray(p, float)
+        if self.constant:                  # the values everywhere, derivatives 0
+            out = np.zeros((p.size, orders, self._first.size))
+            out[:, 0] = self._first
+            N = self.num_impulses
+            return out[:, :, :N], out[:, :, N:]
         last = len(self._splines) - 1
         k = np.clip(np.floor(p).astype(int), 0, last)
         x = np.clip(p - k, 0.0, 1.0)

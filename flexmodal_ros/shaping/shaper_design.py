@@ -137,7 +137,8 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
     f0, f1 = pm.frequencies_hz[0, sel], pm.frequencies_hz[-1, sel]
     summary = (f"shaped {kind} on mode(s) {', '.join(str(k + 1) for k in sel)} "
                f"({', '.join(f'{a:.3g}->{b:.3g}' for a, b in zip(f0, f1))} Hz)")
-    traj = ShapedTrajectory(path, candidates[chosen].schedule, summary, knot_rate_hz)
+    traj = (candidates[chosen] if knot_rate_hz is None          # built above; else with the control cycle's knots
+            else ShapedTrajectory(path, candidates[chosen].schedule, summary, knot_rate_hz))
     traj.summary = f"{summary}, added delay {traj.added_delay:.4f} s; {choice.summary()}"
     traj.design, traj.path_modes = choice, pm
     return traj, pm, choice

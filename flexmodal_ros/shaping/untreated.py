@@ -58,18 +58,26 @@ class ModalForcing:
 
 
 def modal_forcing(model, pm) -> ModalForcing:
-    """:class:`ModalForcing` at ``SHAPE_POINTS`` samples of ``pm`` (evenly spaced, both ends)."""
+    """:class:`ModalForcing` at ``SHAPE_POINTS`` samples of ``pm`` (evenly spaced, both ends; the
+    nearest anchors of the path analysis when ``pm`` carries their results, whose mode shapes are
+    then reused)."""
     K, n = pm.frequencies_hz.shape[1], model.n
     points = np.unique(np.linspace(0, pm.eta.size - 1, SHAPE_POINTS).round().astype(int))
+    anchors = np.asarray(pm.anchors, int)
+    if len(pm.anchor_results) == anchors.size and anchors.size:
+        at = np.unique(np.abs(points[:, None] - anchors[None, :]).argmin(axis=1))
+        points, results = anchors[at], [pm.anchor_results[a] for a in at]
+    else:
+        results = [None] * points.size
     lam = path_eigenvalues(pm)
     data = create_data(model)
+    (M, D, _), _ = linearized_batch(model, data, pm.configurations[points])
     shapes = np.zeros((points.size, n, K), complex)
-    for i, s in enumerate(points):
+    for i, (s, result) in enumerate(zip(points, results)):
         q = pm.configurations[s]
-        result = modal_analysis(model, q, data)
-        (M, D, _), _ = linearized_batch(model, data, q[None, :])
+        result = result if result is not None else modal_analysis(model, q, data)
         u = result.mode_shapes[:, np.abs(result.eigenvalues[None, :] - lam[s][:, None]).argmin(axis=1)]
-        norm = 2.0 * lam[s] * np.einsum("ik,ij,jk->k", u, M[0], u) + np.einsum("ik,ij,jk->k", u, D[0], u)
+        norm = 2.0 * lam[s] * np.einsum("ik,ij,jk->k", u, M[i], u) + np.einsum("ik,ij,jk->k", u, D[i], u)
         shapes[i] = u[:n] / norm
     gain = np.linalg.norm(ee_jacobian(model, data, q)[:3] @ u[:n], axis=0)
     return ModalForcing(points, shapes, gain)
