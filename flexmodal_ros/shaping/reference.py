@@ -266,11 +266,14 @@ class ShapedTrajectory:
         e = eta((flat - times[seg]) / T[seg]) * scale[seg].T              # (5, m·N)
         e[1:, (flat <= times[0]) | (flat >= times[-1])] = 0.0
         e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)                  # (m, 5, N): d^j η / du^j
-        c = compose(e, u)                                               # (m, 5, N): d^j e_i / dt^j
-        weight = np.zeros_like(c)                                       # d^m (A_i e_i) / dt^m
-        for m in range(5):
-            for j in range(m + 1):
-                weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
+        if self.schedule.constant:                                     # u' = 1, A' = 0: d^m (A_i e_i) = A_i e_i^(m)
+            weight = A[:, :1] * e
+        else:
+            c = compose(e, u)                                           # (m, 5, N): d^j e_i / dt^j
+            weight = np.zeros_like(c)                                   # d^m (A_i e_i) / dt^m
+            for m in range(5):
+                for j in range(m + 1):
+                    weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
         seg = seg.reshape(t.size, N)
         out = weight @ np.diff(pos, axis=0)[seg]                        # (m, 5, N) @ (m, N, n)
         out += A @ pos[seg]
