@@ -3,6 +3,7 @@ chosen by, what the shaper does not treat, samples for any trajectory controller
 reference the controller follows, the CLI. Random-move acceptance and model error:
 test_shaper_design_acceptance.py; the ~/shape_trajectory service: test_shape_service.py."""
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,14 @@ def test_pd_only_residual_is_reported_as_dominated_by_the_hold_law_step():
     _, _, choice = shape_with_design(scompi, path, "zvd", law="pd_only")
     assert choice.dominated and choice.untreated.switch_step_m > 0.5 * choice.untreated.total_m
     assert "hold law" in choice.summary() and "WARNING" in choice.summary()
+    # the summary's predicted residuals include that step (the CLI and ~/status print it)
+    found = re.search(r"predicted residual ([0-9.e+-]+) m \(unshaped ([0-9.e+-]+) m; both include the step to the "
+                      r"hold law at the end, ([0-9.e+-]+) m", choice.summary())
+    assert found, choice.summary()
+    step = choice.untreated.switch_step_m
+    assert float(found.group(1)) == pytest.approx(choice.predicted.total_m + step, rel=5e-3)
+    assert float(found.group(2)) == pytest.approx(choice.unshaped.total_m + step, rel=5e-3)
+    assert float(found.group(1)) >= step
     _, _, pd = shape_with_design(scompi, path, "zvd", law="pd")
     assert pd.untreated.switch_step_m == 0
 

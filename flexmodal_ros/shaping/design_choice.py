@@ -151,10 +151,14 @@ class DesignChoice:
         return (self.unshaped.total_m + extra) / max(self.predicted.total_m + extra, 1e-300)
 
     def summary(self) -> str:
-        """One line for ~/status and the CLI."""
-        p = self.predicted
+        """One line for ~/status and the CLI: the predicted residual of the chosen design and the
+        unshaped one, both with the step to the hold law of a PD-only reference (the same for
+        every shaping); the Coulomb band is a non-modal estimate, said apart."""
+        p, step, band = self.predicted, self.untreated.switch_step_m, self.untreated.coulomb_m
         line = (f"design {self.chosen}" + (f" (auto: {self.reason})" if self.requested == "auto" else "")
-                + f", predicted residual {p.total_m:.3g} m (unshaped {self.unshaped.total_m:.3g} m)")
+                + f", predicted residual {p.total_m + step:.3g} m (unshaped {self.unshaped.total_m + step:.3g} m"
+                + (f"; both include the step to the hold law at the end, {step:.2g} m" if step else "")
+                + (f"; the Coulomb band, ~{band:.2g} m, is not included" if band else "") + ")")
         if self.dominated:
             return line + "; WARNING residual dominated by what the shaper does not treat: " + self.untreated.describe()
         return line + f", predicted reduction {self.predicted_reduction:.3g}x"

@@ -119,9 +119,9 @@ class ShaperSchedule:
             x, y = self.eta[rows], values[rows]
             if x.size < 6 or np.any(np.diff(x) <= 0):
                 raise InputError(f"shaper schedule: segment {k} needs >= 6 increasing samples, got {x.size}")
-            if not constant:               # a constant schedule's splines are its first row
+            if not constant:               # a constant schedule's splines are its first row (fitted on demand)
                 splines.append(make_interp_spline(x, y, k=5))
-        object.__setattr__(self, "_splines", splines)
+        object.__setattr__(self, "_splines", splines if not constant else None)
         object.__setattr__(self, "constant", constant)
         object.__setattr__(self, "_first", values[0].copy())
 
@@ -141,6 +141,11 @@ class ShaperSchedule:
             out[:, 0] = self._first
             N = self.num_impulses
             return out[:, :, :N], out[:, :, N:]
+        if self._splines is None:          # marked time-varying after construction (tests of the general path)
+            from scipy.interpolate import make_interp_spline
+            values = np.concatenate([self.amplitudes, self.delays], axis=1)
+            object.__setattr__(self, "_splines", [make_interp_spline(self.eta[self.segment == k], values[self.segment == k],
+                                                                     k=5) for k in range(int(self.segment.max()) + 1)])
         last = len(self._splines) - 1
         k = np.clip(np.floor(p).astype(int), 0, last)
         x = np.clip(p - k, 0.0, 1.0)
