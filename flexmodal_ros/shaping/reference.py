@@ -243,8 +243,9 @@ class ShapedTrajectory:
         self._knots = knots
 
     @single_thread_blas
-    def evaluate(self, t):
-        """Exact (y, y', y'', y''', y'''') at times t (m,): array (m, 5, n) [rad or m, per s^k].
+    def evaluate(self, t, orders=5):
+        """Exact (y, y', y'', y''', y'''') at times t (m,): array (m, 5, n) [rad or m, per s^k]
+        (the first ``orders`` of them: (m, orders, n)).
 
         On segment k the path is q_k + Δq_k η(s), so copy i contributes A_i (q_k + Δq_k e_i) with
         the scalar e_i(t) = η(s(t − τ_i(t))): the Leibniz and Faà di Bruno products are formed on
@@ -254,9 +255,9 @@ class ShapedTrajectory:
         t = np.atleast_1d(np.asarray(t, float))
         _, p = path_derivatives(self.path, t)
         A, tau = self.schedule.parameters(p[:, 0])                     # (m, 5, N), d^j/dp^j
-        return self._combine(t, compose(A, p), compose(tau, p))
+        return self._combine(t, compose(A, p), compose(tau, p), orders)
 
-    def _combine(self, t, A, tau):
+    def _combine(self, t, A, tau, orders=5):
         """The products: y and its derivatives (m, 5, n) at times t
         (m,) from the impulse amplitudes A and delays tau with their time derivatives (m, 5, N)."""
         N = self.schedule.num_impulses
@@ -272,16 +273,17 @@ class ShapedTrajectory:
         e[1:, (flat <= times[0]) | (flat >= times[-1])] = 0.0
         e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)                  # (m, 5, N): d^j η / du^j
         if self.schedule.constant:                                     # u' = 1, A' = 0: d^m (A_i e_i) = A_i e_i^(m)
-            weight = A[:, :1] * e
+            weight = A[:, :1] * e[:, :orders]
         else:
             c = compose(e, u)                                           # (m, 5, N): d^j e_i / dt^j
             weight = np.zeros_like(c)                                   # d^m (A_i e_i) / dt^m
             for m in range(5):
                 for j in range(m + 1):
                     weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
+            weight = weight[:, :orders]
         seg = seg.reshape(t.size, N)
-        out = weight @ np.diff(pos, axis=0)[seg]                        # (m, 5, N) @ (m, N, n)
-        out += A @ pos[seg]
+        out = weight @ np.diff(pos, axis=0)[seg]                        # (m, orders, N) @ (m, N, n)
+        out += A[:, :orders] @ pos[seg]
         return out
 
     def sample(self, t):

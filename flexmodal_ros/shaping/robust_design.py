@@ -38,9 +38,10 @@ def constant_schedule(segment, eta, amplitudes, delays, kind) -> ShaperSchedule:
                           np.tile(delays, (m, 1)), kind)
 
 
-def robust_schedule(pm, path, kind, tolerance=DEFAULT_TOLERANCE) -> ShaperSchedule:
+def robust_schedule(pm, path, kind, tolerance=DEFAULT_TOLERANCE, length=1.0, delta=ROBUST_DELTA) -> ShaperSchedule:
     """Constant schedule of the robust design (module docstring) for the selected modes of ``pm``
-    along ``path``. InputError if the least-squares iterations fail."""
+    along ``path``; ``length`` × the family's duration (a longer sequence has more freedom),
+    eigenvalues scaled by 1 ± ``delta``. InputError if the least-squares iterations fail."""
     from scipy.optimize import nnls   # deferred: scipy.optimize (imported by ReferenceShaper up front)
 
     sel = list(pm.selected)
@@ -48,14 +49,15 @@ def robust_schedule(pm, path, kind, tolerance=DEFAULT_TOLERANCE) -> ShaperSchedu
         raise InputError("modes: no mode selected for shaping")
     f, z = pm.frequencies_hz[:, sel], pm.damping_ratios[:, sel]
     lowest = f.argmin(axis=0)
-    duration = float(convolve(*(design(kind, f[i, j], z[i, j], tolerance) for j, i in enumerate(lowest))).duration)
+    duration = length * float(convolve(*(design(kind, f[i, j], z[i, j], tolerance)
+                                         for j, i in enumerate(lowest))).duration)
     start = convolve(*(design(kind, f[0, j], z[0, j], tolerance) for j in range(len(sel))))
-    fastest = float(f.max()) * (1.0 + ROBUST_DELTA)
+    fastest = float(f.max()) * (1.0 + delta)
     steps = int(np.clip(np.ceil(duration * fastest * ROBUST_STEPS_PER_PERIOD), 16, 160))
     delays = np.linspace(0.0, duration, steps + 1)
     end = path.duration + duration
     t = np.linspace(0.0, end, int(np.ceil(end * max(200.0, 20.0 * fastest))) + 1)
-    scales = (1.0, 1.0 - ROBUST_DELTA, 1.0 + ROBUST_DELTA)
+    scales = (1.0, 1.0 - delta, 1.0 + delta)
     weights = np.array([1.0, ROBUST_WEIGHT, ROBUST_WEIGHT])[:, None, None] * pm.contributions[sel][None, :, None]
     A, tau = start.amplitudes, start.times
     for _ in range(ROBUST_ITERATIONS):

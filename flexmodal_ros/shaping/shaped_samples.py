@@ -98,7 +98,7 @@ def shape_samples(model, path: PiecewiseC4Trajectory, kind="zvd", shaper_design=
         message = (f"not shaped ({kind}): no mode of the closed loop qualifies (contribution threshold, damping "
                    f"below {options.get('max_damping', DEFAULT_MAX_DAMPING):g}); the path is sampled as it is")
     else:
-        Y = traj.evaluate(t)
+        Y = traj.evaluate(t, 3)
         message = traj.summary
     Y[-1, 1:] = 0.0                                      # at rest at the end (round-off of the exact zeros)
     _check_within(model, "velocities", Y[:, 1], velocity, t, "/s")

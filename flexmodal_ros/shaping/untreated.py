@@ -93,7 +93,7 @@ def second_order(model, pm, reference, end, forcing) -> np.ndarray:
     rate = max(100.0, SECOND_ORDER_SAMPLES_PER_PERIOD * float(fastest[list(pm.selected)].max()))
     duration = float(reference.duration)
     t = np.linspace(0.0, duration, max(3, int(np.ceil(duration * rate)) + 1))
-    Y = reference.evaluate(t) if isinstance(reference, ShapedTrajectory) else path_derivatives(reference, t)[0]
+    Y = reference.evaluate(t, 2) if isinstance(reference, ShapedTrajectory) else path_derivatives(reference, t)[0]
     amplitude = np.abs(forcing.amplitudes(model, pm, Y, t, progress(reference, t)[:, 0]))
     if end > duration:
         amplitude = amplitude * np.exp(path_eigenvalues(pm, modes)[-1].real * (end - duration))
