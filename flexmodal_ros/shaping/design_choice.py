@@ -1,23 +1,26 @@
 """The rule of the ``auto`` shaper design and the report of a design choice (no rollout, no rclpy).
 
 **Prediction** of a design [m]: the sum over the tracked modes (≤ 100 Hz) of c_k |a_k(t_c)|
-(linearized model along the path, :mod:`flexmodal_ros.shaping.prediction`), at one common time
-t_c, the end of the longest candidate (a shorter design is credited with the decay it gets while
-a longer one still runs: the convention of the simulated comparisons,
-:func:`~flexmodal_ros.shaping.vibration.compare`); the reported residual adds the second-order
-estimate below, which the rule leaves out (it is the same for every candidate).
+(linearized model along the path, :mod:`flexmodal_ros.shaping.prediction`) plus the design's own
+second-order (Coriolis/centrifugal) estimate (:func:`~flexmodal_ros.shaping.untreated.second_order`
+on the design's reference), at one common time t_c, the end of the longest candidate (a shorter
+design is credited with the decay it gets while a longer one still runs: the convention of the
+simulated comparisons, :func:`~flexmodal_ros.shaping.vibration.compare`; both parts are computed
+at each reference's end and decayed with the goal's eigenvalues). The second-order part differs
+between designs by up to 4× (the timing of the copies shapes the quadratic forcing too) and, on
+the random moves whose linear residual is below it, ranks the designs as the simulation does
+(benchmarks/bench_shaper_design.py; docs/shaping/README.md).
 
-**Rule of ``auto``** (added duration as the cost): R_min = the smallest predicted residual of the
-three on the linearized model; fixed is as good as the best within the model's accuracy when
-R_fixed ≤ (1 + ``SWITCH_MARGIN``)·R_min (the standard practice keeps its place unless another design
-is predicted at least 1.5× better), the other two when R ≤ (1 + ``AUTO_MARGIN``)·R_min
-(10 %) and R ≤ R_fixed; of those, the one with the shortest added delay is chosen (ties: fixed, then time-varying, then
-robust). The choice is thus never predicted worse than the fixed shaper, and a longer design is
-taken only for a predicted gain above the margin. The margins come from the random-move benchmark
-(``benchmarks/bench_shaper_design.py``): the linearized prediction ranks two designs as the
-simulation does when they differ by 1.5× or more, not always below (seed 1, kuka_lwr4: a design
-predicted 1.44× better than fixed was 1.18× worse in simulation, at the Coriolis floor). ``reason`` says which and
-why, with every candidate's prediction and delay.
+**Rule of ``auto``** (added duration as the cost): the candidates are fixed, time-varying and
+robust, plus ``robust-long`` (the robust design 1.5× as long, covering ±20 %) when the smallest
+second-order estimate exceeds the smallest linear residual (the floor dominates: only a sequence
+with more freedom lowers both). R_min = the smallest predicted residual; fixed is as good as the
+best within the model's accuracy when R_fixed ≤ (1 + ``SWITCH_MARGIN``)·R_min (the standard
+practice keeps its place unless another design is predicted at least 1.5× better), the others
+when R ≤ (1 + ``AUTO_MARGIN``)·R_min (10 %) and R ≤ R_fixed; of those, the one with the shortest
+added delay is chosen (ties: fixed, time-varying, robust, robust-long). The choice is thus never
+predicted worse than the fixed shaper, and a longer design is taken only for a predicted gain
+above the margin. ``reason`` says which and why, with every candidate's prediction and delay.
 
 The untreated parts reported with every design (:class:`Untreated`) are computed in
 :mod:`flexmodal_ros.shaping.untreated`; the designs in :mod:`flexmodal_ros.shaping.robust_design`
@@ -38,7 +41,7 @@ AUTO_MARGIN = 0.10
 SWITCH_MARGIN = 0.5            # fixed stays unless another design is predicted (1 + this)× better
 DOMINATED_SHARE = 0.5
 LIMITING_FRACTION = 0.01       # untreated parts above this × the unshaped residual cap the reduction
-_TIE_ORDER = ("fixed", "time-varying", "robust")
+_TIE_ORDER = ("fixed", "time-varying", "robust", "robust-long")
 
 
 def check_design(value, error=InputError, field="shaper_design"):
@@ -177,14 +180,14 @@ class DesignChoice:
 def choose(predictions: dict) -> tuple[str, str]:
     """(design, reason) by the rule of ``auto`` (module docstring) from {design: Prediction}."""
     p = predictions
-    best = min(x.linear_m for x in p.values())
+    best = min(x.total_m for x in p.values())
     limit = {name: (1.0 + AUTO_MARGIN) * best for name in p}
     if "fixed" in p:
-        limit = {name: min(value, p["fixed"].linear_m) for name, value in limit.items()}
+        limit = {name: min(value, p["fixed"].total_m) for name, value in limit.items()}
         limit["fixed"] = (1.0 + SWITCH_MARGIN) * best
-    good = [name for name in _TIE_ORDER if name in p and p[name].linear_m <= limit[name]]
+    good = [name for name in _TIE_ORDER if name in p and p[name].total_m <= limit[name]]
     chosen = min(good, key=lambda name: (p[name].added_delay_s, _TIE_ORDER.index(name)))
-    listed = ", ".join(f"{k} {p[k].linear_m:.3g} m +{p[k].added_delay_s:.3f} s" for k in _TIE_ORDER if k in p)
+    listed = ", ".join(f"{k} {p[k].total_m:.3g} m +{p[k].added_delay_s:.3f} s" for k in _TIE_ORDER if k in p)
     if len(good) == 1:
         why = "lowest predicted residual" + (f", > {1 + SWITCH_MARGIN:g}x below fixed" if chosen != "fixed" else "")
     else:

@@ -28,6 +28,9 @@ ROBUST_DELTA = 0.10            # eigenvalues scaled by 1 ± this in the robust d
 ROBUST_WEIGHT = 0.5            # weight of those constraints against the nominal ones
 ROBUST_ITERATIONS = 2
 ROBUST_STEPS_PER_PERIOD = 8    # impulse grid points per period of the fastest selected mode
+LONG_DESIGN = "robust-long"    # auto's fourth candidate (flexmodal_ros.shaping.design_choice)
+LONG_LENGTH = 1.5              # × the family's duration
+LONG_DELTA = 0.20              # eigenvalues scaled by 1 ± this
 _SUM_WEIGHT = 30.0             # weight of the Σ A = 1 row, relative to the largest constraint entry
 
 
@@ -84,6 +87,8 @@ def design_schedule(pm, path, kind, shaper_design, tolerance=DEFAULT_TOLERANCE) 
     """Schedule of an explicit design ("fixed", "robust", "time-varying") for the selected modes."""
     if shaper_design == "robust":
         return robust_schedule(pm, path, kind, tolerance)
+    if shaper_design == LONG_DESIGN:
+        return robust_schedule(pm, path, kind, tolerance, LONG_LENGTH, LONG_DELTA)
     if shaper_design in ("fixed", "time-varying"):
         return shaper_schedule(pm, kind, tolerance, fixed=shaper_design == "fixed")
     raise InputError(f"shaper_design: {shaper_design!r} is not an explicit design (fixed, robust, time-varying)")

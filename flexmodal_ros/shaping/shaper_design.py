@@ -18,8 +18,9 @@ Designs (``shaper_design``; the shaper family zv | zvd | ei is chosen separately
   shaper);
 - ``time-varying``: the configuration-dependent schedule (the family's shaper designed at every
   path sample, :func:`~flexmodal_ros.shaping.schedule.shaper_schedule`);
-- ``auto`` (default): the three above are built, their residual predicted and the rule of
-  :mod:`flexmodal_ros.shaping.design_choice` picks one.
+- ``auto`` (default): the three above are built (and ``robust-long``, the robust design 1.5× as
+  long for ±20 %, when the Coriolis/centrifugal floor dominates), their residual predicted and
+  the rule of :mod:`flexmodal_ros.shaping.design_choice` picks one.
 
 The robust design: :mod:`flexmodal_ros.shaping.robust_design`; the prediction and the rule of
 ``auto``: :mod:`flexmodal_ros.shaping.design_choice`; what the shaper does not treat:
@@ -41,9 +42,9 @@ from ..core.errors import InputError
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .design_choice import (AUTO_MARGIN, DEFAULT_DESIGN, DESIGNS, DOMINATED_SHARE, LIMITING_FRACTION,  # noqa: F401
                             SWITCH_MARGIN, DesignChoice, Prediction, Untreated, _TIE_ORDER, check_design, choose)
-from .prediction import PREDICTION_RATE_HZ, modal_amplitudes
+from .prediction import PREDICTION_RATE_HZ, modal_amplitudes, path_eigenvalues
 from .reference import ShapedTrajectory
-from .robust_design import constant_schedule, design_schedule, robust_schedule  # noqa: F401
+from .robust_design import LONG_DESIGN, constant_schedule, design_schedule, robust_schedule  # noqa: F401
 from .schedule import path_modes
 from .schedule import DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD
 from .schedule import DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE
@@ -109,20 +110,43 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
     if not pm.selected:
         return None, pm, None
     forcing = modal_forcing(model, pm)
-    candidates, failed = {}, []
-    for name in (_TIE_ORDER if shaper_design == "auto" else (shaper_design,)):
+    decay = path_eigenvalues(pm)[-1].real                   # (K,) after a reference ends
+
+    def built(name):
+        """(ShapedTrajectory, linear (K,), second-order (K,)) at the reference's own end; None if
+        auto goes on without that design (InputError kept in ``failed``)."""
         try:
-            candidates[name] = ShapedTrajectory(path, design_schedule(pm, path, kind, name, tolerance))
-        except InputError as exc:            # auto goes on without that design, and says so
+            ref = ShapedTrajectory(path, design_schedule(pm, path, kind, name, tolerance))
+        except InputError as exc:
             if shaper_design != "auto":
                 raise
             failed.append(f"{name} not available: {exc}")
+            return None
+        return (ref, pm.contributions * np.abs(modal_amplitudes(ref, pm, rate_hz=prediction_rate_hz)),
+                second_order(model, pm, ref, ref.duration, forcing))
+
+    failed = []
+    runs = {name: built(name) for name in (_TIE_ORDER[:3] if shaper_design == "auto" else (shaper_design,))}
+    runs = {name: r for name, r in runs.items() if r is not None}
+    if not runs:
+        raise InputError("shaper design: no design available (" + "; ".join(failed) + ")")
+
+    def at(common):          # {name: Prediction} decayed to the common time t_c
+        out = {}
+        for name, (ref, linear, second) in runs.items():
+            factor = np.exp(decay * (common - ref.duration))
+            out[name] = Prediction(name, float(ref.added_delay), linear * factor, float(np.sum(second * factor)))
+        return out
+
+    predictions = at(max(r[0].duration for r in runs.values()))
+    if (shaper_design == "auto" and "robust" in runs
+            and min(p.second_order_m for p in predictions.values()) > min(p.linear_m for p in predictions.values())):
+        extra = built(LONG_DESIGN)          # the second-order floor dominates: a longer band-covering sequence
+        if extra is not None:
+            runs[LONG_DESIGN] = extra
+            predictions = at(max(r[0].duration for r in runs.values()))
+    candidates = {name: r[0] for name, r in runs.items()}
     common = max(c.duration for c in candidates.values())
-    # the second-order estimate of the shortest candidate stands for all (same speeds within the delays)
-    first = min(candidates, key=lambda name: candidates[name].duration)
-    floor = float(np.sum(second_order(model, pm, candidates[first], common, forcing)))
-    predictions = {name: _predict(c, pm, common, name, prediction_rate_hz).with_second_order(floor)
-                   for name, c in candidates.items()}
     unshaped = _predict(path, pm, common, "none", prediction_rate_hz)
     unshaped = unshaped.with_second_order(np.sum(second_order(model, pm, path, common, forcing)))
     if shaper_design == "auto":

@@ -7,7 +7,8 @@ centrifugal) torques C(y, ẏ)ẏ of the reference, second order in the move and
 linearized model: their modal amplitudes ‖J_p u_q‖ |∫ u_qᵀ (−C ẏ) / (uᵀ(2λM̄ + D̄)u) e^{∫λ} dt|
 with the mode shapes of ``SHAPE_POINTS`` configurations along the path, an estimate of the floor
 that large fast moves reach (within a factor ~3 either way of what the simulation shows on
-kuka_lwr4; the same for every candidate in the rule above, computed on the shortest); (3) with a PD law
+kuka_lwr4; computed for each candidate design, whose ranking it enters,
+:mod:`flexmodal_ros.shaping.design_choice`); (3) with a PD law
 without static compensation while tracking (``law="pd_only"``) the step of the motor reference
 when the hold law takes over at the end, r_hold(q_f) − K_P W q_f, which excites the modes
 whatever the shaping (amplitudes from the residue formula with b = that step, decayed to t_c);
