@@ -13,14 +13,17 @@ the random moves whose linear residual is below it, ranks the designs as the sim
 
 **Rule of ``auto``** (added duration as the cost): the candidates are fixed, time-varying and
 robust, plus ``robust-long`` (the robust design 1.5× as long, covering ±20 %) when the smallest
-second-order estimate exceeds the smallest linear residual (the floor dominates: only a sequence
-with more freedom lowers both). R_min = the smallest predicted residual; fixed is as good as the
+second-order estimate exceeds the smallest linear residual and the Coulomb band (the floor
+dominates: only a sequence with more freedom lowers both). R_min = the smallest predicted residual; fixed is as good as the
 best within the model's accuracy when R_fixed ≤ (1 + ``SWITCH_MARGIN``)·R_min (the standard
 practice keeps its place unless another design is predicted at least 1.5× better), the others
 when R ≤ (1 + ``AUTO_MARGIN``)·R_min (10 %) and R ≤ R_fixed; of those, the one with the shortest
 added delay is chosen (ties: fixed, time-varying, robust, robust-long). The choice is thus never
 predicted worse than the fixed shaper, and a longer design is taken only for a predicted gain
-above the margin. ``reason`` says which and why, with every candidate's prediction and delay.
+above the margin. R includes the parts no design changes (the hold-law step of a PD-only
+reference, the Coulomb band; :mod:`flexmodal_ros.shaping.untreated`): where they dominate, a
+longer design buys nothing and fixed stays. ``reason`` says which and why, with every candidate's
+prediction and delay.
 
 The untreated parts reported with every design (:class:`Untreated`) are computed in
 :mod:`flexmodal_ros.shaping.untreated`; the designs in :mod:`flexmodal_ros.shaping.robust_design`
@@ -177,22 +180,27 @@ class DesignChoice:
                 "dominated": self.dominated, "predicted_reduction": None if self.dominated else self.predicted_reduction}
 
 
-def choose(predictions: dict) -> tuple[str, str]:
-    """(design, reason) by the rule of ``auto`` (module docstring) from {design: Prediction}."""
+def choose(predictions: dict, untreated=None) -> tuple[str, str]:
+    """(design, reason) by the rule of ``auto`` (module docstring) from {design: Prediction} and
+    {design: m} the parts no design changes (hold-law step, Coulomb band; default none)."""
     p = predictions
-    best = min(x.total_m for x in p.values())
+    extra = untreated or {}
+    total = {name: x.total_m + extra.get(name, 0.0) for name, x in p.items()}
+    best = min(total.values())
     limit = {name: (1.0 + AUTO_MARGIN) * best for name in p}
     if "fixed" in p:
-        limit = {name: min(value, p["fixed"].total_m) for name, value in limit.items()}
+        limit = {name: min(value, total["fixed"]) for name, value in limit.items()}
         limit["fixed"] = (1.0 + SWITCH_MARGIN) * best
-    good = [name for name in _TIE_ORDER if name in p and p[name].total_m <= limit[name]]
+    good = [name for name in _TIE_ORDER if name in p and total[name] <= limit[name]]
     chosen = min(good, key=lambda name: (p[name].added_delay_s, _TIE_ORDER.index(name)))
-    listed = ", ".join(f"{k} {p[k].total_m:.3g} m +{p[k].added_delay_s:.3f} s" for k in _TIE_ORDER if k in p)
+    listed = ", ".join(f"{k} {total[k]:.3g} m +{p[k].added_delay_s:.3f} s" for k in _TIE_ORDER if k in p)
     if len(good) == 1:
         why = "lowest predicted residual" + (f", > {1 + SWITCH_MARGIN:g}x below fixed" if chosen != "fixed" else "")
     else:
         why = (f"shortest of {', '.join(good)} (predicted within {100 * AUTO_MARGIN:.0f} % of the lowest; "
                f"fixed within {1 + SWITCH_MARGIN:g}x)")
+    if any(extra.values()):
+        why += " (with the parts no design changes: hold-law step, Coulomb band)"
     return chosen, f"{why}; predicted {listed}"
 
 

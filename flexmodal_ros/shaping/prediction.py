@@ -158,4 +158,5 @@ def copy_amplitudes(path, path_modes, modes, delays, sigma, t, scales=(1.0,)) ->
     weight = wkb_weights(path_modes, modes, sigma, t, scales)            # (S, count, K)
     _, rate = _path_parameter(path, t[:, None] - np.asarray(delays, float)[None, :])       # (count, J)
     rate = rate * trapezoid_weights(t)[:, None]
-    return np.einsum("sck,cj->skj", weight, rate)
+    w = weight.transpose(0, 2, 1)                                        # (S, K, count) @ (count, J): BLAS
+    return (w.real @ rate) + 1j * (w.imag @ rate)

@@ -49,7 +49,7 @@ from .schedule import path_modes
 from .schedule import DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD
 from .schedule import DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE
 from .shapers import DEFAULT_TOLERANCE, KINDS
-from .untreated import modal_forcing, second_order, untreated_parts
+from .untreated import coulomb_band, modal_forcing, second_order, untreated_parts
 
 MAX_SHAPED_MODES = 4           # convolved shapers of more modes: ≥ 3⁵ impulses (ZVD), a long delay
 
@@ -139,8 +139,9 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
         return out
 
     predictions = at(max(r[0].duration for r in runs.values()))
-    if (shaper_design == "auto" and "robust" in runs
-            and min(p.second_order_m for p in predictions.values()) > min(p.linear_m for p in predictions.values())):
+    floor = min(p.second_order_m for p in predictions.values())
+    if (shaper_design == "auto" and "robust" in runs and floor > min(p.linear_m for p in predictions.values())
+            and coulomb_band(model, pm.configurations[-1]) < floor):
         extra = built(LONG_DESIGN)          # the second-order floor dominates: a longer band-covering sequence
         if extra is not None:
             runs[LONG_DESIGN] = extra
@@ -149,12 +150,14 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
     common = max(c.duration for c in candidates.values())
     unshaped = _predict(path, pm, common, "none", prediction_rate_hz)
     unshaped = unshaped.with_second_order(np.sum(second_order(model, pm, path, common, forcing)))
+    parts = {name: untreated_parts(model, pm, p, common, candidates[name].duration, law)
+             for name, p in predictions.items()}
     if shaper_design == "auto":
-        chosen, reason = choose(predictions)
+        chosen, reason = choose(predictions, {name: u.switch_step_m + u.coulomb_m for name, u in parts.items()})
         reason = "; ".join([reason] + failed)
     else:
         chosen, reason = shaper_design, "requested"
-    untreated = untreated_parts(model, pm, predictions[chosen], common, candidates[chosen].duration, law)
+    untreated = parts[chosen]
     choice = DesignChoice(shaper_design, chosen, reason, predictions, unshaped, common, untreated, pm.selected,
                           {name: c.schedule for name, c in candidates.items()})
     sel = list(pm.selected)

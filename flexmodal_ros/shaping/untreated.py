@@ -117,10 +117,16 @@ def untreated_parts(model, pm, prediction, common_time, end_time, law="pd") -> U
         step = setpoint_reference(model, data, q_goal) - model.kp * model.W * q_goal
         amp = end_effector_contributions(model, data, q_goal, step / (model.kp * model.W), goal)
         switch = float(np.sum(amp * np.exp(goal.eigenvalues.real * max(common_time - end_time, 0.0))))
-    coulomb = 0.0
-    if np.any(model.d_cm > 0) or np.any(model.d_c > 0):
-        band = model.d_cm / (model.kp * model.W) + model.d_c / model.k      # stick band in link units [rad or m]
-        coulomb = float(np.linalg.norm(ee_jacobian(model, data, q_goal)[:3] @ band))
-    return Untreated(modes, prediction.second_order_m, switch, coulomb, treated)
+    return Untreated(modes, prediction.second_order_m, switch, coulomb_band(model, q_goal, data), treated)
+
+
+def coulomb_band(model, q_goal, data=None) -> float:
+    """Estimate [m] of the band within which Coulomb friction leaves the end effector at the goal
+    (module docstring, part 4); 0 without Coulomb friction."""
+    if not (np.any(model.d_cm > 0) or np.any(model.d_c > 0)):
+        return 0.0
+    band = model.d_cm / (model.kp * model.W) + model.d_c / model.k      # stick band in link units [rad or m]
+    data = create_data(model) if data is None else data
+    return float(np.linalg.norm(ee_jacobian(model, data, q_goal)[:3] @ band))
 
 
