@@ -125,8 +125,9 @@ def test_robust_design_is_a_valid_shaper_insensitive_to_model_error(lwr, move, m
 
 def test_shape_with_design_reports_the_choice(lwr, move):
     traj, pm, choice = shape_with_design(lwr, move, "zvd")
-    assert choice.requested == "auto" and choice.chosen in ("fixed", "time-varying", "robust")
-    assert set(choice.predictions) == {"fixed", "time-varying", "robust"}
+    assert choice.requested == "auto" and choice.chosen in ("fixed", "time-varying", "robust", "robust-long")
+    assert {"fixed", "time-varying", "robust"} <= set(choice.predictions) <= {"fixed", "time-varying", "robust",
+                                                                                "robust-long"}
     assert traj.design is choice and traj.path_modes is pm
     assert f"design {choice.chosen} (auto: " in traj.summary and "predicted residual" in traj.summary
     assert traj.added_delay == pytest.approx(choice.predicted.added_delay_s)
@@ -138,6 +139,24 @@ def test_shape_with_design_reports_the_choice(lwr, move):
     with pytest.raises(InputError, match="shaper_design: unknown value 'best'"):
         shape_with_design(lwr, move, "zvd", "best")
     assert check_design("robust") == "robust"
+
+
+def test_auto_adds_the_long_robust_design_where_the_coriolis_floor_dominates(lwr, move):
+    """README kuka_lwr4 move, viscous friction only: every candidate's own second-order estimate
+    is above the best linear residual, so auto adds robust-long (1.5× as long, ±20 %) and, predicted
+    > 1.5× below fixed, takes it (simulated: 2.03e-5 m against robust's 4.61e-5 m and fixed's
+    4.3e-4 m, docs/shaping/README.md). With the LWR4's Coulomb friction the band (~1.3 mm) is above
+    that floor: no robust-long, and the parts no design changes keep fixed (within 1.5×)."""
+    _, _, choice = shape_with_design(lwr, move, "zvd")
+    p = choice.predictions
+    assert "robust-long" in p and choice.chosen == "robust-long"
+    assert min(x.second_order_m for x in p.values()) > min(x.linear_m for x in p.values())
+    assert len({round(x.second_order_m, 9) for x in p.values()}) == len(p)      # each design's own estimate
+    assert p["robust-long"].added_delay_s == pytest.approx(1.5 * p["robust"].added_delay_s, rel=0.05)
+    assert p["robust-long"].total_m * (1 + SWITCH_MARGIN) < p["fixed"].total_m
+    _, _, coulomb = shape_with_design(load_robot("kuka_lwr4"), move, "zvd")
+    assert "robust-long" not in coulomb.predictions and coulomb.chosen == "fixed"
+    assert "Coulomb band" in coulomb.reason and coulomb.untreated.coulomb_m > 5e-4
 
 
 def test_modes_the_move_excites_are_shaped(lwr):
