@@ -166,7 +166,7 @@ def test_service_output_tracked_as_given_leaves_the_in_controller_residual(ros_p
     _, p_rest = rest_position(plant, controller_model, positions[-1])
 
     def in_controller(client):
-        result = client.track(times, positions, settle=1.6, timeout=120.0)
+        result = client.track(times, positions, settle=2.2, timeout=120.0)   # covers a design delay up to 1.7 s + the window
         accepted = next(s for s in client.statuses if s.startswith("trajectory accepted"))
         delay = float(accepted.split("added delay ")[1].split(" s")[0])
         return result, times[-1] + delay

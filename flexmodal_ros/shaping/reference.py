@@ -66,15 +66,16 @@ def path_derivatives(path: PiecewiseC4Trajectory, t):
 def compose(outer, inner):
     """Derivatives 0..4 of f(g(t)) (Faà di Bruno) from outer = (f, f', ..., f'''') at g(t), shape
     (m, 5, *rest), and inner = (g, g', ..., g''''), shape (m, 5) or (m, 5, *rest) (broadcast)."""
-    f0, f1, f2, f3, f4 = (outer[:, j] for j in range(5))
+    orders = outer.shape[1]          # fewer than 5 (m, k, *rest): only the derivatives 0..k − 1
+    f = [outer[:, j] for j in range(orders)] + [None] * (5 - orders)
     extra = (1,) * (outer.ndim - inner.ndim)
     g1, g2, g3, g4 = (inner[:, j].reshape(inner[:, j].shape + extra) for j in range(1, 5))
-    return np.stack([f0,
-                     f1 * g1,
-                     f2 * g1 ** 2 + f1 * g2,
-                     f3 * g1 ** 3 + 3.0 * f2 * g1 * g2 + f1 * g3,
-                     f4 * g1 ** 4 + 6.0 * f3 * g1 ** 2 * g2 + f2 * (3.0 * g2 ** 2 + 4.0 * g1 * g3) + f1 * g4],
-                    axis=1)
+    terms = [lambda: f[0],
+             lambda: f[1] * g1,
+             lambda: f[2] * g1 ** 2 + f[1] * g2,
+             lambda: f[3] * g1 ** 3 + 3.0 * f[2] * g1 * g2 + f[1] * g3,
+             lambda: f[4] * g1 ** 4 + 6.0 * f[3] * g1 ** 2 * g2 + f[2] * (3.0 * g2 ** 2 + 4.0 * g1 * g3) + f[1] * g4]
+    return np.stack([term() for term in terms[:orders]], axis=1)
 
 
 def path_samples(path: PiecewiseC4Trajectory, rate_hz: float, minimum: int = 8):
@@ -254,7 +255,7 @@ class ShapedTrajectory:
         """
         t = np.atleast_1d(np.asarray(t, float))
         _, p = path_derivatives(self.path, t)
-        A, tau = self.schedule.parameters(p[:, 0])                     # (m, 5, N), d^j/dp^j
+        A, tau = self.schedule.parameters(p[:, 0], orders=max(orders, 2))   # (m, orders, N), d^j/dp^j
         return self._combine(t, compose(A, p), compose(tau, p), orders)
 
     def _combine(self, t, A, tau, orders=5):
@@ -271,16 +272,17 @@ class ShapedTrajectory:
         scale = (1.0 / T)[:, None] ** np.arange(5.0)                    # (segments, 5): T_k⁻ʲ
         e = eta((flat - times[seg]) / T[seg]) * scale[seg].T              # (5, m·N)
         e[1:, (flat <= times[0]) | (flat >= times[-1])] = 0.0
-        e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)                  # (m, 5, N): d^j η / du^j
+        e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)[:, :orders]      # (m, orders, N): d^j η / du^j
         if self.schedule.constant:                                     # u' = 1, A' = 0: d^m (A_i e_i) = A_i e_i^(m)
-            weight = A[:, :1] * e[:, :orders]
+            weight = A[:, :1] * e
         else:
-            c = compose(e, u)                                           # (m, 5, N): d^j e_i / dt^j
+            if u.shape[1] < 5:                                          # compose reads u's derivatives 1..4
+                u = np.concatenate([u, np.zeros((u.shape[0], 5 - u.shape[1], N))], axis=1)
+            c = compose(e, u)                                           # (m, orders, N): d^j e_i / dt^j
             weight = np.zeros_like(c)                                   # d^m (A_i e_i) / dt^m
-            for m in range(5):
+            for m in range(orders):
                 for j in range(m + 1):
                     weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
-            weight = weight[:, :orders]
         seg = seg.reshape(t.size, N)
         out = weight @ np.diff(pos, axis=0)[seg]                        # (m, orders, N) @ (m, N, n)
         out += A[:, :orders] @ pos[seg]

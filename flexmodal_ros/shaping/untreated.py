@@ -47,15 +47,22 @@ class ModalForcing:
     shapes: np.ndarray
     gain: np.ndarray
 
-    def amplitudes(self, model, pm, Y, t, sigma) -> np.ndarray:
+    def amplitudes(self, model, pm, Y, t, sigma, modes=None) -> np.ndarray:
         """Complex modal amplitudes (K,) at t[-1] of the Coriolis and centrifugal torques along the
-        reference samples ``Y`` (count, ≥2, n) (q, q̇) at the grid ``t`` with progress ``sigma``."""
+        reference samples ``Y`` (count, ≥2, n) (q, q̇) at the grid ``t`` with progress ``sigma``
+        (only tracked ``modes``, default all; the others 0)."""
+        K = pm.frequencies_hz.shape[1]
+        modes = list(range(K)) if modes is None else list(modes)
+        out = np.zeros(K, complex)
+        if not modes:
+            return out
         torque = -velocity_torques(model, create_data(model), Y[:, 0], Y[:, 1])         # link forcing −C(q, q̇)q̇
         sample_p = pm.segment + pm.eta
         near = np.abs(sigma[:, None] - sample_p[self.points][None, :]).argmin(axis=1)
-        force = np.einsum("cn,cnk->ck", torque, self.shapes[near])
-        weight = wkb_weights(pm, range(pm.frequencies_hz.shape[1]), sigma, t)[0]
-        return (trapezoid_weights(t)[:, None] * force * weight).sum(axis=0)
+        force = np.einsum("cn,cnk->ck", torque, self.shapes[near][:, :, modes])
+        weight = wkb_weights(pm, modes, sigma, t)[0]
+        out[modes] = (trapezoid_weights(t)[:, None] * force * weight).sum(axis=0)
+        return out
 
 
 def modal_forcing(model, pm) -> ModalForcing:
@@ -95,10 +102,10 @@ def second_order(model, pm, reference, end, forcing) -> np.ndarray:
     duration = float(reference.duration)
     t = np.linspace(0.0, duration, max(3, int(np.ceil(duration * rate)) + 1))
     Y = reference.evaluate(t, 2) if isinstance(reference, ShapedTrajectory) else path_derivatives(reference, t)[0]
-    amplitude = np.abs(forcing.amplitudes(model, pm, Y, t, progress(reference, t)[:, 0]))
+    slow = np.flatnonzero(fastest <= rate / SECOND_ORDER_SAMPLES_PER_PERIOD)          # the others: 0
+    amplitude = np.abs(forcing.amplitudes(model, pm, Y, t, progress(reference, t)[:, 0], slow))
     if end > duration:
         amplitude = amplitude * np.exp(path_eigenvalues(pm, modes)[-1].real * (end - duration))
-    amplitude[fastest > rate / SECOND_ORDER_SAMPLES_PER_PERIOD] = 0.0
     return forcing.gain * amplitude
 
 
