@@ -514,7 +514,8 @@ def test_cli_shape_writes_the_shaped_reference(lwr, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["selected_modes"] == [1, 2, 7] and report["shaped"]
     assert report["added_duration_s"] == pytest.approx(report["duration_s"] - 0.4)
-    assert max(report["percentage_vibration_shaped"]) < 2e-3 < min(report["percentage_vibration_unshaped"][:2])
+    # auto with the LWR4's Coulomb band: fixed (a longer design buys nothing there), 2.3e-3 on mode 1
+    assert max(report["percentage_vibration_shaped"]) < 5e-3 < min(report["percentage_vibration_unshaped"][:2])
     names, t, samples = read_samples(out)
     assert names == list(lwr.joint_names) and samples.shape == (t.size, 5, 7)
     np.testing.assert_allclose(samples[-1, 0], LWR_QF, atol=1e-12)
