@@ -542,7 +542,8 @@ def test_cli_simulate_reports_residual_vibration_and_added_duration(tmp_path, ca
     out = json.loads(capsys.readouterr().out)
     rv, base = out["residual_vibration"], out["unshaped"]["residual_vibration"]
     assert out["shaping"] == "zvd" and out["shaped_modes"]["selected_modes"] == [1, 2, 7]
-    assert 0.6 < out["added_duration_s"] < 0.8 and rv["start_s"] == base["start_s"] == pytest.approx(0.4 + out["added_duration_s"], abs=1e-3)
+    # auto on the viscous README move: robust-long, 1.08 s (the Coriolis floor dominates; docs/shaping)
+    assert 0.6 < out["added_duration_s"] < 1.2 and rv["start_s"] == base["start_s"] == pytest.approx(0.4 + out["added_duration_s"], abs=1e-3)
     assert out["residual_vibration_reduction"] >= 10 and base["peak_m"] >= 10 * rv["peak_m"]
     assert (tmp_path / "residual_vibration.png").stat().st_size > 10_000
     assert cli_main(args + ["--shaping", "none", "--model-stiffness-scale", "0.8"]) == 0

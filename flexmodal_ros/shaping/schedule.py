@@ -149,8 +149,10 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
     others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
     newton = certificate_applies(model)
-    with _SampleSolver(model, qs, anchors, np.zeros(0, int) if newton else others,
-                       workers or default_workers()) as solver:
+    pooled = np.zeros(0, int) if newton else others
+    threads = max(1, min(workers or default_workers(),            # one chunk of work: one thread (no hand-offs)
+                         -(-(anchors.size + pooled.size) // SAMPLE_CHUNK)))
+    with _SampleSolver(model, qs, anchors, pooled, threads) as solver:
         if newton and others.size:      # the other samples' terms while the anchors are solved
             M, KG, _ = configuration_terms(model, create_data(model), qs[others])
         full = solver.anchors()
