@@ -143,6 +143,7 @@ class ShaperSchedule:
             N = self.num_impulses
             return out[:, :, :N], out[:, :, N:]
         if self._splines is None:          # marked time-varying after construction (tests of the general path)
+            # deferred: scipy.interpolate
             from scipy.interpolate import make_interp_spline
             values = np.concatenate([self.amplitudes, self.delays], axis=1)
             object.__setattr__(self, "_splines", [make_interp_spline(self.eta[self.segment == k], values[self.segment == k],
