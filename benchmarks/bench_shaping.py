@@ -24,10 +24,11 @@ breakdown and the cost of one control cycle's ``sample(t)``. Options: --repeats 
 
 ``--service`` (issue 32): the modal server's ``~/shape_trajectory`` round trip instead, on the
 README's kuka_lwr4 move (docs/shaping/kuka_lwr4_move.yaml: 0.4 s, ZVD, design auto, answer at
-200 Hz), from a client in this process to ``modal_analysis_server`` started as a process (set
+200 Hz; each call's goal moved by a further 1e-7 rad so that every call is a path the server has
+not answered yet, then the same request again, answered from the server's cache), from a client in this process to ``modal_analysis_server`` started as a process (set
 ROS_DOMAIN_ID; `. scripts/env.sh` keeps discovery on loopback): median (p50), p90, p99 (nearest
 rank) and best wall time over the repeats (at least 100) after one warm-up call, target p50 <= 50
-ms, against the same shaping in this process (flexmodal_ros.shaping.shaper_design.shape_samples)
+ms, against the same shaping in this process (flexmodal_ros.shaping.shaped_samples.shape_samples)
 measured in the same run.
 """
 import argparse
@@ -94,7 +95,7 @@ def service_round_trip(repeats):
     import rclpy
     from flexmodal_interfaces.srv import ShapeTrajectory
     from flexmodal_ros.nodes.conversions import core_to_trajectory
-    from flexmodal_ros.shaping.shaper_design import shape_samples
+    from flexmodal_ros.shaping.shaped_samples import shape_samples
     from flexmodal_ros.shaping.trajectory_file import read_waypoints
 
     model = load_robot("kuka_lwr4")
@@ -107,17 +108,26 @@ def service_round_trip(repeats):
         client = node.create_client(ShapeTrajectory, "/modal_analysis/shape_trajectory")
         if not client.wait_for_service(timeout_sec=120.0):
             raise SystemExit("bench_shaping: ~/shape_trajectory did not come up within 120 s")
-        request = ShapeTrajectory.Request(trajectory=core_to_trajectory(model.joint_names, move.times, move.positions))
-        walls = []
-        for i in range(repeats + 1):
+        def request(i):                 # goal of joint 2 moved by i × 1e-7 rad: a new path for the server's cache
+            positions = np.array(move.positions, float)
+            positions[-1, 1] += i * 1e-7
+            return ShapeTrajectory.Request(trajectory=core_to_trajectory(model.joint_names, move.times, positions))
+
+        def call(req):
             t0 = time.perf_counter()
-            future = client.call_async(request)
+            future = client.call_async(req)
             rclpy.spin_until_future_complete(node, future, timeout_sec=60.0)
-            response = future.result()
-            if i:                                   # the first call warms the server up
-                walls.append(time.perf_counter() - t0)
-            if response is None or not response.success:
-                raise SystemExit(f"bench_shaping: the call failed: {response and response.message}")
+            answer = future.result()
+            if answer is None or not answer.success:
+                raise SystemExit(f"bench_shaping: the call failed: {answer and answer.message}")
+            return time.perf_counter() - t0, answer
+
+        call(request(0))                                   # the first call warms the server up
+        walls, cached = [], []
+        for i in range(repeats):
+            wall, response = call(request(i + 1))          # a path the server has not seen
+            walls.append(wall)
+            cached.append(call(request(i + 1))[0])         # the same request again: the server's cache
         inproc = interleaved({"core": lambda: shape_samples(model, move, "zvd", "auto", 200.0)}, repeats)["core"]
         node.destroy_node()
     finally:
@@ -128,12 +138,14 @@ def service_round_trip(repeats):
         except subprocess.TimeoutExpired:
             server.kill()
     walls.sort()
+    cached.sort()
     p90, p99 = (walls[min(len(walls) - 1, int(q * len(walls)))] for q in (0.9, 0.99))
     print(f"~/shape_trajectory round trip, kuka_lwr4 README move, ZVD auto ({response.shaper_design}), "
           f"{len(response.trajectory.points)} samples at 200 Hz: p50 {statistics.median(walls) * 1e3:.1f} ms "
           f"(target <= 50), p90 {p90 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, best {walls[0] * 1e3:.1f} ms over {len(walls)} calls; "
           f"the same shaping in this process (shape_samples): median {inproc[0] * 1e3:.1f} ms wall, "
-          f"{inproc[1] * 1e3:.1f} ms CPU (ratio {statistics.median(walls) / inproc[0]:.2f}); {load()}")
+          f"{inproc[1] * 1e3:.1f} ms CPU (ratio {statistics.median(walls) / inproc[0]:.2f}); the same request again "
+          f"(answered from the server's cache of its last answers): p50 {statistics.median(cached) * 1e3:.1f} ms; {load()}")
 
 
 def main():

@@ -23,7 +23,7 @@ from flexmodal_ros.nodes.modal_analysis_server import ModalAnalysisServer
 from flexmodal_ros.nodes.conversions.shaping_messages import MAX_SHAPE_WAYPOINTS
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot
-from flexmodal_ros.shaping.shaper_design import shape_samples
+from flexmodal_ros.shaping.shaped_samples import shape_samples
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import residual_vibration, rest_position, tool_positions
 from test_shaping_node import _params_file
@@ -166,7 +166,7 @@ def test_service_output_tracked_as_given_leaves_the_in_controller_residual(ros_p
     _, p_rest = rest_position(plant, controller_model, positions[-1])
 
     def in_controller(client):
-        result = client.track(times, positions, settle=1.6, timeout=120.0)
+        result = client.track(times, positions, settle=2.2, timeout=120.0)   # covers a design delay up to 1.7 s + the window
         accepted = next(s for s in client.statuses if s.startswith("trajectory accepted"))
         delay = float(accepted.split("added delay ")[1].split(" s")[0])
         return result, times[-1] + delay
@@ -214,3 +214,36 @@ def test_trajectory_rates_are_all_or_nothing():
     msg.points[1].accelerations = []
     with pytest.raises(InputError, match=r"points\[1\]\.accelerations: expected 2 values"):
         trajectory_rates_to_core(robot, msg)
+
+
+def test_service_answers_a_repeated_request_from_its_cache_and_a_changed_one_anew():
+    """The ShapingService keeps its last CACHE_SIZE answers: the same waypoints, gains, shaper,
+    design and rate give the very same samples (no second analysis); another rate, other gains or
+    a goal moved by 1e-7 rad are shaped anew; the cache never holds more than CACHE_SIZE."""
+    from flexmodal_ros.nodes.modal_services.shaping_service import ShapingService
+
+    robot = load_robot("kuka_lwr4")
+    path = read_waypoints(robot, MOVE)
+    service = ShapingService(robot)
+
+    def answer(req):
+        resp = ShapeTrajectory.Response()
+        service.shape_trajectory(req, resp)
+        assert resp.success, resp.message
+        return resp
+
+    first = answer(_request(robot, path.times, path.positions, shaper="zvd"))
+    assert len(service._cache) == 1
+    held = next(iter(service._cache.values()))
+    again = answer(_request(robot, path.times, path.positions, shaper="zvd"))
+    assert len(service._cache) == 1 and next(iter(service._cache.values())) is held
+    assert [p.positions.tolist() for p in again.trajectory.points] == [p.positions.tolist() for p in first.trajectory.points]
+    answer(_request(robot, path.times, path.positions, shaper="zvd", sample_rate_hz=100.0))
+    answer(_request(robot, path.times, path.positions, shaper="zvd", kp=list(1.1 * robot.kp)))
+    assert len(service._cache) == 3
+    for i in range(service.CACHE_SIZE + 2):
+        moved = np.array(path.positions, float)
+        moved[-1, 1] += (i + 1) * 1e-7
+        answer(_request(robot, path.times, moved, shaper="zvd"))
+    assert len(service._cache) == service.CACHE_SIZE
+    assert all(v is not held for v in service._cache.values())

@@ -3,6 +3,7 @@ chosen by, what the shaper does not treat, samples for any trajectory controller
 reference the controller follows, the CLI. Random-move acceptance and model error:
 test_shaper_design_acceptance.py; the ~/shape_trajectory service: test_shape_service.py."""
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,9 @@ from flexmodal_ros.robot.trajectory import PiecewiseC4Trajectory, SampledC4Traje
 from flexmodal_ros.shaping import ReferenceShaper, ShapedTrajectory, check_design, path_modes, shape_with_design
 from flexmodal_ros.shaping.prediction import linearized_vibration, modal_amplitudes, progress
 from flexmodal_ros.shaping.reference import ShaperSchedule
-from flexmodal_ros.shaping.shaper_design import (AUTO_MARGIN, SWITCH_MARGIN, Prediction, choose, constant_schedule,
-                                                 design_schedule, rate_limits, shape_samples)
+from flexmodal_ros.shaping.design_choice import AUTO_MARGIN, SWITCH_MARGIN, Prediction, choose
+from flexmodal_ros.shaping.robust_design import constant_schedule, design_schedule
+from flexmodal_ros.shaping.shaped_samples import rate_limits, shape_samples
 from flexmodal_ros.shaping.trajectory_file import read_waypoints
 from flexmodal_ros.shaping.vibration import simulate_move
 
@@ -123,8 +125,9 @@ def test_robust_design_is_a_valid_shaper_insensitive_to_model_error(lwr, move, m
 
 def test_shape_with_design_reports_the_choice(lwr, move):
     traj, pm, choice = shape_with_design(lwr, move, "zvd")
-    assert choice.requested == "auto" and choice.chosen in ("fixed", "time-varying", "robust")
-    assert set(choice.predictions) == {"fixed", "time-varying", "robust"}
+    assert choice.requested == "auto" and choice.chosen in ("fixed", "time-varying", "robust", "robust-long")
+    assert {"fixed", "time-varying", "robust"} <= set(choice.predictions) <= {"fixed", "time-varying", "robust",
+                                                                                "robust-long"}
     assert traj.design is choice and traj.path_modes is pm
     assert f"design {choice.chosen} (auto: " in traj.summary and "predicted residual" in traj.summary
     assert traj.added_delay == pytest.approx(choice.predicted.added_delay_s)
@@ -136,6 +139,24 @@ def test_shape_with_design_reports_the_choice(lwr, move):
     with pytest.raises(InputError, match="shaper_design: unknown value 'best'"):
         shape_with_design(lwr, move, "zvd", "best")
     assert check_design("robust") == "robust"
+
+
+def test_auto_adds_the_long_robust_design_where_the_coriolis_floor_dominates(lwr, move):
+    """README kuka_lwr4 move, viscous friction only: every candidate's own second-order estimate
+    is above the best linear residual, so auto adds robust-long (1.5× as long, ±20 %) and, predicted
+    > 1.5× below fixed, takes it (simulated: 2.03e-5 m against robust's 4.61e-5 m and fixed's
+    4.3e-4 m, docs/shaping/README.md). With the LWR4's Coulomb friction the band (~1.3 mm) is above
+    that floor: no robust-long, and the parts no design changes keep fixed (within 1.5×)."""
+    _, _, choice = shape_with_design(lwr, move, "zvd")
+    p = choice.predictions
+    assert "robust-long" in p and choice.chosen == "robust-long"
+    assert min(x.second_order_m for x in p.values()) > min(x.linear_m for x in p.values())
+    assert len({round(x.second_order_m, 9) for x in p.values()}) == len(p)      # each design's own estimate
+    assert p["robust-long"].added_delay_s == pytest.approx(1.5 * p["robust"].added_delay_s, rel=0.05)
+    assert p["robust-long"].total_m * (1 + SWITCH_MARGIN) < p["fixed"].total_m
+    _, _, coulomb = shape_with_design(load_robot("kuka_lwr4"), move, "zvd")
+    assert "robust-long" not in coulomb.predictions and coulomb.chosen == "fixed"
+    assert "Coulomb band" in coulomb.reason and coulomb.untreated.coulomb_m > 5e-4
 
 
 def test_modes_the_move_excites_are_shaped(lwr):
@@ -163,6 +184,14 @@ def test_pd_only_residual_is_reported_as_dominated_by_the_hold_law_step():
     _, _, choice = shape_with_design(scompi, path, "zvd", law="pd_only")
     assert choice.dominated and choice.untreated.switch_step_m > 0.5 * choice.untreated.total_m
     assert "hold law" in choice.summary() and "WARNING" in choice.summary()
+    # the summary's predicted residuals include that step (the CLI and ~/status print it)
+    found = re.search(r"predicted residual ([0-9.e+-]+) m \(unshaped ([0-9.e+-]+) m; both include the step to the "
+                      r"hold law at the end, ([0-9.e+-]+) m", choice.summary())
+    assert found, choice.summary()
+    step = choice.untreated.switch_step_m
+    assert float(found.group(1)) == pytest.approx(choice.predicted.total_m + step, rel=5e-3)
+    assert float(found.group(2)) == pytest.approx(choice.unshaped.total_m + step, rel=5e-3)
+    assert float(found.group(1)) >= step
     _, _, pd = shape_with_design(scompi, path, "zvd", law="pd")
     assert pd.untreated.switch_step_m == 0
 

@@ -514,7 +514,8 @@ def test_cli_shape_writes_the_shaped_reference(lwr, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["selected_modes"] == [1, 2, 7] and report["shaped"]
     assert report["added_duration_s"] == pytest.approx(report["duration_s"] - 0.4)
-    assert max(report["percentage_vibration_shaped"]) < 2e-3 < min(report["percentage_vibration_unshaped"][:2])
+    # auto with the LWR4's Coulomb band: fixed (a longer design buys nothing there), 2.3e-3 on mode 1
+    assert max(report["percentage_vibration_shaped"]) < 5e-3 < min(report["percentage_vibration_unshaped"][:2])
     names, t, samples = read_samples(out)
     assert names == list(lwr.joint_names) and samples.shape == (t.size, 5, 7)
     np.testing.assert_allclose(samples[-1, 0], LWR_QF, atol=1e-12)
@@ -541,7 +542,8 @@ def test_cli_simulate_reports_residual_vibration_and_added_duration(tmp_path, ca
     out = json.loads(capsys.readouterr().out)
     rv, base = out["residual_vibration"], out["unshaped"]["residual_vibration"]
     assert out["shaping"] == "zvd" and out["shaped_modes"]["selected_modes"] == [1, 2, 7]
-    assert 0.6 < out["added_duration_s"] < 0.8 and rv["start_s"] == base["start_s"] == pytest.approx(0.4 + out["added_duration_s"], abs=1e-3)
+    # auto on the viscous README move: robust-long, 1.08 s (the Coriolis floor dominates; docs/shaping)
+    assert 0.6 < out["added_duration_s"] < 1.2 and rv["start_s"] == base["start_s"] == pytest.approx(0.4 + out["added_duration_s"], abs=1e-3)
     assert out["residual_vibration_reduction"] >= 10 and base["peak_m"] >= 10 * rv["peak_m"]
     assert (tmp_path / "residual_vibration.png").stat().st_size > 10_000
     assert cli_main(args + ["--shaping", "none", "--model-stiffness-scale", "0.8"]) == 0

@@ -31,7 +31,7 @@ Services ``~/compute_modal_parameters`` (flexmodal_interfaces/ComputeModalParame
 (ExpandModalParameters: polynomial eigenpairs about a configuration), ``~/compute_link_modes``
 (ComputeLinkModes: beam-link modes, for robots whose YAML has a ``links:`` section) and
 ``~/shape_trajectory`` (ShapeTrajectory: waypoints → the input-shaped reference sampled for any
-trajectory controller, :func:`flexmodal_ros.shaping.shaper_design.shape_samples`; work bounds in
+trajectory controller, :func:`flexmodal_ros.shaping.shaped_samples.shape_samples`; work bounds in
 nodes/conversions/shaping_messages.py; limits refused, never time-scaled); subscription
 ``joint_states`` (sensor_msgs/JointState, relative: ``__ns`` / launch ``namespace`` apply;
 the newest taken at publish_rate_hz);

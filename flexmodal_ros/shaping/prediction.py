@@ -49,10 +49,14 @@ def _path_parameter(path, u):
     k = np.clip(np.searchsorted(times, u, side="right") - 1, 0, times.size - 2)
     T = times[k + 1] - times[k]
     s = np.clip((u - times[k]) / T, 0.0, 1.0)
-    eta0, eta1 = np.zeros_like(s), np.zeros_like(s)
-    for c0, c1 in zip(ETA_ASCENDING[0, ::-1], ETA_ASCENDING[1, ::-1]):    # Horner, highest power first
-        eta0 = eta0 * s + c0
-        eta1 = eta1 * s + c1
+    eta0, eta1 = (s >= 1.0).astype(float), np.zeros_like(s)         # η(0) = 0, η(1) = 1, η'(0) = η'(1) = 0
+    inside = (s > 0.0) & (s < 1.0)
+    if inside.any():                   # the polynomial only where a copy is moving (most of t − τ is not)
+        x, a, b = s[inside], 0.0, 0.0
+        for c0, c1 in zip(ETA_ASCENDING[0, ::-1], ETA_ASCENDING[1, ::-1]):    # Horner, highest power first
+            a = a * x + c0
+            b = b * x + c1
+        eta0[inside], eta1[inside] = a, b
     return k + eta0, eta1 / T
 
 
@@ -89,9 +93,10 @@ def wkb_weights(path_modes, modes, sigma, t, scales=(1.0,)) -> np.ndarray:
     h = t[1] - t[0]
     lam = path_eigenvalues(path_modes, modes)
     sample_p = path_modes.segment + path_modes.eta
-    at = np.empty((t.size, len(modes)), complex)
-    for j in range(len(modes)):
-        at[:, j] = np.interp(sigma, sample_p, lam[:, j].real) + 1j * np.interp(sigma, sample_p, lam[:, j].imag)
+    i = np.clip(np.searchsorted(sample_p, sigma, side="right") - 1, 0, sample_p.size - 2)   # np.interp, all modes
+    gap = sample_p[i + 1] - sample_p[i]
+    w = np.clip((sigma - sample_p[i]) / np.where(gap > 0, gap, 1.0), 0.0, 1.0)[:, None]
+    at = (1.0 - w) * lam[i] + w * lam[i + 1]
     phase = np.zeros_like(at)
     np.cumsum(0.5 * h * (at[1:] + at[:-1]), axis=0, out=phase[1:])
     rest = phase[-1] - phase
@@ -153,4 +158,5 @@ def copy_amplitudes(path, path_modes, modes, delays, sigma, t, scales=(1.0,)) ->
     weight = wkb_weights(path_modes, modes, sigma, t, scales)            # (S, count, K)
     _, rate = _path_parameter(path, t[:, None] - np.asarray(delays, float)[None, :])       # (count, J)
     rate = rate * trapezoid_weights(t)[:, None]
-    return np.einsum("sck,cj->skj", weight, rate)
+    w = weight.transpose(0, 2, 1)                                        # (S, K, count) @ (count, J): BLAS
+    return (w.real @ rate) + 1j * (w.imag @ rate)

@@ -66,15 +66,16 @@ def path_derivatives(path: PiecewiseC4Trajectory, t):
 def compose(outer, inner):
     """Derivatives 0..4 of f(g(t)) (Faà di Bruno) from outer = (f, f', ..., f'''') at g(t), shape
     (m, 5, *rest), and inner = (g, g', ..., g''''), shape (m, 5) or (m, 5, *rest) (broadcast)."""
-    f0, f1, f2, f3, f4 = (outer[:, j] for j in range(5))
+    orders = outer.shape[1]          # fewer than 5 (m, k, *rest): only the derivatives 0..k − 1
+    f = [outer[:, j] for j in range(orders)] + [None] * (5 - orders)
     extra = (1,) * (outer.ndim - inner.ndim)
     g1, g2, g3, g4 = (inner[:, j].reshape(inner[:, j].shape + extra) for j in range(1, 5))
-    return np.stack([f0,
-                     f1 * g1,
-                     f2 * g1 ** 2 + f1 * g2,
-                     f3 * g1 ** 3 + 3.0 * f2 * g1 * g2 + f1 * g3,
-                     f4 * g1 ** 4 + 6.0 * f3 * g1 ** 2 * g2 + f2 * (3.0 * g2 ** 2 + 4.0 * g1 * g3) + f1 * g4],
-                    axis=1)
+    terms = [lambda: f[0],
+             lambda: f[1] * g1,
+             lambda: f[2] * g1 ** 2 + f[1] * g2,
+             lambda: f[3] * g1 ** 3 + 3.0 * f[2] * g1 * g2 + f[1] * g3,
+             lambda: f[4] * g1 ** 4 + 6.0 * f[3] * g1 ** 2 * g2 + f[2] * (3.0 * g2 ** 2 + 4.0 * g1 * g3) + f[1] * g4]
+    return np.stack([term() for term in terms[:orders]], axis=1)
 
 
 def path_samples(path: PiecewiseC4Trajectory, rate_hz: float, minimum: int = 8):
@@ -113,14 +114,17 @@ class ShaperSchedule:
         # deferred: scipy.interpolate
         from scipy.interpolate import make_interp_spline
         values = np.concatenate([self.amplitudes, self.delays], axis=1)
+        constant = bool(np.all(values == values[:1]))
         for k in range(int(self.segment.max()) + 1):
             rows = self.segment == k
             x, y = self.eta[rows], values[rows]
             if x.size < 6 or np.any(np.diff(x) <= 0):
                 raise InputError(f"shaper schedule: segment {k} needs >= 6 increasing samples, got {x.size}")
-            splines.append(make_interp_spline(x, y, k=5))
-        object.__setattr__(self, "_splines", splines)
-        object.__setattr__(self, "constant", bool(np.all(values == values[:1])))
+            if not constant:               # a constant schedule's splines are its first row (fitted on demand)
+                splines.append(make_interp_spline(x, y, k=5))
+        object.__setattr__(self, "_splines", splines if not constant else None)
+        object.__setattr__(self, "constant", constant)
+        object.__setattr__(self, "_first", values[0].copy())
 
     constant: bool = field(init=False, default=False)      # one impulse sequence along the whole path
 
@@ -133,6 +137,17 @@ class ShaperSchedule:
         parameters p (m,): arrays (m, orders, N) each (derivative orders 0..orders − 1, default
         0..4)."""
         p = np.asarray(p, float)
+        if self.constant:                  # the values everywhere, derivatives 0
+            out = np.zeros((p.size, orders, self._first.size))
+            out[:, 0] = self._first
+            N = self.num_impulses
+            return out[:, :, :N], out[:, :, N:]
+        if self._splines is None:          # marked time-varying after construction (tests of the general path)
+            # deferred: scipy.interpolate
+            from scipy.interpolate import make_interp_spline
+            values = np.concatenate([self.amplitudes, self.delays], axis=1)
+            object.__setattr__(self, "_splines", [make_interp_spline(self.eta[self.segment == k], values[self.segment == k],
+                                                                     k=5) for k in range(int(self.segment.max()) + 1)])
         last = len(self._splines) - 1
         k = np.clip(np.floor(p).astype(int), 0, last)
         x = np.clip(p - k, 0.0, 1.0)
@@ -230,8 +245,9 @@ class ShapedTrajectory:
         self._knots = knots
 
     @single_thread_blas
-    def evaluate(self, t):
-        """Exact (y, y', y'', y''', y'''') at times t (m,): array (m, 5, n) [rad or m, per s^k].
+    def evaluate(self, t, orders=5):
+        """Exact (y, y', y'', y''', y'''') at times t (m,): array (m, 5, n) [rad or m, per s^k]
+        (the first ``orders`` of them: (m, orders, n)).
 
         On segment k the path is q_k + Δq_k η(s), so copy i contributes A_i (q_k + Δq_k e_i) with
         the scalar e_i(t) = η(s(t − τ_i(t))): the Leibniz and Faà di Bruno products are formed on
@@ -240,10 +256,10 @@ class ShapedTrajectory:
         """
         t = np.atleast_1d(np.asarray(t, float))
         _, p = path_derivatives(self.path, t)
-        A, tau = self.schedule.parameters(p[:, 0])                     # (m, 5, N), d^j/dp^j
-        return self._combine(t, compose(A, p), compose(tau, p))
+        A, tau = self.schedule.parameters(p[:, 0], orders=max(orders, 2))   # (m, orders, N), d^j/dp^j
+        return self._combine(t, compose(A, p), compose(tau, p), orders)
 
-    def _combine(self, t, A, tau):
+    def _combine(self, t, A, tau, orders=5):
         """The products: y and its derivatives (m, 5, n) at times t
         (m,) from the impulse amplitudes A and delays tau with their time derivatives (m, 5, N)."""
         N = self.schedule.num_impulses
@@ -257,15 +273,20 @@ class ShapedTrajectory:
         scale = (1.0 / T)[:, None] ** np.arange(5.0)                    # (segments, 5): T_k⁻ʲ
         e = eta((flat - times[seg]) / T[seg]) * scale[seg].T              # (5, m·N)
         e[1:, (flat <= times[0]) | (flat >= times[-1])] = 0.0
-        e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)                  # (m, 5, N): d^j η / du^j
-        c = compose(e, u)                                               # (m, 5, N): d^j e_i / dt^j
-        weight = np.zeros_like(c)                                       # d^m (A_i e_i) / dt^m
-        for m in range(5):
-            for j in range(m + 1):
-                weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
+        e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)[:, :orders]      # (m, orders, N): d^j η / du^j
+        if self.schedule.constant:                                     # u' = 1, A' = 0: d^m (A_i e_i) = A_i e_i^(m)
+            weight = A[:, :1] * e
+        else:
+            if u.shape[1] < 5:                                          # compose reads u's derivatives 1..4
+                u = np.concatenate([u, np.zeros((u.shape[0], 5 - u.shape[1], N))], axis=1)
+            c = compose(e, u)                                           # (m, orders, N): d^j e_i / dt^j
+            weight = np.zeros_like(c)                                   # d^m (A_i e_i) / dt^m
+            for m in range(orders):
+                for j in range(m + 1):
+                    weight[:, m] += math.comb(m, j) * A[:, j] * c[:, m - j]
         seg = seg.reshape(t.size, N)
-        out = weight @ np.diff(pos, axis=0)[seg]                        # (m, 5, N) @ (m, N, n)
-        out += A @ pos[seg]
+        out = weight @ np.diff(pos, axis=0)[seg]                        # (m, orders, N) @ (m, N, n)
+        out += A[:, :orders] @ pos[seg]
         return out
 
     def sample(self, t):

@@ -88,7 +88,8 @@ class PathModes:
     shapes; ``modal`` "exact" or "polynomial"; ``expansion_samples`` sample indices of the
     polynomial expansions and ``anchor_error`` the largest relative error of the selected modes'
     polynomial eigenvalues at the anchors, where the exact ones are known (polynomial path; empty
-    and 0 for the exact one)."""
+    and 0 for the exact one); ``anchor_results`` the anchors' ModalResults (mode shapes; reused by
+    the second-order estimate, :mod:`flexmodal_ros.shaping.untreated`)."""
     segment: np.ndarray
     eta: np.ndarray
     configurations: np.ndarray
@@ -100,6 +101,7 @@ class PathModes:
     modal: str = "exact"
     expansion_samples: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
     anchor_error: float = 0.0
+    anchor_results: tuple = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
         sel = list(self.selected)
@@ -147,8 +149,10 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
     anchors = np.unique(np.r_[np.arange(0, m, max(1, int(anchor_stride))), m - 1])
     others = np.setdiff1d(np.arange(m), anchors) if modal == "exact" else np.zeros(0, int)
     newton = certificate_applies(model)
-    with _SampleSolver(model, qs, anchors, np.zeros(0, int) if newton else others,
-                       workers or default_workers()) as solver:
+    pooled = np.zeros(0, int) if newton else others
+    threads = max(1, min(workers or default_workers(),            # one chunk of work: one thread (no hand-offs)
+                         -(-(anchors.size + pooled.size) // SAMPLE_CHUNK)))
+    with _SampleSolver(model, qs, anchors, pooled, threads) as solver:
         if newton and others.size:      # the other samples' terms while the anchors are solved
             M, KG, _ = configuration_terms(model, create_data(model), qs[others])
         full = solver.anchors()
@@ -185,7 +189,8 @@ def path_modes(model, path: PiecewiseC4Trajectory, ama_rate_hz=DEFAULT_AMA_RATE_
         lam[:, list(selected)] = followed.eigenvalues
         extra = {"expansion_samples": followed.expansion_samples, "anchor_error": followed.anchor_error}
     freq, zeta = frequencies_and_damping(lam)
-    return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, **extra)
+    return PathModes(segment, etas, qs, freq, zeta, contrib, selected, anchors, modal, anchor_results=tuple(full),
+                     **extra)
 
 
 def _continued(model, M, KG, lam, others, selected, anchors, full, order):

@@ -114,7 +114,7 @@ def _doubles(values) -> array.array:
 
 
 def shaped_samples_to_response(samples, request: ShapeRequest, model, response):
-    """:class:`~flexmodal_ros.shaping.shaper_design.ShapedSamples` → ShapeTrajectory.Response
+    """:class:`~flexmodal_ros.shaping.shaped_samples.ShapedSamples` → ShapeTrajectory.Response
     (trajectory in the request's joint order, design, modes, predicted residuals)."""
     order = [model.joint_names.index(j) for j in request.joint_names]
     traj = response.trajectory
