@@ -4,18 +4,9 @@ Designs (``shaper_design``; the shaper family zv | zvd | ei is chosen separately
 
 - ``fixed``: the family's shaper of the selected modes at the start configuration, used for the
   whole move (the fixed-frequency practice);
-- ``robust``: one constant impulse sequence, as long as the family's shaper (convolved over the
-  selected modes) designed at each mode's *lowest* frequency along the path, whose residual is
-  small for the eigenvalues every selected mode takes along the path and for those scaled by
-  1 ± ``ROBUST_DELTA`` (±10 % in frequency, same ζ: about ±20 % of joint stiffness in the model):
-  a specified-insensitivity design (Singhose, Seering & Singer 1996 bound the residual at sampled
-  frequencies of the band a shaper must cover instead of at one design frequency) made for the
-  band the path traverses. The residual constraints are the predicted modal amplitudes
-  (:mod:`flexmodal_ros.shaping.prediction`), linear in the amplitudes A_j ≥ 0 of impulses on a
-  time grid (8 per period of the fastest mode): a non-negative least-squares problem (Σ A = 1 as
-  a heavily weighted row, then normalized; SciPy's ``nnls``), the eigenvalues along the path
-  taken from the progress of the previous solution (``ROBUST_ITERATIONS`` rounds from the fixed
-  shaper);
+- ``robust``: one constant impulse sequence covering the frequency band each selected mode
+  traverses along the path (a specified-insensitivity design, Singhose, Seering & Singer 1996;
+  built in :mod:`flexmodal_ros.shaping.robust_design`);
 - ``time-varying``: the configuration-dependent schedule (the family's shaper designed at every
   path sample, :func:`~flexmodal_ros.shaping.schedule.shaper_schedule`);
 - ``auto`` (default): the three above are built (and ``robust-long``, the robust design 1.5× as
