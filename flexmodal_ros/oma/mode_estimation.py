@@ -21,7 +21,7 @@ channel that barely moves then no longer weighs its noise as much as the others'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -118,19 +118,27 @@ def analysis_segment(record: Record, free_decay: bool = True):
 
 def as_records(record) -> list:
     """``record`` (a :class:`Record`) or a sequence of them → list; InputError unless they share
-    channels and sample rate."""
+    a sample rate and at least one channel. References whose channel sets differ (a channel that
+    stayed constant in one record — below the encoder's resolution — is dropped from that record
+    by :func:`~.record.make_record`) are analysed on the channels common to all, in the first
+    record's order, with a warning."""
     records = list(record) if isinstance(record, (list, tuple)) else [record]
     if not records or not all(isinstance(r, Record) for r in records):
         raise InputError("record: expected a Record or a list of Records")
     first = records[0]
     for k, other in enumerate(records[1:], start=2):
-        if tuple(other.channels) != tuple(first.channels):
-            raise InputError(f"records: record {k} has channels {list(other.channels)}, record 1 "
-                             f"{list(first.channels)}; references must share their channels")
         if abs(other.sample_rate_hz / first.sample_rate_hz - 1) > 1e-9:
             raise InputError(f"records: record {k} is sampled at {other.sample_rate_hz:g} Hz, record 1 at "
                              f"{first.sample_rate_hz:g} Hz")
-    return records
+    if all(tuple(r.channels) == tuple(first.channels) for r in records):
+        return records
+    common = [c for c in first.channels if all(c in r.channels for r in records)]
+    if not common:
+        raise InputError(f"records: the references share no channel (record 1 has {list(first.channels)}); "
+                         f"references must share their channels")
+    left = sorted({c for r in records for c in r.channels} - set(common))
+    note = f"channel(s) not in every reference left out: {', '.join(left)}"
+    return [replace(r.select(common, "channels"), warnings=tuple(r.warnings) + (note,)) for r in records]
 
 
 def analysis_segments(record, free_decay: bool = True):
@@ -268,8 +276,8 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
         raise InputError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
     if not (np.isfinite(snr_min) and snr_min > 0):
         raise InputError(f"snr_min: must be > 0, got {snr_min}")
-    orders = DEFAULT_ORDERS[method] if orders is None else orders
     starts, ys = analysis_segments(records, free_decay)
+    orders = _bounded_orders(DEFAULT_ORDERS[method], ys, method) if orders is None else orders
     fs = records[0].sample_rate_hz
     for k, y in enumerate(ys):
         if y.shape[0] < 64:
@@ -281,9 +289,10 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     if given is None:               # measurement noise: realize the decay's signal part, wider tolerances
         sigma = fit_amplitudes(ys, fs, [c.eigenvalue for c in candidates], real=real)[2]
         if _is_noisy(ys, sigma):
+            sigma = np.minimum(sigma, noise_level(ys))     # the residual also holds the modes pass 1 missed
             signal = [y[:_signal_length(y, sigma)] for y in ys]
-            candidates, diagram, real, scale = _candidates(signal, fs, method, orders, NOISY_CRITERIA, options,
-                                                           noise=sigma)
+            candidates, diagram, real, scale = _candidates(signal, fs, method, _bounded_orders(orders, signal, method),
+                                                           NOISY_CRITERIA, options, noise=sigma)
     peak = np.max([np.abs(np.asarray(r.values)).max(axis=0) for r in records], axis=0)
     floor = ROUNDOFF_FLOOR * np.finfo(float).eps * float(np.linalg.norm(peak))
     lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine,
@@ -308,7 +317,7 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     shapes = normalize_shapes(vectors[keep].T) if keep.size else np.empty((c, 0), complex)
     pick = lambda attr: np.array([getattr(candidates[j], attr) for j in keep], float)
     first = records[0]
-    warnings = tuple(w for r in records for w in r.warnings)
+    warnings = tuple(dict.fromkeys(w for r in records for w in r.warnings))
     return IdentifiedModes(
         frequencies_hz=f, damping_ratios=z, eigenvalues=eig, mode_shapes=shapes,
         real_eigenvalues=np.sort(real), stability=label, unstable_eigenvalues=bad,
@@ -318,6 +327,22 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
         combination_terms=combos, segment=(float(first.t[starts[0]]), float(first.t[-1])),
         references=len(records), diagram=diagram, std_frequency_hz=std_f[keep], std_damping_ratio=std_z[keep],
         warnings=warnings)
+
+
+def _bounded_orders(orders, ys, method):
+    """The model orders of ``orders`` that segments ``ys`` can support (the limits of
+    :func:`~.estimators.check_orders`: state order < N/4 for ERA/SSI, c·p < N/2 for VAR, and the
+    Hankel matrix's width for ERA's block rows); at least the two lowest. A short or truncated
+    noisy record is analysed at lower orders instead of failing."""
+    arr = np.unique(np.asarray(list(orders), int))
+    N, c = sum(y.shape[0] for y in ys), ys[0].shape[1]
+    fits = arr <= (N // (2 * c) if method == "var" else N // 4)
+    if method != "var":     # ERA/SSI: the Hankel matrix of 2·ceil((n + 1)/c) block rows needs columns
+        rows = np.maximum(4, 2 * np.ceil((arr + 1) / c))
+        widths = sum(np.maximum(y.shape[0] - rows, 0) for y in ys)
+        fits &= (min(y.shape[0] for y in ys) - rows >= 1) & (widths >= arr + 1)
+    kept = arr[fits]
+    return kept if kept.size >= 2 else arr[:2]
 
 
 def _signal_length(y, noise, window=50):
@@ -330,6 +355,22 @@ def _signal_length(y, noise, window=50):
     rms = np.sqrt((power[window:] - power[:-window]) / window)
     above = np.flatnonzero((rms > 3 * noise).any(axis=1))
     return int(np.clip((above[-1] + window) if above.size else N, min(N, 200), N))
+
+
+# Second differences of white noise of std σ have std √6 σ; the median absolute value of a normal
+# variable is 0.6745 of its std (a robust estimate: the early, large second differences of fast modes
+# are a minority of the samples).
+MAD_TO_STD = 1.0 / 0.6745
+
+
+def noise_level(ys) -> np.ndarray:
+    """Per channel (c,) the measurement noise std of the segments ``ys``, from their second
+    differences (median absolute value · MAD_TO_STD / √6, pooled over the references): the
+    signal's second difference at f ≪ fs is (2π f/fs)² times smaller, so what remains is the
+    noise (and the quantization, ≈ quantum/√12 when the signal crosses many quanta). An upper
+    bound for records with strong modes near the Nyquist frequency."""
+    d2 = np.vstack([np.diff(y, 2, axis=0) for y in as_segments(ys)])
+    return MAD_TO_STD * np.median(np.abs(d2), axis=0) / np.sqrt(6.0)
 
 
 def _is_noisy(ys, sigma):
