@@ -277,7 +277,12 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     if not (np.isfinite(snr_min) and snr_min > 0):
         raise InputError(f"snr_min: must be > 0, got {snr_min}")
     starts, ys = analysis_segments(records, free_decay)
-    orders = _bounded_orders(DEFAULT_ORDERS[method], ys, method) if orders is None else orders
+    notes = []
+    if orders is None:
+        orders = _bounded_orders(DEFAULT_ORDERS[method], ys, method)
+        if orders[-1] < max(DEFAULT_ORDERS[method]):
+            notes.append(f"model orders limited to {orders[-1]} by the record length "
+                         f"({', '.join(str(y.shape[0]) for y in ys)} samples of free decay)")
     fs = records[0].sample_rate_hz
     for k, y in enumerate(ys):
         if y.shape[0] < 64:
@@ -317,7 +322,7 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     shapes = normalize_shapes(vectors[keep].T) if keep.size else np.empty((c, 0), complex)
     pick = lambda attr: np.array([getattr(candidates[j], attr) for j in keep], float)
     first = records[0]
-    warnings = tuple(dict.fromkeys(w for r in records for w in r.warnings))
+    warnings = tuple(dict.fromkeys([w for r in records for w in r.warnings] + notes))
     return IdentifiedModes(
         frequencies_hz=f, damping_ratios=z, eigenvalues=eig, mode_shapes=shapes,
         real_eigenvalues=np.sort(real), stability=label, unstable_eigenvalues=bad,
@@ -406,7 +411,9 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     ``NOISE_RATIO`` of the signal (RMS). Below that the record is deterministic, the realization is
     exact up to that remainder (nonlinear terms, which an output-error fit would only chase), and
     each pole's standard deviation is taken as its spread over the model orders (interquartile
-    range / 1.349); above it, from the fit's Jacobian. Of the poles
+    range / 1.349); above it, from the fit's Jacobian combined with that spread (root sum of squares:
+    the Jacobian holds the noise, the spread what a mode the realization missed nearby does to
+    it — a biased estimate's spread over the orders is wider than its noise alone). Of the poles
     left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
     (one standard deviation) stay in the basis but are not modes.
 
@@ -432,9 +439,11 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     for _ in range(MAX_ROUNDS):
         if not active:
             break
-        if refine and noisy:
+        if refine and noisy:      # σ: the noise (Jacobian) and the model-order sensitivity (spread) together
             lam[active], std_f[active], std_z[active] = refine_poles(ys, fs, lam0[active], fixed=lam[nuisance],
                                                                      real=real)
+            std_f[active] = np.hypot(std_f[active], spread_f[active])
+            std_z[active] = np.hypot(std_z[active], spread_z[active])
         basis = active + nuisance
         amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
         norm[basis] = amplitude_norms(amps)
