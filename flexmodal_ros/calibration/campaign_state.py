@@ -57,8 +57,9 @@ class CampaignState:
                                    settings.impact_force if settings.impacts else None,
                                    0.006, settings.pulses_per_configuration)
         self.channels = plant.channels_mode
+        sensor = np.asarray(DEFAULT_SENSOR_STD if settings.sensor_std is None else settings.sensor_std, float)
         self.measurement = MeasurementModel(self.rate, settings.record_s or 1.5, self.channels,
-                                            DEFAULT_SENSOR_STD if settings.sensor_std is None else settings.sensor_std,
+                                            sensor / np.sqrt(settings.pulse_repeats),
                                             settings.frequency_floor, settings.damping_floor)
         self.configs, self.validation, self.history = [], [], []
         self.timing = {k: 0.0 for k in ("design", "move", "settle", "record", "oma", "match", "fit",

@@ -294,7 +294,7 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     if given is None:               # measurement noise: realize the decay's signal part, wider tolerances
         sigma = fit_amplitudes(ys, fs, [c.eigenvalue for c in candidates], real=real)[2]
         if _is_noisy(ys, sigma):
-            sigma = np.minimum(sigma, noise_level(ys))     # the residual also holds the modes pass 1 missed
+            sigma = _noise_estimate(ys, sigma)     # the residual also holds the modes pass 1 missed
             signal = [y[:_signal_length(y, sigma)] for y in ys]
             candidates, diagram, real, scale = _candidates(signal, fs, method, _bounded_orders(orders, signal, method),
                                                            NOISY_CRITERIA, options, noise=sigma)
@@ -376,6 +376,17 @@ def noise_level(ys) -> np.ndarray:
     bound for records with strong modes near the Nyquist frequency."""
     d2 = np.vstack([np.diff(y, 2, axis=0) for y in as_segments(ys)])
     return MAD_TO_STD * np.median(np.abs(d2), axis=0) / np.sqrt(6.0)
+
+
+def _noise_estimate(ys, residual):
+    """Per channel the smaller of the first fit's ``residual`` std and :func:`noise_level`; a
+    channel whose second differences are mostly zero (a quantized channel moving a few counts)
+    keeps the residual; at least ROUNDOFF_FLOOR·ε of the channel's peak (no channel weighs
+    infinitely in the whitened realization)."""
+    level = noise_level(ys)
+    out = np.minimum(residual, np.where(level > 0, level, np.inf))
+    peak = np.max([np.abs(y).max(axis=0) for y in ys], axis=0)
+    return np.maximum(out, ROUNDOFF_FLOOR * np.finfo(float).eps * np.maximum(peak, 1e-300))
 
 
 def _is_noisy(ys, sigma):
