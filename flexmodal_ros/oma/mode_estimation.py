@@ -31,6 +31,7 @@ from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequ
                      is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
+from .record_noise import noise_level
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
                             select_modes, stable_real_poles)
 
@@ -360,22 +361,6 @@ def _signal_length(y, noise, window=50):
     rms = np.sqrt((power[window:] - power[:-window]) / window)
     above = np.flatnonzero((rms > 3 * noise).any(axis=1))
     return int(np.clip((above[-1] + window) if above.size else N, min(N, 200), N))
-
-
-# Second differences of white noise of std σ have std √6 σ; the median absolute value of a normal
-# variable is 0.6745 of its std (a robust estimate: the early, large second differences of fast modes
-# are a minority of the samples).
-MAD_TO_STD = 1.0 / 0.6745
-
-
-def noise_level(ys) -> np.ndarray:
-    """Per channel (c,) the measurement noise std of the segments ``ys``, from their second
-    differences (median absolute value · MAD_TO_STD / √6, pooled over the references): the
-    signal's second difference at f ≪ fs is (2π f/fs)² times smaller, so what remains is the
-    noise (and the quantization, ≈ quantum/√12 when the signal crosses many quanta). An upper
-    bound for records with strong modes near the Nyquist frequency."""
-    d2 = np.vstack([np.diff(y, 2, axis=0) for y in as_segments(ys)])
-    return MAD_TO_STD * np.median(np.abs(d2), axis=0) / np.sqrt(6.0)
 
 
 def _noise_estimate(ys, residual):
