@@ -208,7 +208,11 @@ def _run(run, qs, gain_table):
             message = f"budget of {s.budget} configuration(s) used"
         stop.check()
         run.report("final fit")
-        run.refit(starts=s.starts, final=True)
+        if any(c.modes for c in run.configs):
+            run.refit(starts=s.starts, final=True)
+        else:       # records too noisy for the OMA: reported, never a fault (nominal kept, nothing identifiable)
+            message += ("; no mode of the model was identified in any record (measurement noise?): "
+                        "every unknown not identifiable, nominal values kept")
         for i in sorted(validation_idx):
             stop.check()
             t0 = time.perf_counter()

@@ -145,6 +145,8 @@ class CampaignState:
         """Fit everything measured so far; re-match with the new estimate and refit while the
         matching changes (at most 3 times)."""
         for round_ in range(4):
+            if round_ and not any(c.modes for c in self.configs):
+                break                              # the re-matching lost every mode (noisy OMA): keep the fit
             t0 = time.perf_counter()
             meas = self.measurements(self.configs)
             fit = fit_parameters(self.model, self.unknowns, meas, self.loop, self.scale, self.bounds,
