@@ -407,9 +407,9 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     ``NOISE_RATIO`` of the signal (RMS). Below that the record is deterministic, the realization is
     exact up to that remainder (nonlinear terms, which an output-error fit would only chase), and
     each pole's standard deviation is taken as its spread over the model orders (interquartile
-    range / 1.349); above it, from the fit's Jacobian combined with that spread (root sum of squares:
-    the Jacobian holds the noise, the spread what a mode the realization missed nearby does to
-    it — a biased estimate's spread over the orders is wider than its noise alone). Of the poles
+    range / 1.349); above it, from the fit's Jacobian — and the σ reported is that combined with
+    the spread (root sum of squares: the Jacobian holds the noise, the spread what a mode the
+    realization missed nearby does to it; the reporting limits below use the Jacobian's). Of the poles
     left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
     (one standard deviation) stay in the basis but are not modes.
 
@@ -438,8 +438,6 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
         if refine and noisy:      # σ: the noise (Jacobian) and the model-order sensitivity (spread) together
             lam[active], std_f[active], std_z[active] = refine_poles(ys, fs, lam0[active], fixed=lam[nuisance],
                                                                      real=real)
-            std_f[active] = np.hypot(std_f[active], spread_f[active])
-            std_z[active] = np.hypot(std_z[active], spread_z[active])
         basis = active + nuisance
         amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
         norm[basis] = amplitude_norms(amps)
@@ -451,6 +449,8 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
         active = [j for j in active if j not in weak and j not in twins]
     f = frequencies_and_damping(lam)[0]
     certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
+    if refine and noisy:      # reported σ: the noise (Jacobian) and the model-order sensitivity (spread)
+        std_f, std_z = np.hypot(std_f, spread_f), np.hypot(std_z, spread_z)
     basis = active + nuisance
     vectors = np.zeros((lam.size, ys[0].shape[1]), complex)
     if basis:
