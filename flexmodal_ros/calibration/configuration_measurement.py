@@ -65,9 +65,10 @@ def measure(run, index, q_target, options, validation=False) -> ConfigurationDat
     warnings = []
     try:
         identified = identify_modes(records, "era")
-    except (FlexmodalError, np.linalg.LinAlgError) as exc:
+    except Exception as exc:     # noqa: BLE001 — any OMA failure on a (noisy) record: no modes here, the run goes on
         identified = None
-        warnings.append(f"OMA failed, no mode measured at this configuration: {exc}")
+        kind = "" if isinstance(exc, FlexmodalError) else f"{type(exc).__name__}: "
+        warnings.append(f"OMA failed, no mode measured at this configuration: {kind}{exc}")
         run.report("warning", message=warnings[-1], validation=validation)
     run.timed("oma", t0)
     data = ConfigurationData(index, q, np.asarray(q_target, float), labels, records, identified,
@@ -97,8 +98,14 @@ def match_modes(run, data: ConfigurationData, model, gate):
     measured, comparison = [], None
     if ident is not None:
         rows = channel_rows(run.model, ident.channels)
-        comparison = compare_with_model(ident, modes, rows, None, run.loop.label, frequency_gate=gate, mac_gate=0.5)
-        for r in comparison.rows:
+        try:
+            comparison = compare_with_model(ident, modes, rows, None, run.loop.label, frequency_gate=gate,
+                                            mac_gate=0.5)
+        except Exception as exc:     # noqa: BLE001 — a match that fails leaves the configuration without modes
+            note = f"match with the model failed, no mode used from this configuration: {type(exc).__name__}: {exc}"
+            if note not in data.warnings:
+                data.warnings.append(note)
+        for r in (comparison.rows if comparison is not None else []):
             if r.status != IDENTIFIED:
                 continue
             i = r.oma_mode - 1
