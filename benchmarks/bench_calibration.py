@@ -200,7 +200,7 @@ def design_actual(args):
 
 def noise(args):
     settings = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
-                                   random_seeds=0, tracking=False)
+                                   random_seeds=0, tracking=False, pulse_repeats=args.pulse_repeats)
     out = []
     for text in ["none"] + args.noise_levels.split(";"):
         level, run_settings = None, settings
@@ -306,6 +306,8 @@ def main():
                    help="part design --actual: relative σ target of the dampings")
     p.add_argument("--noise-levels", default="counts=1048576,std=1e-6;counts=65536,std=1e-5",
                    help="';'-separated counts=..,std=.. of the encoder noise (part noise)")
+    p.add_argument("--pulse-repeats", type=int, default=1,
+                   help="part noise: records per excitation, averaged (noise std / sqrt(repeats))")
     p.add_argument("--json", help="write the numbers to this file")
     args = p.parse_args()
     args.budget = args.budget or (2 if args.quick else 6)

@@ -11,8 +11,9 @@ import pytest
 
 from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings, design_against_random
 from flexmodal_ros.calibration.eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
+from flexmodal_ros.calibration.design_comparison import compare_with_random
 from flexmodal_ros.calibration.experiment_design import (ExcitationPlan, MeasurementModel, candidate_configurations,
-                                                         choose_experiment_gains, compare_with_random, evaluate_pool,
+                                                         choose_experiment_gains, evaluate_pool,
                                                          greedy_design, loop_damping, parameter_scale,
                                                          prior_information)
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant

@@ -55,8 +55,10 @@ def test_without_the_instant_the_start_is_guessed(kuka_record, tmp_path):
     plain.write_text("".join(line + "\n" for line in text.splitlines() if not line.startswith("#")))
     guessed = read_csv(plain)
     assert guessed.excitation_end is None and free_decay_start(guessed) > 2000
-    with pytest.raises(InputError, match="orders: ssi-cov order 100 is too high"):
-        run_oma(guessed, model, Q0, "ssi-cov")
+    # the short guessed segment is analysed at the orders it supports, with a warning (it used to
+    # fail: "ssi-cov order 100 is too high"; a calibration must not die of a short record)
+    result = run_oma(guessed, model, Q0, "ssi-cov")
+    assert any("model orders limited to" in w for w in result.identified.warnings)
 
 
 @pytest.mark.parametrize("line, match", [

@@ -47,6 +47,8 @@ def add_parser(sub):
     exp = p.add_argument_group("experiment")
     exp.add_argument("--validation", type=int, default=2, help="validation configurations (default 2)")
     exp.add_argument("--pulses", type=int, default=2, help="excitations (records) per configuration (default 2)")
+    exp.add_argument("--pulse-repeats", type=int, default=1,
+                     help="records per excitation, averaged: noise std / sqrt(repeats) (default 1)")
     exp.add_argument("--candidates", type=int, default=120, help="candidate configurations (default 120)")
     exp.add_argument("--excitation-limit", help="bound of the pulse amplitude [N m], one or per joint "
                                                 "(default 10 %% of the effort limit)")
@@ -137,7 +139,7 @@ def settings_from_args(args, model, noise):
         std = sensor_std(model, args.channels, noise.counts_per_rev, noise.std, gear_ratios(model))
     return CalibrationSettings(
         unknowns=parse_unknowns(args.unknowns), joints=joints, budget=args.budget, validation=args.validation,
-        pulses_per_configuration=args.pulses, excitation_limit=per_joint(args.excitation_limit, "--excitation-limit"),
+        pulses_per_configuration=args.pulses, pulse_repeats=args.pulse_repeats, excitation_limit=per_joint(args.excitation_limit, "--excitation-limit"),
         pulse_torque=per_joint(args.pulse_torque, "--pulse-torque"), pulse_duration=args.pulse_duration,
         impacts=args.impacts, candidates=args.candidates, target_k=args.target_k, target_d=args.target_d,
         ranges=_ranges(args.ranges), starts=args.starts, seed=args.seed, sensor_std=std,

@@ -21,7 +21,7 @@ channel that barely moves then no longer weighs its noise as much as the others'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequ
                      is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
+from .record_noise import noise_level
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
                             select_modes, stable_real_poles)
 
@@ -118,19 +119,27 @@ def analysis_segment(record: Record, free_decay: bool = True):
 
 def as_records(record) -> list:
     """``record`` (a :class:`Record`) or a sequence of them → list; InputError unless they share
-    channels and sample rate."""
+    a sample rate and at least one channel. References whose channel sets differ (a channel that
+    stayed constant in one record — below the encoder's resolution — is dropped from that record
+    by :func:`~.record.make_record`) are analysed on the channels common to all, in the first
+    record's order, with a warning."""
     records = list(record) if isinstance(record, (list, tuple)) else [record]
     if not records or not all(isinstance(r, Record) for r in records):
         raise InputError("record: expected a Record or a list of Records")
     first = records[0]
     for k, other in enumerate(records[1:], start=2):
-        if tuple(other.channels) != tuple(first.channels):
-            raise InputError(f"records: record {k} has channels {list(other.channels)}, record 1 "
-                             f"{list(first.channels)}; references must share their channels")
         if abs(other.sample_rate_hz / first.sample_rate_hz - 1) > 1e-9:
             raise InputError(f"records: record {k} is sampled at {other.sample_rate_hz:g} Hz, record 1 at "
                              f"{first.sample_rate_hz:g} Hz")
-    return records
+    if all(tuple(r.channels) == tuple(first.channels) for r in records):
+        return records
+    common = [c for c in first.channels if all(c in r.channels for r in records)]
+    if not common:
+        raise InputError(f"records: the references share no channel (record 1 has {list(first.channels)}); "
+                         f"references must share their channels")
+    left = sorted({c for r in records for c in r.channels} - set(common))
+    note = f"channel(s) not in every reference left out: {', '.join(left)}"
+    return [replace(r.select(common, "channels"), warnings=tuple(r.warnings) + (note,)) for r in records]
 
 
 def analysis_segments(record, free_decay: bool = True):
@@ -268,8 +277,13 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
         raise InputError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
     if not (np.isfinite(snr_min) and snr_min > 0):
         raise InputError(f"snr_min: must be > 0, got {snr_min}")
-    orders = DEFAULT_ORDERS[method] if orders is None else orders
     starts, ys = analysis_segments(records, free_decay)
+    notes = []
+    if orders is None:
+        orders = _bounded_orders(DEFAULT_ORDERS[method], ys, method)
+        if orders[-1] < max(DEFAULT_ORDERS[method]):
+            notes.append(f"model orders limited to {orders[-1]} by the record length "
+                         f"({', '.join(str(y.shape[0]) for y in ys)} samples of free decay)")
     fs = records[0].sample_rate_hz
     for k, y in enumerate(ys):
         if y.shape[0] < 64:
@@ -281,9 +295,10 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     if given is None:               # measurement noise: realize the decay's signal part, wider tolerances
         sigma = fit_amplitudes(ys, fs, [c.eigenvalue for c in candidates], real=real)[2]
         if _is_noisy(ys, sigma):
+            sigma = _noise_estimate(ys, sigma)     # the residual also holds the modes pass 1 missed
             signal = [y[:_signal_length(y, sigma)] for y in ys]
-            candidates, diagram, real, scale = _candidates(signal, fs, method, orders, NOISY_CRITERIA, options,
-                                                           noise=sigma)
+            candidates, diagram, real, scale = _candidates(signal, fs, method, _bounded_orders(orders, signal, method),
+                                                           NOISY_CRITERIA, options, noise=sigma)
     peak = np.max([np.abs(np.asarray(r.values)).max(axis=0) for r in records], axis=0)
     floor = ROUNDOFF_FLOOR * np.finfo(float).eps * float(np.linalg.norm(peak))
     lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine,
@@ -308,7 +323,7 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
     shapes = normalize_shapes(vectors[keep].T) if keep.size else np.empty((c, 0), complex)
     pick = lambda attr: np.array([getattr(candidates[j], attr) for j in keep], float)
     first = records[0]
-    warnings = tuple(w for r in records for w in r.warnings)
+    warnings = tuple(dict.fromkeys([w for r in records for w in r.warnings] + notes))
     return IdentifiedModes(
         frequencies_hz=f, damping_ratios=z, eigenvalues=eig, mode_shapes=shapes,
         real_eigenvalues=np.sort(real), stability=label, unstable_eigenvalues=bad,
@@ -318,6 +333,22 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
         combination_terms=combos, segment=(float(first.t[starts[0]]), float(first.t[-1])),
         references=len(records), diagram=diagram, std_frequency_hz=std_f[keep], std_damping_ratio=std_z[keep],
         warnings=warnings)
+
+
+def _bounded_orders(orders, ys, method):
+    """The model orders of ``orders`` that segments ``ys`` can support (the limits of
+    :func:`~.estimators.check_orders`: state order < N/4 for ERA/SSI, c·p < N/2 for VAR, and the
+    Hankel matrix's width for ERA's block rows); at least the two lowest. A short or truncated
+    noisy record is analysed at lower orders instead of failing."""
+    arr = np.unique(np.asarray(list(orders), int))
+    N, c = sum(y.shape[0] for y in ys), ys[0].shape[1]
+    fits = arr <= (N // (2 * c) if method == "var" else N // 4)
+    if method != "var":     # ERA/SSI: the Hankel matrix of 2·ceil((n + 1)/c) block rows needs columns
+        rows = np.maximum(4, 2 * np.ceil((arr + 1) / c))
+        widths = sum(np.maximum(y.shape[0] - rows, 0) for y in ys)
+        fits &= (min(y.shape[0] for y in ys) - rows >= 1) & (widths >= arr + 1)
+    kept = arr[fits]
+    return kept if kept.size >= 2 else arr[:2]
 
 
 def _signal_length(y, noise, window=50):
@@ -330,6 +361,17 @@ def _signal_length(y, noise, window=50):
     rms = np.sqrt((power[window:] - power[:-window]) / window)
     above = np.flatnonzero((rms > 3 * noise).any(axis=1))
     return int(np.clip((above[-1] + window) if above.size else N, min(N, 200), N))
+
+
+def _noise_estimate(ys, residual):
+    """Per channel the smaller of the first fit's ``residual`` std and :func:`noise_level`; a
+    channel whose second differences are mostly zero (a quantized channel moving a few counts)
+    keeps the residual; at least ROUNDOFF_FLOOR·ε of the channel's peak (no channel weighs
+    infinitely in the whitened realization)."""
+    level = noise_level(ys)
+    out = np.minimum(residual, np.where(level > 0, level, np.inf))
+    peak = np.max([np.abs(y).max(axis=0) for y in ys], axis=0)
+    return np.maximum(out, ROUNDOFF_FLOOR * np.finfo(float).eps * np.maximum(peak, 1e-300))
 
 
 def _is_noisy(ys, sigma):
@@ -365,7 +407,9 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     ``NOISE_RATIO`` of the signal (RMS). Below that the record is deterministic, the realization is
     exact up to that remainder (nonlinear terms, which an output-error fit would only chase), and
     each pole's standard deviation is taken as its spread over the model orders (interquartile
-    range / 1.349); above it, from the fit's Jacobian. Of the poles
+    range / 1.349); above it, from the fit's Jacobian — and the σ reported is that combined with
+    the spread (root sum of squares: the Jacobian holds the noise, the spread what a mode the
+    realization missed nearby does to it; the reporting limits below use the Jacobian's). Of the poles
     left, those whose frequency or damping is uncertain beyond ``UNCERTAINTY_F``/``UNCERTAINTY_Z``
     (one standard deviation) stay in the basis but are not modes.
 
@@ -391,7 +435,7 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     for _ in range(MAX_ROUNDS):
         if not active:
             break
-        if refine and noisy:
+        if refine and noisy:      # σ: the noise (Jacobian) and the model-order sensitivity (spread) together
             lam[active], std_f[active], std_z[active] = refine_poles(ys, fs, lam0[active], fixed=lam[nuisance],
                                                                      real=real)
         basis = active + nuisance
@@ -405,6 +449,8 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
         active = [j for j in active if j not in weak and j not in twins]
     f = frequencies_and_damping(lam)[0]
     certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
+    if refine and noisy:      # reported σ: the noise (Jacobian) and the model-order sensitivity (spread)
+        std_f, std_z = np.hypot(std_f, spread_f), np.hypot(std_z, spread_z)
     basis = active + nuisance
     vectors = np.zeros((lam.size, ys[0].shape[1]), complex)
     if basis:
