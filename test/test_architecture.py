@@ -156,7 +156,6 @@ def test_pole_to_mode_logic_lives_in_the_modal_toolkit():
 MAX_FILE_LINES, MAX_CLASS_LINES = 500, 200
 
 
-@pytest.mark.xfail(strict=True, reason="issue 30 in progress")
 def test_files_and_classes_stay_small_or_say_why():
     too_long = []
     for path, module, _ in _modules():
