@@ -3,7 +3,6 @@ one configuration analysed together must survive what a real encoder does to the
 that stays within one count in one record (dropped there), a short noisy record — and the modes
 identified under Gaussian noise must lie within 3 reported standard deviations of the truth."""
 import numpy as np
-import pytest
 
 from flexmodal_ros.calibration.eigen_sensitivity import loop_modes
 from flexmodal_ros.calibration.offline_plants import PlantOptions, channel_names, make_plant

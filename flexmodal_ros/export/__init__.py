@@ -10,9 +10,13 @@ from (2.1), by the AMA (2.13)-(2.17)).
 """
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import ConfigError
 from ..core.lazy import lazy_exports
+
+if TYPE_CHECKING:  # the annotation only; the module is imported on first use below
+    from .tree import ExportedRobot
 
 # The writers and the exported structure (Pinocchio) are imported on first use: the nodes import
 # this package for the /joint_states convention (convention.py) only.
