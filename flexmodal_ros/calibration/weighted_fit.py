@@ -209,7 +209,7 @@ def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fix
         raise InputError("measurements: no measured mode to fit")
     free = np.arange(P) if first_free is None or not np.any(first_free) else np.flatnonzero(first_free)
     rng = np.random.default_rng(seed)
-    evaluations, message = 0, ""
+    evaluations, message, fitted = 0, "", free
     with single_blas_thread():
         for _ in range(MAX_ROUNDS):
             p_fixed = nominal.copy()
@@ -235,7 +235,9 @@ def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fix
                 break
             x_start = np.clip(x_start, lo, hi)
             x_start[free] = best.x
-            free = free[ok]                      # refit with the unidentifiable fixed at nominal
+            fitted, free = free, free[ok]        # refit with the unidentifiable fixed at nominal
+        else:       # MAX_ROUNDS refits: the last one's unknowns, each with its own verdict
+            free = fitted
     values = nominal.copy()
     std = np.full(P, np.inf)
     identifiable = np.zeros(P, bool)
