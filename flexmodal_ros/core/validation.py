@@ -34,7 +34,7 @@ from .errors import InputError
 MAX_FILE_BYTES = 16 * 2 ** 20      # input files (YAML, URDF, CSV) [bytes]
 MAX_YAML_NODES = 1_000_000         # YAML nodes after alias expansion
 MAX_ECHO = 80                      # characters of a user value quoted in an error message
-_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))   # PyYAML's C parser (7x faster composing)
+_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))   # PyYAML's C parser when built with it
 
 
 def finite_array(value, field, shape=None, error=InputError):

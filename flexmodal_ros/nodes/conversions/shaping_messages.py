@@ -7,7 +7,7 @@ loads the shaping capability).
 
 Work bounds of ``~/shape_trajectory`` (checked before any work, docs/shaping/README.md): at most
 ``MAX_SHAPE_WAYPOINTS`` waypoints, ``MAX_SHAPE_DURATION_S`` of motion (the modal analysis runs at
-100 configurations per second of motion: 60 s ≈ 6,000 analyses ≈ 0.5 s for the 7-joint LWR4),
+100 configurations per second of motion: 60 s = 6,000 analyses; cost in docs/benchmarks.md),
 ``MAX_SAMPLE_RATE_HZ``, and ``MAX_SHAPE_SAMPLES`` output samples (rate × the shaped duration:
 checked against the unshaped duration before the work and the shaped one before sampling).
 """

@@ -2,8 +2,8 @@
 
 Bounds on one request's work: ``num_modes`` <= the node's ``max_link_modes`` (checked before any
 work), and a wall-time limit ``link_time_limit_s``: the root search's cost depends on the request
-in ways no size check catches (three_link_arm, 3 modes: thickness_factor 30 → 0.04 s, 100 → 4 s,
-300 → 20 s, 1000 → 470 s on this project's machine), so the computation runs in a worker process
+in ways no size check catches (on three_link_arm it grows by four orders of magnitude between
+thickness_factor 30 and 1000: ``benchmarks/bench_links.py``, docs/benchmarks.md), so the computation runs in a worker process
 (:class:`~flexmodal_ros.core.workers.WorkerPool`, one worker, started with the node) that is
 killed at the limit; the request is then answered "time limit" and the next one gets a new worker.
 """
