@@ -245,12 +245,12 @@ class FeedforwardPdController(GuardedNode):
             shaped = self.ctrl.shape_trajectory(checked)        # the shaping takes a while: the cycles go on
             with self.lock:
                 description = self.ctrl.accept_trajectory(shaped)
+                # reported before the lock is let go: the next cycle may start it, and its "tracking
+                # started" must follow the acceptance on ~/status
+                self.status.report(description, warn="WARNING" in description)
         except FlexmodalError as exc:
             with self.lock:
                 self.status.report_throttled(f"trajectory rejected: {exc}")
-            return
-        with self.lock:
-            self.status.report(description, warn="WARNING" in description)
 
     def on_recover(self, request, response):
         try:
