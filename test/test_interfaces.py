@@ -166,6 +166,11 @@ def main():
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        # rclpy 7.1 (Jazzy): the stop signal's context shutdown can land between the executor's
+        # checks and its next wait set ("the given context is not valid"): that is the stop
+        if rclpy.ok():
+            raise
     finally:
         node.destroy_node()
         rclpy.try_shutdown()

@@ -21,6 +21,7 @@ from ..core.errors import FlexmodalError
 from ..constrained.closed_chain import resolve_any_model, resolve_closed_chain
 from ..robot.registry import resolve_model
 from ..core.validation import shown
+from . import stop_request
 
 DOUBLE_ARRAY = Parameter.Type.DOUBLE_ARRAY
 _KIND_NAMES = {bool: "a bool", int: "an integer", float: "a number (double)", str: "a string",
@@ -374,8 +375,9 @@ def run_node(node_factory, executable, args=None, make_executor=SingleThreadedEx
             except Exception as exc:        # noqa: BLE001 - the fault policy: log, keep serving
                 # The signal handler shuts the context down while a callback may be running: its
                 # next publish then fails (RCLError "publisher's context is invalid"). That is the
-                # shutdown, not a fault.
-                if not rclpy.ok():
+                # shutdown, not a fault. So is an error the stop signal's KeyboardInterrupt was turned
+                # into inside rclpy's C++ code before the context went down (stop_request).
+                if not rclpy.ok() or stop_request.requested.is_set():
                     break
                 _log_unguarded(node, exc)
     except FlexmodalError as exc:

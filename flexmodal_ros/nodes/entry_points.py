@@ -20,6 +20,8 @@ import os
 import signal
 import sys
 
+from . import stop_request
+
 
 def _run(module):
     # While the node module is imported nothing has started yet: a stop signal ends the process
@@ -45,6 +47,7 @@ def _run(module):
 
 
 def _interrupt(signum, frame):
+    stop_request.requested.set()
     raise KeyboardInterrupt
 
 
