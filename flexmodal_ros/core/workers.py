@@ -3,13 +3,12 @@
 :class:`WorkerPool` is a persistent :class:`concurrent.futures.ProcessPoolExecutor` (forkserver
 start method: safe to use from a multithreaded ROS node) whose workers
 
-- die with the process that owns the pool: each worker asks the kernel for SIGKILL when its
-  parent dies (``prctl(PR_SET_PDEATHSIG)``); its parent is the forkserver, which exits as soon as
-  its "alive" pipe reaches end of file. multiprocessing hands the pipe's write end to every
-  worker too (so that workers could start processes of their own), which would keep the
-  forkserver, and so the workers, alive after the owner died: the workers close it. A node
-  killed with SIGKILL therefore leaves no worker computing; a node shut down normally calls
-  :meth:`WorkerPool.shutdown`.
+- die with the process that owns the pool: each worker runs a watcher thread that waits on a
+  process file descriptor of the owner (``os.pidfd_open``, Linux >= 5.3; elsewhere it polls the
+  owner's pid every ``WATCH_PERIOD_S``) and ends the worker as soon as the owner has exited. A
+  node killed with SIGKILL therefore leaves no worker computing; the forkserver, whose "alive"
+  pipe the owner and its workers hold, exits once they are gone. A node shut down normally
+  calls :meth:`WorkerPool.shutdown`.
 - ignore SIGINT: Ctrl-C on a terminal reaches the whole process group; the owner stops the pool
   (no KeyboardInterrupt tracebacks from the workers, also not while they start: the forkserver is
   spawned with SIGINT ignored, a disposition it and its children inherit).
@@ -18,10 +17,14 @@ start method: safe to use from a multithreaded ROS node) whose workers
   convenient points (:meth:`StopToken.check`, e.g. once per residual evaluation), which raises
   :class:`Interrupted`; the same token carries progress counters (:meth:`StopToken.report`,
   :meth:`StopToken.progress`) that the owner reads while the workers compute.
+- are ended by :meth:`WorkerPool.shutdown` even inside a computation that does not check its
+  token: past the timeout, the pool raises a shared "end" generation that the watcher threads
+  read within ``WATCH_PERIOD_S``.
 
+Only the public interfaces of ``multiprocessing``, ``concurrent.futures`` and ``os`` are used.
 Hand-written because neither the standard library nor the usual task libraries (joblib, Dask)
-tie worker lifetime to the owner with PDEATHSIG or give cross-process cancellation of a running
-task without killing the worker.
+tie worker lifetime to the owner or give cross-process cancellation of a running task without
+killing the worker.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import ctypes
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import select
 import signal
 import threading
 import time
@@ -38,8 +42,11 @@ from concurrent.futures.process import BrokenProcessPool
 
 from .fallbacks import warn_fallback
 
-PR_SET_PDEATHSIG = 1            # <linux/prctl.h>
 STOP_SLOTS = 256                # tokens that can be live at once per pool
+WATCH_PERIOD_S = 0.05           # a worker's watcher: how often it reads the pool's "end" generation
+# Longest wait, at shutdown, for a worker still starting (unpickling its start-up data): the
+# owner must keep the pool's semaphores until then, or the worker fails with a traceback.
+START_BOUND_S = 30.0
 # Time to start a pool and run a first task [s], measured on the 2-core development machine under
 # load: 3.9 s the first time in a process (the forkserver starts and imports NumPy, SciPy,
 # Pinocchio), 0.2 s afterwards (the forkserver stays for the life of the process).
@@ -101,24 +108,45 @@ class StopToken:
 NO_STOP = StopToken()
 
 
-def _init_worker(*shared):
-    """Worker start-up: die with the parent, leave SIGINT to the owner, remember the shared arrays."""
+def _init_worker(owner, generation, end, *shared):
+    """Worker start-up: leave SIGINT to the owner, remember the shared arrays, and start the
+    watcher that ends this process when the owner exits or the pool ends ``generation``."""
     global _worker_shared
     _worker_shared = shared
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    server = multiprocessing.forkserver._forkserver
-    if server._forkserver_alive_fd is not None:  # only the owner may keep the forkserver alive
-        os.close(server._forkserver_alive_fd)
-        server._forkserver_alive_fd = None
-    parent = os.getppid()
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError) as exc:   # not Linux
-        warn_fallback("flexmodal_ros.core.workers", "prctl(PR_SET_PDEATHSIG)", f"{exc}; not Linux",
-                      "idle workers end with the forkserver when the parent exits",
-                      "a worker busy with a task outlives a parent that was killed until the task ends")
-    if os.getppid() != parent:          # the parent died before prctl took effect
+        owner_fd = os.pidfd_open(owner)
+    except ProcessLookupError:              # the owner died before this worker started
         os._exit(1)
+    except (AttributeError, OSError) as exc:    # not Linux, or a kernel older than 5.3
+        owner_fd = None
+        warn_fallback("flexmodal_ros.core.workers", "os.pidfd_open", f"{exc}",
+                      f"the worker polls its owner's pid every {WATCH_PERIOD_S:g} s",
+                      "an owner that exited but was not yet reaped by its parent keeps its workers alive until then")
+    threading.Thread(target=_watch_owner, args=(owner, owner_fd, generation, end),
+                     name="flexmodal-owner-watch", daemon=True).start()
+
+
+def _watch_owner(owner, owner_fd, generation, end):
+    """End this worker (``os._exit``) when the owner has exited or ``end[0] >= generation``."""
+    poller = None
+    if owner_fd is not None:
+        poller = select.poll()
+        poller.register(owner_fd, select.POLLIN)
+    while True:
+        if poller is not None:
+            if poller.poll(WATCH_PERIOD_S * 1000.0):
+                os._exit(1)
+        else:
+            time.sleep(WATCH_PERIOD_S)
+            try:
+                os.kill(owner, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+        if end[0] >= generation:
+            os._exit(1)
 
 
 def _start_forkserver():
@@ -166,9 +194,12 @@ class WorkerPool:
             self._ctx.set_forkserver_preload(list(preload))
         self._flags = self._ctx.RawArray("b", STOP_SLOTS)
         self._shared = (self._flags, self._ctx.RawArray("q", STOP_SLOTS), self._ctx.RawArray("d", STOP_SLOTS))
+        self._end = self._ctx.RawArray("q", 1)        # executors of generation <= end[0] must end
+        self._generation = 0
         self._free = list(range(STOP_SLOTS))
         self._lock = threading.Lock()
         self._executor = None
+        self._warmup = None                 # first task of the current executor: its worker started
         self._closed = False
 
     @staticmethod
@@ -183,9 +214,17 @@ class WorkerPool:
         if self._executor is None:
             _started = True
             _start_forkserver()
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=self._ctx,
-                                                 initializer=_init_worker, initargs=self._shared)
+            self._generation += 1
+            self._executor = ProcessPoolExecutor(
+                self.workers, mp_context=self._ctx, initializer=_init_worker,
+                initargs=(os.getpid(), self._generation, self._end, *self._shared))
+            self._warmup = self._executor.submit(int)
         return self._executor
+
+    def start(self):
+        """Start the workers' executor now (its first worker starts in the background)."""
+        with self._lock:
+            self._pool()
 
     def submit(self, fn, *args):
         """``fn(*args)`` in a worker; a concurrent.futures Future. A pool broken by a dead worker
@@ -201,7 +240,9 @@ class WorkerPool:
         """After a task failed with ``exc``: forget a broken executor (the next submit starts anew)."""
         if isinstance(exc, BrokenProcessPool):
             with self._lock:
-                self._executor = None
+                broken, self._executor = self._executor, None
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
 
     def token(self, deadline=None):
         """A new :class:`StopToken` (release it with :meth:`release`)."""
@@ -224,22 +265,28 @@ class WorkerPool:
                 self._free.append(token.slot)
 
     def shutdown(self, timeout=2.0):
-        """Stop every computation and end the workers (waits up to ``timeout`` s, then kills)."""
+        """Stop every computation and end the workers: waits up to ``timeout`` s for them to end,
+        then ends them (their watchers read the "end" generation). A worker still starting is
+        waited for (up to START_BOUND_S), as the pool's semaphores must outlive its start-up."""
         with self._lock:
             self._closed = True
             executor, self._executor = self._executor, None
+            warmup, generation = self._warmup, self._generation
         for slot in range(STOP_SLOTS):
             self._flags[slot] = 1
         if executor is None:
             return
-        processes = list(getattr(executor, "_processes", {}).values())
-        executor.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + timeout
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(1.0)
+        if warmup is not None:              # the first task: it runs once the first worker started
+            with contextlib.suppress(Exception):        # done, failed or broken: all the same here
+                warmup.result(timeout=START_BOUND_S)
+        # One call, in a thread: a second shutdown() call of the executor would not wait any more.
+        waiter = threading.Thread(target=executor.shutdown, kwargs={"wait": True, "cancel_futures": True},
+                                  name="flexmodal-pool-shutdown", daemon=True)
+        waiter.start()
+        waiter.join(timeout)
+        if waiter.is_alive():               # a computation that does not check its token
+            self._end[0] = generation
+            waiter.join(WATCH_PERIOD_S * 20 + 1.0)
 
     def __enter__(self):
         return self

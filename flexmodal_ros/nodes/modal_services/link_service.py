@@ -46,7 +46,7 @@ class LinkService:
 
     def _start_worker(self):
         self.pool = WorkerPool(1, preload=["flexmodal_ros.links.solve"])
-        self.pool.submit(int)                  # start the worker now, not at the first request
+        self.pool.start()                      # the worker now, not at the first request
 
     def link_modes(self, request, response, stamp=None):
         if self.arm is None:
