@@ -44,7 +44,7 @@ AUTO_MARGIN = 0.10
 SWITCH_MARGIN = 0.5            # fixed stays unless another design is predicted (1 + this)× better
 DOMINATED_SHARE = 0.5
 LIMITING_FRACTION = 0.01       # untreated parts above this × the unshaped residual cap the reduction
-_TIE_ORDER = ("fixed", "time-varying", "robust", "robust-long")
+_TIE_ORDER = ("fixed", "time-varying", "robust", "robust-long", "robust-coriolis")
 
 
 def check_design(value, error=InputError, field="shaper_design"):

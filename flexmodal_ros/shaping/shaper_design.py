@@ -36,6 +36,7 @@ from .design_choice import (AUTO_MARGIN, DEFAULT_DESIGN, DESIGNS, DOMINATED_SHAR
 from .prediction import PREDICTION_RATE_HZ, modal_amplitudes, path_eigenvalues
 from .reference import ShapedTrajectory
 from .robust_design import LONG_DESIGN, constant_schedule, design_schedule, robust_schedule  # noqa: F401
+from .path_forcing import FORCING_DESIGN, forcing_design, forcing_residual, path_forcing
 from .schedule import path_modes
 from .schedule import DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD
 from .schedule import DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE
@@ -49,6 +50,28 @@ def _predict(reference, pm, end, name, rate_hz):
     amp = modal_amplitudes(reference, pm, end=end, rate_hz=rate_hz)
     return Prediction(name, float(getattr(reference, "added_delay", 0.0)), pm.contributions * np.abs(amp))
 
+
+
+def _with_forcing(model, pm, path, kind, tolerance, runs, failed):
+    """``runs`` plus the ``robust-coriolis`` candidate, every candidate's selected modes predicted
+    by the forcing model of :mod:`flexmodal_ros.shaping.path_forcing` (it includes their
+    Coriolis/centrifugal part: the second-order estimate keeps only the other modes); ``runs``
+    unchanged if that design fails (reason kept in ``failed``)."""
+    sel = list(pm.selected)
+    try:
+        forcing = path_forcing(model, pm, path)
+        ref = ShapedTrajectory(path, forcing_design(forcing, pm, path, kind, runs["robust"][0].schedule, tolerance))
+    except InputError as exc:
+        failed.append(f"{FORCING_DESIGN} not available: {exc}")
+        return runs
+    runs = {**runs, FORCING_DESIGN: (ref, runs["robust"][1].copy(), runs["robust"][2].copy())}
+    out = {}
+    for name, (r, linear, second) in runs.items():
+        linear, second = linear.copy(), second.copy()
+        linear[sel] = forcing_residual(forcing, pm, r)[sel]
+        second[sel] = 0.0
+        out[name] = (r, linear, second)
+    return out
 
 
 def excited_modes(pm, path, threshold=DEFAULT_THRESHOLD, max_damping=DEFAULT_MAX_DAMPING,
@@ -136,7 +159,9 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
         extra = built(LONG_DESIGN)          # the second-order floor dominates: a longer band-covering sequence
         if extra is not None:
             runs[LONG_DESIGN] = extra
-            predictions = at(max(r[0].duration for r in runs.values()))
+        if path.positions.shape[0] == 2:    # and one designed against it (one-segment moves)
+            runs = _with_forcing(model, pm, path, kind, tolerance, runs, failed)
+        predictions = at(max(r[0].duration for r in runs.values()))
     candidates = {name: r[0] for name, r in runs.items()}
     common = max(c.duration for c in candidates.values())
     unshaped = _predict(path, pm, common, "none", prediction_rate_hz)
