@@ -162,6 +162,43 @@ def test_auto_adds_the_long_robust_design_where_the_coriolis_floor_dominates(lwr
     assert "Coulomb band" in coulomb.reason and coulomb.untreated.coulomb_m > 5e-4
 
 
+def _accepted_random_move(lwr, index):
+    """The ``index``-th random move (seed 1) that the shaper accepts: the acceptance test's order."""
+    from flexmodal_ros.shaping.vibration import random_moves
+    gen, accepted = random_moves(lwr, 1), -1
+    while True:
+        times, positions = next(gen)
+        path = PiecewiseC4Trajectory(times, positions)
+        try:
+            result = shape_with_design(lwr, path, "zvd")
+        except InputError:
+            continue
+        accepted += 1
+        if accepted == index:
+            return path, result
+
+
+def test_robust_coriolis_treats_the_floor_and_steps_aside_where_its_model_fails(lwr):
+    """Seed-1 random move 1 (kuka_lwr4, viscous; modes change 93 %): robust-coriolis is predicted
+    far below every design of the linear model and chosen (simulated 0.13x fixed against robust's
+    0.69x, docs/shaping/README.md). Move 8: modes 1 and 2 cross (2.77 / 2.89 Hz at the start), the
+    forcing model's coupling is far outside its first-order range: not built, the reason says so."""
+    from flexmodal_ros.shaping.path_forcing import MAX_ADIABATIC, path_forcing
+    path, (_, pm, choice) = _accepted_random_move(lwr, 1)
+    p = choice.predictions
+    assert choice.chosen == "robust-coriolis", choice.reason
+    assert 3 * p["robust-coriolis"].total_m < min(v.total_m for k, v in p.items() if k != "robust-coriolis")
+    assert "robust-coriolis: the forcing model predicts" in choice.reason and "taken" in choice.reason
+    assert path_forcing(lwr, pm, path).adiabatic < MAX_ADIABATIC
+    path, (_, pm, choice) = _accepted_random_move(lwr, 8)
+    assert "robust-coriolis" not in choice.predictions
+    assert "robust-coriolis not available: two shaped modes come too close" in choice.reason
+    assert path_forcing(lwr, pm, path).adiabatic > 10 * MAX_ADIABATIC
+    two = PiecewiseC4Trajectory([0.0, 0.3, 0.6], [path.positions[0], path.positions[1], path.positions[0]])
+    with pytest.raises(InputError, match="trajectory: the forcing model needs a one-segment move"):
+        path_forcing(lwr, pm, two)
+
+
 def test_modes_the_move_excites_are_shaped(lwr):
     """A slow mode with a small step amplitude that the move excites strongly (kuka_lwr4, random
     move of the acceptance test: mode 1 at 3.8 Hz has 5 % of the largest step amplitude but most

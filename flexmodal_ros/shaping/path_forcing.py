@@ -4,8 +4,9 @@ The linearized prediction (:mod:`flexmodal_ros.shaping.prediction`) drives each 
 progress rate σ' with a constant input (the mode's step contribution c_k) and the Coriolis
 estimate (:mod:`flexmodal_ros.shaping.untreated`) adds the quadratic torques with the nearest of
 five mode shapes. On large fast moves neither is accurate enough to design against (kuka_lwr4,
-seed-1 random move 1: the robust design's linear residual is 2 % of its simulated one, and that
-residual stays 1.6× fixed's with the Coriolis torques removed from the plant). Here both parts
+seed-1 random move 1 of benchmarks/bench_shaper_floor.py: the robust design's linear residual is
+2 % of its simulated one, and that residual stays 1.6× fixed's with the Coriolis torques removed
+from the plant: the configuration dependence of the modes' input matters as much). Here both
 come from one model along the path.
 
 **Model.** One segment, y(σ) = q_0 + Δq σ; x_s(σ) = [y; q_m^d(y)] the quasi-static state of the
@@ -14,25 +15,40 @@ the current configuration gives, to first order in e,
 
     M̄ ë + D̄ ė + K̄ e = f(t) = −M̄ (x_s' σ'' + x_s'' σ'²) − D̄ x_s' σ' − [C(y, Δq)Δq; 0] σ'²,
 
-(x_s' = dx_s/dσ; C(y, ẏ)ẏ = σ'² C(y, Δq)Δq on a straight line). Mode k (eigenvalue λ_k, shape
-u_k, phase kept continuous along the path) has the modal coordinate η̇_k = λ_k η_k + u_kᵀ f /
-(u_kᵀ(2λ_k M̄ + D̄)u_k); with the frozen-coefficient (WKB) weight w_k(t) = exp(∫_t^{T_e} λ_k) and one
-integration by parts of the σ'' term (σ' = 0 at both ends of a rest-to-rest reference):
+(x_s' = dx_s/dσ by central differences; C(y, ẏ)ẏ = σ'² C(y, Δq)Δq on a straight line). Mode k
+(eigenvalue λ_k, shape u_k with its phase kept continuous along the path; state-space right
+vector V_k = [u_k; λ_k u_k], left W_k = [(λ_k M̄ + D̄)u_k; M̄u_k] / n_k, n_k = u_kᵀ(2λ_k M̄ + D̄)u_k,
+W_kᵀV_j = δ_kj) has the modal coordinate η_k = W_kᵀ[e; ė] with
 
-    η_k(T_e) = ∫ [L_k(σ) σ' + Q_k(σ) σ'²] w_k dt,
-    L_k = π_kᵀ(−D̄ x_s') + λ_k π_kᵀ(−M̄ x_s'),   Q_k = π_kᵀ(−M̄ x_s'' − [CΔq; 0]) − d/dσ[π_kᵀ(−M̄ x_s')],
+    η' = Λ η + (u_kᵀ f / n_k)_k + σ' G η,     G_kj = (dW_k/dσ)ᵀ V_j
 
-π_k = u_k / (u_kᵀ(2λ_k M̄ + D̄)u_k). With constant matrices L_k = u_kᵀb/(λ_k u_kᵀ(2λM̄+D̄)u_k) (b the
-motor-reference step), the residue of the linearized prediction; Q_k is what that prediction
-leaves out. The end-effector residual of mode k is ‖J_p u_k,q(end)‖ |η_k| [m] (the same
-convention as c_k). L_k and Q_k are sampled at the anchors of the path analysis (their mode
-shapes) and interpolated linearly in σ.
+(the shaped modes only, the conjugate terms left out: they rotate at the sum of the
+frequencies). G couples modes whose shapes turn into each other; its diagonal is the slow change
+of a mode's amplitude. With the propagator P(T_e, t) of η' = (Λ + σ'G)η and one integration by
+parts of the σ'' term (σ' = 0 at both ends of a rest-to-rest reference):
 
-**Design** (:func:`forcing_schedule`, the ``robust-coriolis`` candidate of ``auto``): the robust
-design's least squares (:mod:`flexmodal_ros.shaping.robust_design`: impulses on a time grid, Σ A
-= 1, A ≥ 0, the ±10 % eigenvalue rows) with the nominal rows from this model. η is quadratic in
-A through σ'²: Newton-linearized about the previous solution σ_0 (σ'² ≈ 2σ_0'σ' − σ_0'²), the
-coefficients and eigenvalues taken along σ_0, ``FORCING_ITERATIONS`` rounds from the robust design.
+    η(T_e) = ∫ P(T_e, t) [L(σ) σ' + (Q(σ) + G m(σ)) σ'²] dt,
+    m_k = u_kᵀ(−M̄ x_s')/n_k,  L_k = u_kᵀ(−D̄ x_s')/n_k + λ_k m_k,
+    Q_k = u_kᵀ(−M̄ x_s'' − [CΔq; 0])/n_k − dm_k/dσ.
+
+With constant matrices L_k = u_kᵀ b/(λ_k n_k) (b the motor-reference step): the residue of the
+linearized prediction; Q and G are what it leaves out. The end-effector residual of mode k is
+‖J_p u_k,q(goal)‖ |η_k| [m] (the convention of c_k). L, Q, m, G come from the anchors of the
+path analysis (their mode shapes), interpolated linearly in σ (G per anchor interval); P is
+exact on the diagonal and applies the coupling every ``_COARSE`` grid steps.
+
+**Validity.** First order in G: the model holds while σ'|G_kj| stays below the rate at which the
+two modes' phases separate, |λ_k − λ_j|. The ratio max σ'|G_kj| / |λ_k − λ_j| along the path
+(:attr:`PathForcing.adiabatic`, peak σ' of the unshaped path) above ``MAX_ADIABATIC`` (two shaped
+modes close or crossing: 17-64 on the seed-1 kuka_lwr4 moves with crossings, where the model's
+prediction of the unshaped residual is off by up to 9×) and the design is not built.
+
+**Design** (:func:`forcing_design`, the ``robust-coriolis`` candidate of ``auto``): the robust
+design's least squares (:mod:`flexmodal_ros.shaping.robust_design`: impulses on a time grid, as
+long as the robust design, Σ A = 1, A ≥ 0, the linear rows at ±10 % eigenvalues) with the nominal
+rows from this model. η is quadratic in A through σ'²: Newton-linearized about the previous
+solution σ_0 (σ'² ≈ 2σ_0'σ' − σ_0'²), coefficients, eigenvalues and P taken along σ_0,
+``FORCING_ITERATIONS`` rounds from the robust design.
 """
 from __future__ import annotations
 
@@ -50,6 +66,10 @@ from .shapers import DEFAULT_TOLERANCE, convolve, design
 
 FORCING_DESIGN = "robust-coriolis"     # auto's fifth candidate (flexmodal_ros.shaping.design_choice)
 FORCING_ITERATIONS = 3
+FORCING_GAIN = 0.25           # auto takes robust-coriolis when predicted <= this x the rule's choice ...
+FORCING_RESOLUTION = 0.01      # ... and that choice's residual is >= this x the unshaped one (both by this model)
+MAX_ADIABATIC = 1.0            # above: two shaped modes too close for the first-order coupling (not built)
+_COARSE = 8                    # grid steps per step of the coupling (within one: the diagonal part only)
 _STEP = 1e-4                   # finite-difference step in σ for x_s' and x_s''
 
 
@@ -63,6 +83,7 @@ class PathForcing:
     gain: np.ndarray
     M: np.ndarray
     G: np.ndarray
+    adiabatic: float = 0.0
 
     def at(self, s):
         """(L, Q, M) (m, K) interpolated at progress s (m,) and the coupling G (m, K, K) of the
@@ -81,18 +102,26 @@ class PathForcing:
         L, Q, M = L[:, modes], Q[:, modes], M[:, modes]
         lam = _interpolated_eigenvalues(pm, modes, sigma)
         h = t[1] - t[0]
-        step = np.exp(0.5 * h * (lam[1:] + lam[:-1]))                          # (count − 1, k)
+        phase = np.zeros_like(lam)                                              # ∫_0^t λ (trapezoidal)
+        np.cumsum(0.5 * h * (lam[1:] + lam[:-1]), axis=0, out=phase[1:])
         k = len(modes)
+        coupling = (h * rate)[:, None, None] * G                                # σ' G dt per grid step
+        nodes = np.unique(np.r_[np.arange(0, t.size, _COARSE), t.size - 1])
         P = np.empty((t.size, k, k), complex)
-        P[-1] = np.eye(k)
-        for i in range(t.size - 2, -1, -1):
-            P[i] = (P[i + 1] * step[i][None, :]) @ (np.eye(k) + (h * rate[i]) * G[i])
+        here = np.eye(k, dtype=complex)
+        P[-1] = here
+        for a, b in zip(nodes[-2::-1], nodes[:0:-1]):                           # coupling per coarse step
+            inner = here * np.exp(phase[b] - phase[a:b])[:, None, :]            # diagonal inside [a, b)
+            here = inner[0] @ (np.eye(k) + coupling[a:b].sum(axis=0))
+            P[a + 1:b] = inner[1:]
+            P[a] = here
         return P, L, Q + np.einsum("ckm,cm->ck", G, M)
 
 
 def path_forcing(model, pm, path) -> PathForcing:
     """:class:`PathForcing` of the tracked modes of ``pm`` along the one-segment ``path`` at the
-    anchors of the path analysis. InputError for a path of more than one segment."""
+    anchors of the path analysis, with the coupling G and its adiabatic ratio (module docstring).
+    InputError for a path of more than one segment."""
     if path.positions.shape[0] != 2:
         raise InputError("trajectory: the forcing model needs a one-segment move (2 waypoints)")
     n, K = model.n, pm.frequencies_hz.shape[1]
@@ -135,7 +164,12 @@ def path_forcing(model, pm, path) -> PathForcing:
     Q = Qp - np.gradient(mx, sigma, axis=0)
     G = np.stack([((left[i + 1] - left[i]) / (sigma[i + 1] - sigma[i])).T @ (0.5 * (right[i] + right[i + 1]))
                   for i in range(sigma.size - 1)])                                # (P − 1, K, K)
-    return PathForcing(sigma, L, Q, gain, mx, G)
+    sel = list(pm.selected)
+    mid = 0.5 * (lam[1:, sel] + lam[:-1, sel])                                   # (P − 1, k)
+    gap = np.abs(mid[:, :, None] - mid[:, None, :]) + np.where(np.eye(len(sel), dtype=bool), np.inf, 0.0)
+    peak_rate = float(_path_parameter(path, np.linspace(0.0, path.duration, 201))[1].max())
+    adiabatic = float((np.abs(G[:, sel][:, :, sel]) * peak_rate / gap).max())
+    return PathForcing(sigma, L, Q, gain, mx, G, adiabatic)
 
 
 def _interpolated_eigenvalues(pm, modes, sigma):
