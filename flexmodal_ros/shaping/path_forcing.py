@@ -85,21 +85,20 @@ class PathForcing:
     G: np.ndarray
     adiabatic: float = 0.0
 
-    def at(self, s):
-        """(L, Q, M) (m, K) interpolated at progress s (m,) and the coupling G (m, K, K) of the
-        anchor interval of each."""
+    def at(self, s, modes):
+        """(L, Q, M) (m, k) of tracked ``modes`` interpolated at progress s (m,) and their
+        coupling G (m, k, k) on the anchor interval of each."""
         i = np.clip(np.searchsorted(self.sigma, s, side="right") - 1, 0, self.sigma.size - 2)
         w = np.clip((s - self.sigma[i]) / (self.sigma[i + 1] - self.sigma[i]), 0.0, 1.0)[:, None]
-        return ((1 - w) * self.L[i] + w * self.L[i + 1], (1 - w) * self.Q[i] + w * self.Q[i + 1],
-                (1 - w) * self.M[i] + w * self.M[i + 1], self.G[i])
+        L, Q, M = self.L[:, modes], self.Q[:, modes], self.M[:, modes]
+        return ((1 - w) * L[i] + w * L[i + 1], (1 - w) * Q[i] + w * Q[i + 1], (1 - w) * M[i] + w * M[i + 1],
+                self.G[:, modes][:, :, modes][i])
 
     def propagate(self, pm, modes, sigma, rate, t):
         """(P (count, k, k), coefficients (count, k) of σ' and of σ'²) for tracked ``modes`` along
         the progress ``sigma``, ``rate`` on the uniform grid ``t``: η(T_e) = Σ_i h_i P_i (a_i σ'_i
         + b_i σ'_i²) (module docstring, with the coupling)."""
-        L, Q, M, G = self.at(sigma)
-        G = G[:, modes][:, :, modes]
-        L, Q, M = L[:, modes], Q[:, modes], M[:, modes]
+        L, Q, M, G = self.at(sigma, list(modes))
         lam = _interpolated_eigenvalues(pm, modes, sigma)
         h = t[1] - t[0]
         phase = np.zeros_like(lam)                                              # ∫_0^t λ (trapezoidal)

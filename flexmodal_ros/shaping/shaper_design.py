@@ -69,14 +69,15 @@ def _forcing_candidate(model, pm, path, kind, tolerance, start, failed):
         return None
 
 
-def _forcing_switch(forcing, pm, path, candidates, chosen, common):
+def _forcing_switch(forcing, pm, path, candidates, chosen, common, mine):
     """(take robust-coriolis?, note): the forcing model's residuals [m] at the common time of
-    robust-coriolis, of the design the rule chose and of the unshaped path; taken when it is at
+    robust-coriolis (``mine``, its prediction's shaped modes), of the design the rule chose and of
+    the unshaped path; taken when it is at
     most ``FORCING_GAIN`` × the chosen one's and that one is at least ``FORCING_RESOLUTION`` ×
     the unshaped one (module docstring of :mod:`flexmodal_ros.shaping.design_choice`)."""
     def residual(ref):
         return float(forcing_residual(forcing, pm, ref, end=common).sum())
-    mine, other, none = residual(candidates[FORCING_DESIGN]), residual(candidates[chosen]), residual(path)
+    other, none = residual(candidates[chosen]), residual(path)
     take = mine <= FORCING_GAIN * other and other >= FORCING_RESOLUTION * none
     note = (f"{FORCING_DESIGN}: the forcing model predicts {mine:.3g} m against {other:.3g} m for {chosen} "
             f"(unshaped {none:.3g} m): " + ("taken" if take else f"not taken (needs <= {FORCING_GAIN:g}x, the other "
@@ -191,7 +192,8 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
         chosen, reason = choose({k: v for k, v in predictions.items() if k != FORCING_DESIGN},
                                 {name: u.switch_step_m + u.coulomb_m for name, u in parts.items()})
         if FORCING_DESIGN in runs:
-            take, note = _forcing_switch(path_force[1], pm, path, candidates, chosen, common)
+            mine = float(np.nansum(predictions[FORCING_DESIGN].per_mode_m[sel]))
+            take, note = _forcing_switch(path_force[1], pm, path, candidates, chosen, common, mine)
             chosen, reason = (FORCING_DESIGN, note) if take else (chosen, f"{reason}; {note}")
         reason = "; ".join([reason] + failed)
     else:
