@@ -180,7 +180,7 @@ def _accepted_random_move(lwr, index):
 
 def test_robust_coriolis_treats_the_floor_and_steps_aside_where_its_model_fails(lwr):
     """Seed-1 random move 1 (kuka_lwr4, viscous; modes change 93 %): robust-coriolis is predicted
-    far below every design of the linear model and chosen (simulated 0.13x fixed against robust's
+    far below every design of the linear model and chosen (simulated 0.10x fixed against robust's
     0.69x, docs/shaping/README.md). Move 8: modes 1 and 2 cross (2.77 / 2.89 Hz at the start), the
     forcing model's coupling is far outside its first-order range: not built, the reason says so."""
     from flexmodal_ros.shaping.path_forcing import MAX_ADIABATIC, path_forcing

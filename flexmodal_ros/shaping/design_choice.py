@@ -20,10 +20,9 @@ velocity-dependent forcing, :mod:`flexmodal_ros.shaping.path_forcing`; its predi
 modes come from that model, which includes their second-order part). The rule below picks among
 the others; robust-coriolis replaces that pick when the forcing model predicts it at most
 ``FORCING_GAIN`` (½) × the pick's residual and the pick's residual is at least
-``FORCING_RESOLUTION`` (1 %) of the unshaped one by the same model (below, the model's errors,
-measured up to ~10× on scompi's nanometre residuals, decide its ranking: with all candidates
-ranked by it, 6 of 20 scompi moves came out 1.8-6.5× worse than fixed). ``reason`` gives the
-three forcing-model residuals either way. R_min = the smallest predicted residual; fixed is as good as the
+``FORCING_RESOLUTION`` (1 %) of the unshaped one by the same model (with every candidate
+ranked by that model, its errors decided: 6 of 20 scompi random moves came out 1.8-6.5× worse
+than fixed; docs/shaping/README.md). ``reason`` gives the three forcing-model residuals either way. R_min = the smallest predicted residual; fixed is as good as the
 best within the model's accuracy when R_fixed ≤ (1 + ``SWITCH_MARGIN``)·R_min (the standard
 practice keeps its place unless another design is predicted at least 1.5× better), the others
 when R ≤ (1 + ``AUTO_MARGIN``)·R_min (10 %) and R ≤ R_fixed; of those, the one with the shortest
