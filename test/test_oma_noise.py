@@ -10,8 +10,8 @@ from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit
 from flexmodal_ros.oma.compare import channel_rows
 from flexmodal_ros.oma.impact import EncoderNoise
-from flexmodal_ros.oma.mode_estimation import colored_information, identify_modes
-from flexmodal_ros.oma.record_noise import noise_level
+from flexmodal_ros.oma.mode_estimation import identify_modes
+from flexmodal_ros.oma.record_noise import colored_information, noise_level
 from flexmodal_ros.oma.record import average_records, make_record
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot

@@ -31,7 +31,7 @@ from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequ
                      is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
-from .record_noise import noise_level
+from .record_noise import colored_information, noise_level
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
                             select_modes, stable_real_poles)
 
@@ -55,9 +55,6 @@ UNCERTAINTY_Z = 0.005     # ... and std(ζ) ≤ 0.5 pp (one standard deviation)
 DEFAULT_ORDERS = {"era": range(2, 101, 2), "ssi-cov": range(2, 101, 2), "var": range(2, 31)}
 COMBINATION_RTOL = 0.005        # |λ − (λ_i ± λ_j)| ≤ 0.5 % of |λ|
 COMBINATION_AMPLITUDE = 0.1     # and at most 10 % of the weaker parent's amplitude
-# Longest lag [samples] of the residual autocovariance in the colored-noise σ (colored_information):
-# 1 kHz records, 5 Hz resolution of the residual spectrum — the width of kuka_lwr4's ζ 0.15 modes.
-COLORED_MAX_LAG = 200
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,8 +211,9 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     the best poles reached, at a bounded cost.
 
     Returns (λ refined (m,), standard deviations (m,) of f [Hz] and (m,) of ζ [-] from the
-    Jacobian at the optimum). Poles that leave the physical range keep their start value and get
-    an infinite standard deviation.
+    Jacobian at the optimum: the larger of the white-noise and the colored-residual covariance,
+    :func:`~.record_noise.colored_information`). Poles that leave the physical range keep their
+    start value and get an infinite standard deviation.
     """
     # deferred: scipy.optimize
     from scipy.optimize import least_squares
@@ -252,7 +250,8 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     # components): the sandwich (JᵀJ)⁺ Jᵀ Σ J (JᵀJ)⁺ with Σ from the residual's autocovariance
     # (:func:`colored_information`). The larger of the two standard deviations is reported.
     stds = []
-    for cov in (s2 * inverse, inverse @ colored_information(sol.jac, sol.fun, segments, sol.fun.size / dof) @ inverse):
+    colored = inverse @ colored_information(sol.jac, sol.fun, segments, sol.fun.size / dof) @ inverse
+    for cov in (s2 * inverse, colored):
         cov[undetermined, :] = cov[:, undetermined] = np.inf
         with np.errstate(invalid="ignore"):                                 # inf · 0 in undetermined blocks
             blocks = pair_covariances(cov, m) * (np.asarray(scale[:m], float) ** 2)[:, None, None]   # (Re λ, Im λ)
@@ -260,40 +259,6 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     std_f, std_z = np.fmax(stds[0][0], stds[1][0]), np.fmax(stds[0][1], stds[1][1])
     ok = (lam.real < 0) & is_oscillatory(lam) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
     return (np.where(ok, lam, lam0), np.where(ok, std_f, np.inf), np.where(ok, std_z, np.inf))
-
-
-def colored_information(jac, residual, segments, dof_factor=1.0, max_lag=COLORED_MAX_LAG):
-    """Jᵀ Σ J of the output-error fit for a residual that is not white: Σ block diagonal over the
-    references and channels, each block Toeplitz with that channel's residual autocovariance γ(l)
-    up to lag L = min(``max_lag``, N/4) under a Bartlett taper (lag-window estimate, non-negative
-    spectrum; Newey & West 1987), times ``dof_factor`` (samples / degrees of freedom: the fit
-    took its parameters' share of the residual). ``jac`` (M, p) and ``residual`` (M,) are raveled (N, c) per segment, in
-    ``segments``' order. Computed by FFT (exact linear correlation, zero-padded). For white noise
-    Jᵀ Σ J ≈ s² JᵀJ; quantization of a slowly varying signal (a pulse response crossing few
-    encoder counts) puts its error at the signal's own frequencies, where J lives, and Jᵀ Σ J
-    is then several times larger."""
-    p = jac.shape[1]
-    out = np.zeros((p, p))
-    start = 0
-    for seg in segments:
-        N, c = seg.shape
-        J = jac[start:start + N * c].reshape(N, c, p)
-        r = residual[start:start + N * c].reshape(N, c)
-        start += N * c
-        L = int(max(1, min(max_lag, N // 4)))
-        P = int(2 ** np.ceil(np.log2(N + L + 1)))
-        power = np.abs(np.fft.rfft(r, P, axis=0)) ** 2
-        gamma = np.fft.irfft(power, P, axis=0)[:L + 1] / N                 # (L + 1, c) biased autocovariance
-        gamma *= (1.0 - np.arange(L + 1) / (L + 1.0))[:, None]              # Bartlett taper
-        gamma *= dof_factor
-        circular = np.zeros((P, c))
-        circular[:L + 1] = gamma
-        circular[P - L:] = gamma[1:][::-1]
-        spectrum = np.fft.rfft(circular, axis=0).real                       # (P/2 + 1, c), ≥ 0
-        for ch in range(c):
-            conv = np.fft.irfft(np.fft.rfft(J[:, ch], P, axis=0) * spectrum[:, ch, None], P, axis=0)[:N]
-            out += J[:, ch].T @ conv
-    return 0.5 * (out + out.T)
 
 
 def identify_modes(record, method: str = "era", orders=None, criteria: SelectionCriteria | None = None,
