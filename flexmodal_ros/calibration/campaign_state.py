@@ -84,7 +84,7 @@ class CampaignState:
             lo, hi = np.maximum(self.model.position_lower, -np.pi), np.minimum(self.model.position_upper, np.pi)
             rows = channel_rows(self.model, channel_names(self.model, self.channels))
             noise = self.measurement.noise(self.model)
-            if self.s.pulse_duration is None:       # lengthened where the torque bound stops it short
+            if self.s.pulse_duration is None and self.s.sensor_std is not None:    # sized to beat the stated noise
                 self.pulse_duration, torque = pulse_plan(self.model, 0.5 * (lo + hi), 2.0 / self.rate, 1.0 / self.rate,
                                                          self.limit, rows, noise)
             else:
