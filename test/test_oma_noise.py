@@ -6,7 +6,8 @@ import numpy as np
 
 from flexmodal_ros.calibration.eigen_sensitivity import loop_modes
 from flexmodal_ros.calibration.offline_plants import PlantOptions, channel_names, make_plant
-from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
+from flexmodal_ros.calibration.pulse_response import (MAX_MOTION, MAX_PULSE_S, pulse_amplitudes, pulse_decay_amplitudes,
+                                                    pulse_plan)
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit
 from flexmodal_ros.oma.compare import channel_rows
 from flexmodal_ros.oma.impact import EncoderNoise
@@ -136,3 +137,27 @@ def test_colored_information_of_white_noise_is_the_white_one():
     colored = colored_information(jac, residual, [np.zeros((N, c))])
     white = 4e-12 * jac.T @ jac
     np.testing.assert_allclose(np.diag(colored), np.diag(white), rtol=0.15)
+
+
+def test_pulse_plan_beats_the_stated_noise_within_the_torque_bound():
+    """With 2e-6 rad of stated noise the pulses aim at 1e-3 rad (500 × noise, capped); the 2 ms
+    pulse would need more than the 10 N m bound on joints 3-4, so it is lengthened (whole periods,
+    ≤ 8 ms) and no amplitude exceeds the bound; the default sizing is unchanged."""
+    nominal = load_robot("kuka_lwr4")
+    model = with_overrides(nominal, kd=np.asarray(nominal.kd) * 0.2)
+    rows = channel_rows(model, channel_names(model, "both"))
+    limit = default_excitation_limit(model)
+    q = np.zeros(nominal.n)
+    duration, torque = pulse_plan(model, q, 0.002, 0.001, limit, rows, 2e-6)
+    assert 0.002 < duration <= MAX_PULSE_S + 1e-12 and abs(duration * 1000 - round(duration * 1000)) < 1e-9
+    assert np.all(torque <= limit + 1e-12)
+    peaks = []
+    for j in range(nominal.n):
+        unit = np.zeros(nominal.n)
+        unit[j] = torque[j]
+        peaks.append(np.abs(pulse_decay_amplitudes(model, q, unit, duration, rows)[1]).sum(axis=0).max())
+    reached = np.isclose(peaks, MAX_MOTION, rtol=1e-6)
+    assert np.all(reached | np.isclose(torque, limit)), peaks
+    assert reached.sum() >= nominal.n - 1
+    default = pulse_amplitudes(model, q, 0.002, limit, rows, 2e-6)      # 200 × noise = 4e-4 rad at 2 ms
+    assert np.all(default <= limit) and np.any(np.isclose(default, limit))
