@@ -40,7 +40,7 @@ def pulse_decay_amplitudes(model, q, torque, duration, rows, t_after=0.0, data=N
 
 
 # A pulse should move the robot enough to stand out of the sensor noise and little enough to keep the
-# response linear. Measured on kuka_lwr4 (RK4 plant, K_D x 0.2, docs/calibration.md "Noisy records"):
+# response linear. Measured on kuka_lwr4 (RK4 plant, K_D x 0.2, docs/calibration.md, step 4 and "Measurement noise"):
 # a pulse response peaking at 1.1e-3 rad leaves the noise-free OMA's close modes (6.3-7.2 Hz) within
 # 1e-8 (q = 0) to 1e-4 (a bent configuration) of the linear loop's, inside the measurement floors.
 # Under 2^20 counts + 1e-6 rad the OMA of a 4e-4 rad response merged 6.3-7.2 Hz into one pole

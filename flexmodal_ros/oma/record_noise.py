@@ -31,8 +31,9 @@ def colored_information(jac, residual, segments, dof_factor=1.0, max_lag=COLORED
     references and channels, each block Toeplitz with that channel's residual autocovariance γ(l)
     up to lag L = min(``max_lag``, N/4) under a Bartlett taper (lag-window estimate, non-negative
     spectrum; Newey & West 1987), times ``dof_factor`` (samples / degrees of freedom: the fit
-    took its parameters' share of the residual). ``jac`` (M, p) and ``residual`` (M,) are raveled (N, c) per segment, in
-    ``segments``' order. Computed by FFT (exact linear correlation, zero-padded). For white noise
+    took its parameters' share of the residual). ``jac`` (M, p) and ``residual`` (M,) are raveled
+    (N, c) per segment, in ``segments``' order. Computed by FFT (exact linear correlation,
+    zero-padded). For white noise
     Jᵀ Σ J ≈ s² JᵀJ; quantization of a slowly varying signal (a pulse response crossing few
     encoder counts) puts its error at the signal's own frequencies, where J lives, and Jᵀ Σ J
     is then several times larger."""
