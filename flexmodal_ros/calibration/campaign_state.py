@@ -23,7 +23,7 @@ from .configuration_measurement import match_modes, measure
 from .eigen_sensitivity import CONTINUOUS, Unknowns
 from .experiment_design import (DEFAULT_SENSOR_STD, ExcitationPlan, MeasurementModel, evaluate_pool, parameter_scale)
 from .offline_plants import channel_names
-from .pulse_response import pulse_amplitudes
+from .pulse_response import pulse_amplitudes, pulse_plan
 from .weighted_fit import MeasuredModes, fit_parameters
 
 
@@ -83,9 +83,13 @@ class CampaignState:
         if self.s.pulse_torque is None:             # sized for this loop: linear response, above the noise
             lo, hi = np.maximum(self.model.position_lower, -np.pi), np.minimum(self.model.position_upper, np.pi)
             rows = channel_rows(self.model, channel_names(self.model, self.channels))
-            torque = pulse_amplitudes(self.model, 0.5 * (lo + hi), self.pulse_duration, self.limit, rows,
-                                      self.measurement.noise(self.model))
-            self.plan = replace(self.plan, pulse_torque=torque)
+            noise = self.measurement.noise(self.model)
+            if self.s.pulse_duration is None and self.s.sensor_std is not None:    # sized to beat the stated noise
+                self.pulse_duration, torque = pulse_plan(self.model, 0.5 * (lo + hi), 2.0 / self.rate, 1.0 / self.rate,
+                                                         self.limit, rows, noise)
+            else:
+                torque = pulse_amplitudes(self.model, 0.5 * (lo + hi), self.pulse_duration, self.limit, rows, noise)
+            self.plan = replace(self.plan, pulse_torque=torque, pulse_duration=self.pulse_duration)
 
     def experiment_gains(self, on: bool):
         """The plant's controller with the experiment's K_D (``on``) or the user's. Moves and settling

@@ -31,7 +31,7 @@ from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequ
                      is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
-from .record_noise import noise_level
+from .record_noise import colored_information, noise_level
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
                             select_modes, stable_real_poles)
 
@@ -211,8 +211,9 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     the best poles reached, at a bounded cost.
 
     Returns (λ refined (m,), standard deviations (m,) of f [Hz] and (m,) of ζ [-] from the
-    Jacobian at the optimum). Poles that leave the physical range keep their start value and get
-    an infinite standard deviation.
+    Jacobian at the optimum: the larger of the white-noise and the colored-residual covariance,
+    :func:`~.record_noise.colored_information`). Poles that leave the physical range keep their
+    start value and get an infinite standard deviation.
     """
     # deferred: scipy.optimize
     from scipy.optimize import least_squares
@@ -243,12 +244,19 @@ def refine_poles(y, fs, eigenvalues, fixed=(), real=()):
     # (singular value below 1e-10 of the largest) get an infinite variance, the others keep theirs.
     _, sv, vt = np.linalg.svd(sol.jac, full_matrices=False)
     null = sv <= 1e-10 * sv.max(initial=0.0)
-    cov = s2 * (vt[~null].T / sv[~null] ** 2) @ vt[~null]
+    inverse = (vt[~null].T / sv[~null] ** 2) @ vt[~null]                 # (JᵀJ)⁺
     undetermined = (np.abs(vt[null]) > 1e-3).any(axis=0)
-    cov[undetermined, :] = cov[:, undetermined] = np.inf
-    with np.errstate(invalid="ignore"):                                 # inf · 0 in undetermined blocks
-        blocks = pair_covariances(cov, m) * (np.asarray(scale[:m], float) ** 2)[:, None, None]   # (Re λ, Im λ)
-    std_f, std_z = frequency_damping_std(lam[:m], blocks)
+    # White noise: s²(JᵀJ)⁺. Correlated residual (quantization of a slow decay, unmodelled
+    # components): the sandwich (JᵀJ)⁺ Jᵀ Σ J (JᵀJ)⁺ with Σ from the residual's autocovariance
+    # (:func:`colored_information`). The larger of the two standard deviations is reported.
+    stds = []
+    colored = inverse @ colored_information(sol.jac, sol.fun, segments, sol.fun.size / dof) @ inverse
+    for cov in (s2 * inverse, colored):
+        cov[undetermined, :] = cov[:, undetermined] = np.inf
+        with np.errstate(invalid="ignore"):                                 # inf · 0 in undetermined blocks
+            blocks = pair_covariances(cov, m) * (np.asarray(scale[:m], float) ** 2)[:, None, None]   # (Re λ, Im λ)
+        stds.append(frequency_damping_std(lam[:m], blocks))
+    std_f, std_z = np.fmax(stds[0][0], stds[1][0]), np.fmax(stds[0][1], stds[1][1])
     ok = (lam.real < 0) & is_oscillatory(lam) & (np.abs(lam / lam0 - 1) < 0.05) & np.isfinite(std_f)
     return (np.where(ok, lam, lam0), np.where(ok, std_f, np.inf), np.where(ok, std_z, np.inf))
 
