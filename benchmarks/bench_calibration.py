@@ -17,7 +17,10 @@ Parts (``--part``):
   median random draw needs ≥ 2 K configurations to reach the designed set's value (ratio
   K / median ≤ 0.5). ``--actual``: also the loop itself on the RK4 plant (kuka_lwr4, minutes):
   configurations until the reported σ meet the targets, designed once and random
-  (``--random-runs``, default 5), and the actual errors.
+  (``--random-runs``, default 5), and the actual errors; ``--actual-only`` skips the fast path,
+  ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it).
+  ``--sensor-std``: the noise the fast path's design assumes (default a 20-bit encoder; 1e-9 for
+  the noise-free records the simulated plants give, where every mode is visible).
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
   (``--noise-levels``): how the accuracy and the reported σ degrade against the noise-free run.
 - ``ros``: the ``calibration`` action on the ``flexible_joint_simulator`` + ``feedforward_pd_controller``
