@@ -12,13 +12,15 @@ import pytest
 from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings, design_against_random
 from flexmodal_ros.calibration.eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
 from flexmodal_ros.calibration.design_comparison import compare_with_random
-from flexmodal_ros.calibration.experiment_design import (ExcitationPlan, MeasurementModel, candidate_configurations,
+from flexmodal_ros.calibration.experiment_design import (DEFAULT_SENSOR_STD, ExcitationPlan, MeasurementModel,
+                                                         candidate_configurations,
                                                          choose_experiment_gains, evaluate_pool,
                                                          greedy_design, loop_damping, parameter_scale,
                                                          prior_information)
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.calibration import weighted_fit
+from flexmodal_ros.calibration.visibility_calibration import noise_factor, observe, rescale_noise
 from flexmodal_ros.calibration.weighted_fit import MeasuredModes, fit_parameters
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit, pulse_on
 from flexmodal_ros.control import FailSafeController, JointSample, Mode
@@ -217,6 +219,35 @@ def test_design_against_random_fast_path_beats_random_draws_of_the_same_size(lwr
     for K, _, comparison in out["comparisons"]:
         assert comparison.designed[-1] < np.median(comparison.random[:, K - 1]), comparison.to_dict()
     assert out["comparisons"][1][2].designed[-1] < out["comparisons"][0][2].designed[-1]
+
+
+def test_design_noise_is_calibrated_from_the_modes_the_oma_recovered(lwr):
+    """A record that shows more modes than the assumed noise lets the design predict (the noise-free
+    plant: every usable mode) lowers the design's noise until its rule predicts them visible; one
+    that shows exactly the predicted ones keeps it; the pool re-screened at the new noise is the pool
+    evaluated there."""
+    model = with_overrides(lwr, kd=lwr.kd * 0.2)
+    unknowns = Unknowns.build(model)
+    nominal = unknowns.values(model)
+    scale = parameter_scale(model, unknowns, (0.5 * nominal, np.where(nominal > 0, 2 * nominal, 10.0)))
+    rows = list(range(2 * model.n))
+    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
+    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    qs = candidate_configurations(model, 2, seed=2)
+    pool = evaluate_pool(model, qs, unknowns, CONTINUOUS, plan, MeasurementModel(), scale)
+    cand, options = pool[0], (4, 3)
+    everything = observe(cand, options, cand.frequencies_hz[cand.usable])
+    assert everything.visible(1.0).sum() < everything.measured.sum() == cand.usable.sum()
+    c = noise_factor([everything])
+    assert c < 1.0 and everything.visible(c).sum() > everything.visible(1.0).sum()
+    as_predicted = observe(cand, options, cand.frequencies_hz[cand.usable][everything.visible(1.0)])
+    assert noise_factor([as_predicted]) >= 1.0
+    noise = DEFAULT_SENSOR_STD * c
+    rescale_noise(pool, np.full(2 * model.n, noise))
+    fresh = evaluate_pool(model, qs, unknowns, CONTINUOUS, plan, MeasurementModel(sensor_std=noise), scale)
+    for a, b in zip(pool, fresh):
+        assert np.array_equal(np.isinf(a.var_f), np.isinf(b.var_f))
+        np.testing.assert_allclose(a.information([0, 1]), b.information([0, 1]), rtol=1e-9)
 
 
 @pytest.mark.parametrize("max_rounds", [None, 1])

@@ -39,6 +39,7 @@ validation); this module is the loop.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -54,6 +55,7 @@ from .design_comparison import compare_with_random, random_design
 from .experiment_design import (candidate_configurations, choose_experiment_gains, greedy_design, identifiable_mask,
                                 predicted_std, prior_information)
 from .tracking_check import tracking_trajectory, tracking_validation  # noqa: F401  (re-exported)
+from .visibility_calibration import CHANGE, noise_factor, observe, rescale_noise
 from .weighted_fit import follow_modes
 
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
@@ -164,6 +166,7 @@ def _run(run, qs, gain_table):
     validation_idx, pool, prior, pool_std, reachable = _design_pool(run, qs)
     random_rng = np.random.default_rng(s.seed + 1)
     design_steps, used, pool_at = [], set(), run.estimate.copy()
+    observations, noise_c, assumed = [], 1.0, run.measurement
     try:
         for k in range(s.budget):
             stop.check()
@@ -195,6 +198,17 @@ def _run(run, qs, gain_table):
                      "modes_measured": len(data.modes), "values": run.estimate.tolist(),
                      "std": [None if not np.isfinite(v) else float(v) for v in run.std],
                      "predicted_std": [None if not np.isfinite(v) else float(v) for v in step.predicted_std]}
+            if s.sensor_std is None:        # noise not given: the design's assumed noise from what the OMA recovered
+                t0 = time.perf_counter()
+                observations.append(observe(pool[step.candidate], step.excitations,
+                                            [m["frequency_hz"] for m in data.modes], noise_c))
+                c = noise_factor(observations)
+                if abs(np.log(c / noise_c)) > np.log(CHANGE):
+                    noise_c = c
+                    run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * c)
+                    rescale_noise(pool, run.measurement.noise(run.model))
+                entry["design_noise_factor"] = noise_c
+                run.timed("design", t0)
             run.history.append(entry)
             run.save_state()
             run.report("configuration done", positions=data.q.tolist(), modes_measured=len(data.modes),
