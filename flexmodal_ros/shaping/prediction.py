@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..robot.trajectory import ETA_ASCENDING
-from .reference import ShapedTrajectory
+from .reference import ShapedTrajectory, _segments
 
 PREDICTION_RATE_HZ = 2000.0
 PREDICTION_SAMPLES_PER_PERIOD = 20       # modes above rate_hz / this are not predicted
@@ -50,7 +50,7 @@ def _path_parameter(path, u):
         k, T = 0, times[1] - times[0]
         s = np.clip((u - times[0]) / T, 0.0, 1.0)
     else:
-        k = np.clip(np.searchsorted(times, u, side="right") - 1, 0, times.size - 2)
+        k = _segments(times, u)
         T = times[k + 1] - times[k]
         s = np.clip((u - times[k]) / T, 0.0, 1.0)
     eta0, eta1 = (s >= 1.0).astype(float), np.zeros_like(s)         # η(0) = 0, η(1) = 1, η'(0) = η'(1) = 0
@@ -101,7 +101,7 @@ def wkb_weights(path_modes, modes, sigma, t, scales=(1.0,)) -> np.ndarray:
     h = t[1] - t[0]
     lam = path_eigenvalues(path_modes, modes)
     sample_p = path_modes.segment + path_modes.eta
-    i = np.clip(np.searchsorted(sample_p, sigma, side="right") - 1, 0, sample_p.size - 2)   # np.interp, all modes
+    i = _segments(sample_p, sigma)                                       # np.interp, all modes
     gap = sample_p[i + 1] - sample_p[i]
     w = np.clip((sigma - sample_p[i]) / np.where(gap > 0, gap, 1.0), 0.0, 1.0)[:, None]
     at = (1.0 - w) * lam[i] + w * lam[i + 1]
