@@ -162,11 +162,15 @@ class ShaperSchedule:
         k = np.clip(np.floor(p).astype(int), 0, last)
         x = np.clip(p - k, 0.0, 1.0)
         out = np.empty((p.size, orders, 2 * self.num_impulses))
-        for seg in np.unique(k):
-            rows = k == seg
-            spline = self._splines[seg]
+        if last == 0:                      # one segment: no row selection
             for order in range(orders):
-                out[rows, order] = spline(x[rows], nu=order)
+                out[:, order] = self._splines[0](x, nu=order)
+        else:
+            for seg in np.unique(k):
+                rows = k == seg
+                spline = self._splines[seg]
+                for order in range(orders):
+                    out[rows, order] = spline(x[rows], nu=order)
         N = self.num_impulses
         return out[:, :, :N], out[:, :, N:]
 
