@@ -90,7 +90,7 @@ class FlexibleJointModel:
         """``pin`` without gravity (a copy, made once per model): its RNEA at zero acceleration is
         C(q, q̇)q̇ alone (:func:`velocity_torques`, one pass instead of two)."""
         model = pin.Model(self.pin)
-        model.gravity.setZero()
+        model.gravity = pin.Motion.Zero()
         return model
 
     def joint_index(self, name):
