@@ -82,7 +82,8 @@ def report(robot, coulomb, results, refused):
     ratio = [r["peak"]["auto"] / r["peak"]["fixed"] for r in results]
     excite = [r for r in results if r["peak"]["none"] > 1e-4]
     gain = [r["peak"]["none"] / r["peak"]["auto"] for r in excite]
-    chosen = {d: sum(r["chosen"] == d for r in results) for d in ("fixed", "time-varying", "robust", "robust-long")}
+    chosen = {d: sum(r["chosen"] == d for r in results) for d in ("fixed", "time-varying", "robust", "robust-long",
+                                                                     "robust-coriolis")}
     print(f"{robot} {'with' if coulomb else 'without'} Coulomb: {len(results)} moves ({refused} refused), auto chose "
           + ", ".join(f"{k} {v}" for k, v in chosen.items()))
     print(f"  auto / fixed peak: {dist(ratio)} (best {min(ratio):.3g}); within 1.10: "

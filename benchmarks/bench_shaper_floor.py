@@ -6,10 +6,12 @@ kuka_lwr4 with viscous friction only, the random moves of benchmarks/bench_shape
 seed, same order, the first ``--moves`` the shaper accepts), PD with static compensation, ZVD. On
 each move whose shaped modes change by > 20 % along the path, every constant-or-scheduled design
 is simulated on one common window (0.5 s after the longest reference, 2 kHz RK4): fixed,
-time-varying, robust, robust-long (1.5× as long, ±20 %) and a robust design 2× as long (±20 %).
+time-varying, robust, robust-long (1.5× as long, ±20 %), robust-coriolis (when auto built it) and a
+robust design 2× as long (±20 %).
 Printed per design: the simulated residual peak and its ratio to fixed, the predicted linear
 residual (linearized model along the path, decayed to the common time) and the design's own
-Coriolis/centrifugal estimate (flexmodal_ros.shaping.untreated.second_order). A design whose
+Coriolis/centrifugal estimate (flexmodal_ros.shaping.untreated.second_order) and the forcing
+model's residual of the shaped modes (flexmodal_ros.shaping.path_forcing). A design whose
 linear prediction is ~1 % of its simulated residual shows the floor: what the linearized model
 leaves out (second-order excitation of the reference), which no design of the linear model removes.
 Moves run in two processes. ``--quick``: the first 2 accepted moves (usually none with > 20 %).
@@ -31,6 +33,7 @@ from flexmodal_ros.shaping.prediction import modal_amplitudes
 from flexmodal_ros.shaping.reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory
 from flexmodal_ros.shaping.robust_design import robust_schedule
 from flexmodal_ros.shaping.shaper_design import shape_with_design
+from flexmodal_ros.shaping.path_forcing import forcing_residual, path_forcing
 from flexmodal_ros.shaping.untreated import modal_forcing, second_order
 from flexmodal_ros.shaping.vibration import compare, random_moves, simulate_move
 
@@ -77,8 +80,10 @@ def one_move(args):
     runs = {k: simulate_move(model, times, positions, "zvd", "pd", reference=r, until=end + WINDOW, dt=DT)
             for k, r in refs.items()}
     peaks = {k: v["peak_m"] for k, v in compare(runs, WINDOW).items()}
+    full = path_forcing(model, pm, path)
     rows = {k: (peaks[k], float(np.nansum(pm.contributions * np.abs(modal_amplitudes(r, pm, end=end)))),
-                float(np.sum(second_order(model, pm, r, end, forcing))), r.added_delay) for k, r in refs.items()}
+                float(np.sum(second_order(model, pm, r, end, forcing))), r.added_delay,
+                float(forcing_residual(full, pm, r, end).sum())) for k, r in refs.items()}
     return index, change, choice.chosen, rows
 
 
@@ -96,9 +101,10 @@ def main():
         for index, change, chosen, rows in pool.map(one_move, big_moves(args.seed, args.moves)):
             fixed = rows["fixed"][0]
             print(f"move {index} (modes change {100 * change:.0f} %, auto chose {chosen}):")
-            for k, (peak, linear, second, delay) in rows.items():
-                print(f"  {k:13s} simulated {peak:.3g} m ({peak / fixed:.2f}x fixed); predicted linear {linear:.2g} m "
-                      f"({100 * linear / peak:.0f} % of simulated), own Coriolis estimate {second:.2g} m; +{delay:.3f} s")
+            for k, (peak, linear, second, delay, model_m) in rows.items():
+                print(f"  {k:15s} simulated {peak:.3g} m ({peak / fixed:.2f}x fixed); predicted linear {linear:.2g} m "
+                      f"({100 * linear / peak:.0f} % of simulated), own Coriolis estimate {second:.2g} m; forcing model "
+                      f"{model_m:.2g} m; +{delay:.3f} s")
     print(f"wall {time.perf_counter() - t0:.0f} s; load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 

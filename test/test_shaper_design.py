@@ -125,9 +125,9 @@ def test_robust_design_is_a_valid_shaper_insensitive_to_model_error(lwr, move, m
 
 def test_shape_with_design_reports_the_choice(lwr, move):
     traj, pm, choice = shape_with_design(lwr, move, "zvd")
-    assert choice.requested == "auto" and choice.chosen in ("fixed", "time-varying", "robust", "robust-long")
-    assert {"fixed", "time-varying", "robust"} <= set(choice.predictions) <= {"fixed", "time-varying", "robust",
-                                                                                "robust-long"}
+    candidates = {"fixed", "time-varying", "robust", "robust-long", "robust-coriolis"}
+    assert choice.requested == "auto" and choice.chosen in candidates
+    assert {"fixed", "time-varying", "robust"} <= set(choice.predictions) <= candidates
     assert traj.design is choice and traj.path_modes is pm
     assert f"design {choice.chosen} (auto: " in traj.summary and "predicted residual" in traj.summary
     assert traj.added_delay == pytest.approx(choice.predicted.added_delay_s)
@@ -150,13 +150,53 @@ def test_auto_adds_the_long_robust_design_where_the_coriolis_floor_dominates(lwr
     _, _, choice = shape_with_design(lwr, move, "zvd")
     p = choice.predictions
     assert "robust-long" in p and choice.chosen == "robust-long"
-    assert min(x.second_order_m for x in p.values()) > min(x.linear_m for x in p.values())
-    assert len({round(x.second_order_m, 9) for x in p.values()}) == len(p)      # each design's own estimate
+    # the one-segment move also gets robust-coriolis, and every candidate's shaped modes are then
+    # predicted by the forcing model (shaping/path_forcing.py): it puts robust-coriolis (simulated
+    # 6.9e-5 m) above robust-long (2.0e-5 m), as the simulation does
+    assert "robust-coriolis" in p and p["robust-coriolis"].total_m > p["robust-long"].total_m
+    assert len({round(x.total_m, 9) for x in p.values()}) == len(p)
     assert p["robust-long"].added_delay_s == pytest.approx(1.5 * p["robust"].added_delay_s, rel=0.05)
     assert p["robust-long"].total_m * (1 + SWITCH_MARGIN) < p["fixed"].total_m
     _, _, coulomb = shape_with_design(load_robot("kuka_lwr4"), move, "zvd")
     assert "robust-long" not in coulomb.predictions and coulomb.chosen == "fixed"
     assert "Coulomb band" in coulomb.reason and coulomb.untreated.coulomb_m > 5e-4
+
+
+def _accepted_random_move(lwr, index):
+    """The ``index``-th random move (seed 1) that the shaper accepts: the acceptance test's order."""
+    from flexmodal_ros.shaping.vibration import random_moves
+    gen, accepted = random_moves(lwr, 1), -1
+    while True:
+        times, positions = next(gen)
+        path = PiecewiseC4Trajectory(times, positions)
+        try:
+            result = shape_with_design(lwr, path, "zvd")
+        except InputError:
+            continue
+        accepted += 1
+        if accepted == index:
+            return path, result
+
+
+def test_robust_coriolis_treats_the_floor_and_steps_aside_where_its_model_fails(lwr):
+    """Seed-1 random move 1 (kuka_lwr4, viscous; modes change 93 %): robust-coriolis is predicted
+    far below every design of the linear model and chosen (simulated 0.10x fixed against robust's
+    0.69x, docs/shaping/README.md). Move 8: modes 1 and 2 cross (2.77 / 2.89 Hz at the start), the
+    forcing model's coupling is far outside its first-order range: not built, the reason says so."""
+    from flexmodal_ros.shaping.path_forcing import MAX_ADIABATIC, path_forcing
+    path, (_, pm, choice) = _accepted_random_move(lwr, 1)
+    p = choice.predictions
+    assert choice.chosen == "robust-coriolis", choice.reason
+    assert 3 * p["robust-coriolis"].total_m < min(v.total_m for k, v in p.items() if k != "robust-coriolis")
+    assert "robust-coriolis: the forcing model predicts" in choice.reason and "taken" in choice.reason
+    assert path_forcing(lwr, pm, path).adiabatic < MAX_ADIABATIC
+    path, (_, pm, choice) = _accepted_random_move(lwr, 8)
+    assert "robust-coriolis" not in choice.predictions
+    assert "robust-coriolis not available: two shaped modes come too close" in choice.reason
+    assert path_forcing(lwr, pm, path).adiabatic > 10 * MAX_ADIABATIC
+    two = PiecewiseC4Trajectory([0.0, 0.3, 0.6], [path.positions[0], path.positions[1], path.positions[0]])
+    with pytest.raises(InputError, match="trajectory: the forcing model needs a one-segment move"):
+        path_forcing(lwr, pm, two)
 
 
 def test_modes_the_move_excites_are_shaped(lwr):

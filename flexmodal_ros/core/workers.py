@@ -141,10 +141,8 @@ def _watch_owner(owner, owner_fd, generation, end):
             time.sleep(WATCH_PERIOD_S)
             try:
                 os.kill(owner, 0)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):   # gone, or its pid reused by another user
                 os._exit(1)
-            except PermissionError:
-                pass
         if end[0] >= generation:
             os._exit(1)
 

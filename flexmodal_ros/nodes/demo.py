@@ -223,6 +223,10 @@ class SuiteClient:
         # deferred: flexmodal_interfaces (ROS message types, built interfaces) (through nodes.conversions)
         from .conversions import core_to_trajectory
         self.spin_until(lambda: self._latest_raw is not None, timeout, "joint states")
+        # A message published before the controller's subscription is matched is lost (volatile
+        # topic): e.g. sent right after start-up, or while the controller's process is stalled.
+        self.spin_until(lambda: self.trajectory_pub.get_subscription_count() > 0, timeout,
+                        f"a subscriber on {self.trajectory_pub.topic_name} (is the controller running?)")
         since = len(self.statuses)
         self.states, self.recording = [], True
         self.trajectory_pub.publish(message if message is not None

@@ -155,11 +155,23 @@ class TopicPlant:
             self._status.clear()
         msg = core_to_trajectory(self.model.joint_names, [0.0, T], [q_now, np.asarray(q_target, float)])
         t0 = self._last.t
+        self._wait_matched()
         self.trajectory_pub.publish(msg)
         self._wait_status(("trajectory accepted",), ("trajectory rejected",))
         self._wait_until(t0 + T + margin_s, what="the move")
         self._wait_status(("hold: trajectory finished",), ("stale", "trajectory aborted"), required=False)
         return T
+
+    def _wait_matched(self):
+        """Wait (up to margin_s) until the controller's trajectory subscription is matched: a
+        message published before is lost (volatile topic)."""
+        deadline = time.monotonic() + self.margin
+        while self.trajectory_pub.get_subscription_count() == 0:
+            self._check_stop()
+            if time.monotonic() > deadline:
+                raise FlexmodalError(f"{self.trajectory_pub.topic_name}: no subscriber within {self.margin:g} s "
+                                     "(is feedforward_pd_controller running?)")
+            time.sleep(POLL_PERIOD)
 
     def _wait_status(self, good, bad, required=True):
         """Wait for a controller status line starting with one of ``good`` (FlexmodalError on one

@@ -14,11 +14,19 @@ the random moves whose linear residual is below it, ranks the designs as the sim
 **Rule of ``auto``** (added duration as the cost): the candidates are fixed, time-varying and
 robust, plus ``robust-long`` (the robust design 1.5× as long, covering ±20 %) when the smallest
 second-order estimate exceeds the smallest linear residual and the Coulomb band (the floor
-dominates: only a sequence with more freedom lowers both). R_min = the smallest predicted residual; fixed is as good as the
+dominates: only a sequence with more freedom lowers both), and then, on a one-segment move whose
+shaped modes stay apart, ``robust-coriolis`` (designed against the configuration- and
+velocity-dependent forcing, :mod:`flexmodal_ros.shaping.path_forcing`; its prediction's shaped
+modes come from that model, which includes their second-order part). The rule below picks among
+the others; robust-coriolis replaces that pick when the forcing model predicts it at most
+``FORCING_GAIN`` (½) × the pick's residual and the pick's residual is at least
+``FORCING_RESOLUTION`` (1 %) of the unshaped one by the same model (with every candidate
+ranked by that model, its errors decided: 6 of 20 scompi random moves came out 1.8-6.5× worse
+than fixed; docs/shaping/README.md). ``reason`` gives the three forcing-model residuals either way. R_min = the smallest predicted residual; fixed is as good as the
 best within the model's accuracy when R_fixed ≤ (1 + ``SWITCH_MARGIN``)·R_min (the standard
 practice keeps its place unless another design is predicted at least 1.5× better), the others
 when R ≤ (1 + ``AUTO_MARGIN``)·R_min (10 %) and R ≤ R_fixed; of those, the one with the shortest
-added delay is chosen (ties: fixed, time-varying, robust, robust-long). The choice is thus never
+added delay is chosen (ties: fixed, time-varying, robust, robust-long, robust-coriolis). The choice is thus never
 predicted worse than the fixed shaper, and a longer design is taken only for a predicted gain
 above the margin. R includes the parts no design changes (the hold-law step of a PD-only
 reference, the Coulomb band; :mod:`flexmodal_ros.shaping.untreated`): where they dominate, a
@@ -44,7 +52,7 @@ AUTO_MARGIN = 0.10
 SWITCH_MARGIN = 0.5            # fixed stays unless another design is predicted (1 + this)× better
 DOMINATED_SHARE = 0.5
 LIMITING_FRACTION = 0.01       # untreated parts above this × the unshaped residual cap the reduction
-_TIE_ORDER = ("fixed", "time-varying", "robust", "robust-long")
+_TIE_ORDER = ("fixed", "time-varying", "robust", "robust-long", "robust-coriolis")
 
 
 def check_design(value, error=InputError, field="shaper_design"):

@@ -9,9 +9,11 @@ Designs (``shaper_design``; the shaper family zv | zvd | ei is chosen separately
   built in :mod:`flexmodal_ros.shaping.robust_design`);
 - ``time-varying``: the configuration-dependent schedule (the family's shaper designed at every
   path sample, :func:`~flexmodal_ros.shaping.schedule.shaper_schedule`);
-- ``auto`` (default): the three above are built (and ``robust-long``, the robust design 1.5× as
-  long for ±20 %, when the Coriolis/centrifugal floor dominates), their residual predicted and
-  the rule of :mod:`flexmodal_ros.shaping.design_choice` picks one.
+- ``auto`` (default): the three above are built (and, when the Coriolis/centrifugal floor
+  dominates, ``robust-long``, the robust design 1.5× as long for ±20 %, and on one-segment moves
+  ``robust-coriolis``, the robust design's least squares against the configuration- and
+  velocity-dependent forcing, :mod:`flexmodal_ros.shaping.path_forcing`), their residual
+  predicted and the rule of :mod:`flexmodal_ros.shaping.design_choice` picks one.
 
 The robust design: :mod:`flexmodal_ros.shaping.robust_design`; the prediction and the rule of
 ``auto``: :mod:`flexmodal_ros.shaping.design_choice`; what the shaper does not treat:
@@ -37,6 +39,7 @@ from .design_choice import (AUTO_MARGIN, DEFAULT_DESIGN, DESIGNS, DOMINATED_SHAR
 from .prediction import PREDICTION_RATE_HZ, modal_amplitudes, path_eigenvalues
 from .reference import ShapedTrajectory
 from .robust_design import LONG_DESIGN, constant_schedule, design_schedule, robust_schedule  # noqa: F401
+from .path_forcing import FORCING_DESIGN, FORCING_GAIN, FORCING_RESOLUTION, MAX_ADIABATIC, forcing_design, forcing_residual, path_forcing
 from .schedule import path_modes
 from .schedule import DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOLD
 from .schedule import DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE
@@ -57,6 +60,37 @@ def _predict(reference, pm, end, name, rate_hz, amplitudes=None):
         amp = amplitudes if not end > duration else amplitudes * np.exp(path_eigenvalues(pm)[-1] * (end - duration))
     return Prediction(name, float(getattr(reference, "added_delay", 0.0)), pm.contributions * np.abs(amp))
 
+
+
+def _forcing_candidate(model, pm, path, kind, tolerance, start, failed):
+    """(ShapedTrajectory of ``robust-coriolis``, its PathForcing) from the robust schedule
+    ``start`` (:mod:`flexmodal_ros.shaping.path_forcing`), or None (reason kept in ``failed``):
+    not a one-segment move, shaped modes too close for the model, no solution."""
+    try:
+        forcing = path_forcing(model, pm, path)
+        if forcing.adiabatic > MAX_ADIABATIC:
+            raise InputError(f"two shaped modes come too close along the path for the forcing model (coupling "
+                             f"{forcing.adiabatic:.2g} per radian of their phase difference, limit {MAX_ADIABATIC:g})")
+        return ShapedTrajectory(path, forcing_design(forcing, pm, path, kind, start, tolerance)), forcing
+    except InputError as exc:
+        failed.append(f"{FORCING_DESIGN} not available: {exc}")
+        return None
+
+
+def _forcing_switch(forcing, pm, path, candidates, chosen, common, mine):
+    """(take robust-coriolis?, note): the forcing model's residuals [m] at the common time of
+    robust-coriolis (``mine``, its prediction's shaped modes), of the design the rule chose and of
+    the unshaped path; taken when it is at
+    most ``FORCING_GAIN`` × the chosen one's and that one is at least ``FORCING_RESOLUTION`` ×
+    the unshaped one (module docstring of :mod:`flexmodal_ros.shaping.design_choice`)."""
+    def residual(ref):
+        return float(forcing_residual(forcing, pm, ref, end=common).sum())
+    other, none = residual(candidates[chosen]), residual(path)
+    take = mine <= FORCING_GAIN * other and other >= FORCING_RESOLUTION * none
+    note = (f"{FORCING_DESIGN}: the forcing model predicts {mine:.3g} m against {other:.3g} m for {chosen} "
+            f"(unshaped {none:.3g} m): " + ("taken" if take else f"not taken (needs <= {FORCING_GAIN:g}x, the other "
+                                            f">= {FORCING_RESOLUTION:g} x unshaped)"))
+    return take, note
 
 
 def excited_modes(pm, path, threshold=DEFAULT_THRESHOLD, max_damping=DEFAULT_MAX_DAMPING,
@@ -117,11 +151,17 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
         return None, pm, None
     data = create_data(model)       # work buffers of every model function below (this thread only)
     forcing = modal_forcing(model, pm, data)
+    sel, path_force = list(pm.selected), None
     decay = path_eigenvalues(pm)[-1].real                   # (K,) after a reference ends
 
+    def evaluated(ref):
+        """(ref, linear (K,), second-order (K,)) at the reference's own end."""
+        return (ref, pm.contributions * np.abs(modal_amplitudes(ref, pm, rate_hz=prediction_rate_hz)),
+                second_order(model, pm, ref, ref.duration, forcing, data))
+
     def built(name):
-        """(ShapedTrajectory, linear (K,), second-order (K,)) at the reference's own end; None if
-        auto goes on without that design (InputError kept in ``failed``)."""
+        """:func:`evaluated` of design ``name``; None if auto goes on without that design
+        (InputError kept in ``failed``)."""
         try:
             ref = ShapedTrajectory(path, design_schedule(pm, path, kind, name, tolerance))
         except InputError as exc:
@@ -129,8 +169,7 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
                 raise
             failed.append(f"{name} not available: {exc}")
             return None
-        return (ref, pm.contributions * np.abs(modal_amplitudes(ref, pm, rate_hz=prediction_rate_hz)),
-                second_order(model, pm, ref, ref.duration, forcing, data))
+        return evaluated(ref)
 
     failed = []
     runs = {name: built(name) for name in (_TIE_ORDER[:3] if shaper_design == "auto" else (shaper_design,))}
@@ -153,7 +192,13 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
         extra = built(LONG_DESIGN)          # the second-order floor dominates: a longer band-covering sequence
         if extra is not None:
             runs[LONG_DESIGN] = extra
-            predictions = at(max(r[0].duration for r in runs.values()))
+        if path.positions.shape[0] == 2:    # and one designed against it (one-segment moves)
+            path_force = _forcing_candidate(model, pm, path, kind, tolerance, runs["robust"][0].schedule, failed)
+            if path_force is not None:
+                ref, linear, second = evaluated(path_force[0])
+                linear[sel], second[sel] = forcing_residual(path_force[1], pm, ref)[sel], 0.0   # both parts, one model
+                runs[FORCING_DESIGN] = (ref, linear, second)
+        predictions = at(max(r[0].duration for r in runs.values()))
     candidates = {name: r[0] for name, r in runs.items()}
     common = max(c.duration for c in candidates.values())
     unshaped = _predict(path, pm, common, "none", prediction_rate_hz, path_amplitudes)
@@ -161,7 +206,12 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
     parts = {name: untreated_parts(model, pm, p, common, candidates[name].duration, law, data, coulomb)
              for name, p in predictions.items()}
     if shaper_design == "auto":
-        chosen, reason = choose(predictions, {name: u.switch_step_m + u.coulomb_m for name, u in parts.items()})
+        chosen, reason = choose({k: v for k, v in predictions.items() if k != FORCING_DESIGN},
+                                {name: u.switch_step_m + u.coulomb_m for name, u in parts.items()})
+        if FORCING_DESIGN in runs:
+            mine = float(np.nansum(predictions[FORCING_DESIGN].per_mode_m[sel]))
+            take, note = _forcing_switch(path_force[1], pm, path, candidates, chosen, common, mine)
+            chosen, reason = (FORCING_DESIGN, note) if take else (chosen, f"{reason}; {note}")
         reason = "; ".join([reason] + failed)
     else:
         chosen, reason = shaper_design, "requested"
