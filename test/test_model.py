@@ -11,7 +11,7 @@ from flexmodal_ros.robot.params import Tool
 from flexmodal_ros.robot.dh import dh_to_urdf, dh_transform, load_dh
 from flexmodal_ros.core.errors import ConfigError, InputError
 from flexmodal_ros.robot.model import (create_data, ee_jacobian, gravity_stiffness, gravity_torque, load_model,
-                                 mass_matrix, wrench_stiffness, wrench_torque, with_overrides)
+                                 mass_matrix, velocity_torques, wrench_stiffness, wrench_torque, with_overrides)
 from flexmodal_ros.robot.registry import list_robots, load_robot, robot_paths, share_dir
 from dh_newton_euler import dh_rnea
 
@@ -350,3 +350,21 @@ def test_echoed_values_are_capped():
         finite_array("x" * 1_000_000, "q")
     assert len(str(info.value)) < 200 and "(1000002 characters)" in str(info.value)
     assert shown(list(range(10_000))) == "<list of 10000 items>"
+
+
+@pytest.mark.parametrize("name", ["kuka_lwr4", "scompi"])
+def test_velocity_torques_are_the_nonlinear_effects_without_gravity(name):
+    """C(q, q̇)q̇ from the gravity-free copy of the model equals Pinocchio's nonLinearEffects −
+    gravity (round-off of the subtraction), is quadratic in q̇, and leaves the model's gravity
+    as it was."""
+    model = load_robot(name)
+    data = create_data(model)
+    rng = np.random.default_rng(3)
+    qs, qds = random_q(model, 6), rng.uniform(-2.0, 2.0, (6, model.n))
+    reference = np.array([pin.nonLinearEffects(model.pin, data, q, v) - pin.computeGeneralizedGravity(model.pin, data, q)
+                          for q, v in zip(qs, qds)])
+    got = velocity_torques(model, data, qs, qds)
+    np.testing.assert_allclose(got, reference, rtol=0, atol=1e-12 * np.abs(reference).max())
+    np.testing.assert_allclose(velocity_torques(model, data, qs, 2.0 * qds), 4.0 * got, rtol=1e-12, atol=1e-12)
+    assert not velocity_torques(model, data, qs, 0.0 * qds).any()
+    assert np.linalg.norm(model.pin.gravity.linear) > 9.0 and not model.weightless.gravity.linear.any()

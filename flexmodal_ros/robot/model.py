@@ -85,6 +85,14 @@ class FlexibleJointModel:
         per-value checks of one configuration without NumPy calls)."""
         return self.position_lower.tolist(), self.position_upper.tolist()
 
+    @functools.cached_property
+    def weightless(self):
+        """``pin`` without gravity (a copy, made once per model): its RNEA at zero acceleration is
+        C(q, q̇)q̇ alone (:func:`velocity_torques`, one pass instead of two)."""
+        model = pin.Model(self.pin)
+        model.gravity = pin.Motion.Zero()
+        return model
+
     def joint_index(self, name):
         """Index of a URDF joint name; InputError naming the joint if unknown."""
         try:
@@ -259,12 +267,14 @@ def gravity_torque(model, data, q):
 
 
 def velocity_torques(model, data, qs, qds):
-    """Coriolis and centrifugal torques C(q, q̇) q̇ = RNEA(q, q̇, 0) − g(q) (m, n) [N m or N] at
-    configurations qs and velocities qds (m, n): what a motion adds, second order in the speed."""
+    """Coriolis and centrifugal torques C(q, q̇) q̇ = RNEA(q, q̇, 0) without gravity (m, n) [N m or N]
+    at configurations qs and velocities qds (m, n): what a motion adds, second order in the speed
+    (``data`` of ``model.pin``, which has the same structure as ``model.weightless``)."""
     qs, qds = np.asarray(qs, dtype=float), np.asarray(qds, dtype=float)
+    weightless, zero = model.weightless, np.zeros(qs.shape[1])
     out = np.empty(qs.shape)
     for i, (q, v) in enumerate(zip(qs, qds)):
-        out[i] = pin.nonLinearEffects(model.pin, data, q, v) - pin.computeGeneralizedGravity(model.pin, data, q)
+        out[i] = pin.rnea(weightless, data, q, v, zero)
     return out
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..robot.trajectory import ETA_ASCENDING
-from .reference import ShapedTrajectory
+from .reference import ShapedTrajectory, _segments
 
 PREDICTION_RATE_HZ = 2000.0
 PREDICTION_SAMPLES_PER_PERIOD = 20       # modes above rate_hz / this are not predicted
@@ -46,16 +46,24 @@ def _path_parameter(path, u):
     times = path.times
     if times.size < 2:
         return np.zeros_like(u), np.zeros_like(u)
-    k = np.clip(np.searchsorted(times, u, side="right") - 1, 0, times.size - 2)
-    T = times[k + 1] - times[k]
-    s = np.clip((u - times[k]) / T, 0.0, 1.0)
+    if times.size == 2:                # one segment: k = 0 everywhere
+        k, T = 0, times[1] - times[0]
+        s = np.clip((u - times[0]) / T, 0.0, 1.0)
+    else:
+        k = _segments(times, u)
+        T = times[k + 1] - times[k]
+        s = np.clip((u - times[k]) / T, 0.0, 1.0)
     eta0, eta1 = (s >= 1.0).astype(float), np.zeros_like(s)         # η(0) = 0, η(1) = 1, η'(0) = η'(1) = 0
     inside = (s > 0.0) & (s < 1.0)
     if inside.any():                   # the polynomial only where a copy is moving (most of t − τ is not)
-        x, a, b = s[inside], 0.0, 0.0
-        for c0, c1 in zip(ETA_ASCENDING[0, ::-1], ETA_ASCENDING[1, ::-1]):    # Horner, highest power first
-            a = a * x + c0
-            b = b * x + c1
+        x = s[inside]
+        (c0, *high0), (c1, *high1) = ETA_ASCENDING[0, ::-1], ETA_ASCENDING[1, ::-1]    # Horner, highest power first
+        a, b = np.full(x.shape, c0), np.full(x.shape, c1)
+        for c0, c1 in zip(high0, high1):                              # in place: the same operations
+            a *= x
+            a += c0
+            b *= x
+            b += c1
         eta0[inside], eta1[inside] = a, b
     return k + eta0, eta1 / T
 
@@ -93,13 +101,15 @@ def wkb_weights(path_modes, modes, sigma, t, scales=(1.0,)) -> np.ndarray:
     h = t[1] - t[0]
     lam = path_eigenvalues(path_modes, modes)
     sample_p = path_modes.segment + path_modes.eta
-    i = np.clip(np.searchsorted(sample_p, sigma, side="right") - 1, 0, sample_p.size - 2)   # np.interp, all modes
+    i = _segments(sample_p, sigma)                                       # np.interp, all modes
     gap = sample_p[i + 1] - sample_p[i]
     w = np.clip((sigma - sample_p[i]) / np.where(gap > 0, gap, 1.0), 0.0, 1.0)[:, None]
     at = (1.0 - w) * lam[i] + w * lam[i + 1]
     phase = np.zeros_like(at)
     np.cumsum(0.5 * h * (at[1:] + at[:-1]), axis=0, out=phase[1:])
     rest = phase[-1] - phase
+    if tuple(scales) == (1.0,):
+        return np.exp(rest)[None]
     return np.stack([np.exp(s * rest) for s in scales])
 
 

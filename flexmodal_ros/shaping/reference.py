@@ -50,10 +50,11 @@ def path_derivatives(path: PiecewiseC4Trajectory, t):
         q[:, 0] = pos[0]
         p = np.zeros((flat.size, 5))
         return q.reshape(t.shape + (5, path.n)), p.reshape(t.shape + (5,))
-    k = np.clip(np.searchsorted(times, flat, side="right") - 1, 0, times.size - 2)
-    T = times[k + 1] - times[k]
+    k = _segments(times, flat)
+    spans = np.diff(times)
+    T = spans[k]
     e = eta((flat - times[k]) / T)                                   # (5, m); clipped to [0, 1]
-    e = e * T[None, :] ** -np.arange(5.0)[:, None]
+    e *= (spans[None, :] ** -np.arange(5.0)[:, None])[:, k]          # T_k^-j, one power per segment
     e[1:, (flat <= times[0]) | (flat >= times[-1])] = 0.0
     dq = pos[k + 1] - pos[k]                                          # (m, n)
     q = e.T[:, :, None] * dq[:, None, :]
@@ -61,6 +62,15 @@ def path_derivatives(path: PiecewiseC4Trajectory, t):
     p = e.T.copy()
     p[:, 0] += k
     return q.reshape(t.shape + (5, path.n)), p.reshape(t.shape + (5,))
+
+
+def _segments(times, u):
+    """Segment index k of the waypoint times ``times`` at each time of ``u`` (1-D): the last
+    waypoint at or before it, within 0 .. len(times) − 2."""
+    if times.size == 2:                      # one segment
+        return np.zeros(u.shape, np.intp)
+    k = np.searchsorted(times, u, side="right") - 1
+    return np.minimum(np.maximum(k, 0, out=k), times.size - 2, out=k)
 
 
 def compose(outer, inner):
@@ -152,11 +162,15 @@ class ShaperSchedule:
         k = np.clip(np.floor(p).astype(int), 0, last)
         x = np.clip(p - k, 0.0, 1.0)
         out = np.empty((p.size, orders, 2 * self.num_impulses))
-        for seg in np.unique(k):
-            rows = k == seg
-            spline = self._splines[seg]
+        if last == 0:                      # one segment: no row selection
             for order in range(orders):
-                out[rows, order] = spline(x[rows], nu=order)
+                out[:, order] = self._splines[0](x, nu=order)
+        else:
+            for seg in np.unique(k):
+                rows = k == seg
+                spline = self._splines[seg]
+                for order in range(orders):
+                    out[rows, order] = spline(x[rows], nu=order)
         N = self.num_impulses
         return out[:, :, :N], out[:, :, N:]
 
@@ -268,10 +282,11 @@ class ShapedTrajectory:
         u[:, 1] += 1.0                                                  # u_i = t − τ_i and its derivatives
         times, pos = self.path.times, self.path.positions
         flat = u[:, 0].ravel()
-        seg = np.clip(np.searchsorted(times, flat, side="right") - 1, 0, times.size - 2)
+        seg = _segments(times, flat)
         T = np.diff(times)
-        scale = (1.0 / T)[:, None] ** np.arange(5.0)                    # (segments, 5): T_k⁻ʲ
-        e = eta((flat - times[seg]) / T[seg]) * scale[seg].T              # (5, m·N)
+        scale = ((1.0 / T)[:, None] ** np.arange(5.0)).T                # (5, segments): T_k⁻ʲ
+        e = eta((flat - times[seg]) / T[seg])                           # (5, m·N)
+        e *= scale[:, seg]
         e[1:, (flat <= times[0]) | (flat >= times[-1])] = 0.0
         e = np.moveaxis(e.reshape(5, t.size, N), 0, 1)[:, :orders]      # (m, orders, N): d^j η / du^j
         if self.schedule.constant:                                     # u' = 1, A' = 0: d^m (A_i e_i) = A_i e_i^(m)

@@ -227,12 +227,21 @@ class _SampleSolver:
     objects). A context manager: leaving it ends the pool."""
 
     def __init__(self, model, qs, anchors, others, workers):
-        self._pool = ThreadPoolExecutor(workers)
-        self._anchors = [self._pool.submit(modal_analysis_batch, model, qs[a], workers=1, shapes=True,
-                                           chunk_size=SAMPLE_CHUNK) for a in np.array_split(anchors, workers)]
-        self._others = [self._pool.submit(modal_analysis_arrays, model, qs[o], SAMPLE_CHUNK)
-                        for o in np.array_split(others, workers) if o.size]
         self._width = 2 * model.n
+        anchor_jobs = [(modal_analysis_batch, (model, qs[a]), {"workers": 1, "shapes": True, "chunk_size": SAMPLE_CHUNK})
+                       for a in np.array_split(anchors, workers)]
+        other_jobs = [(modal_analysis_arrays, (model, qs[o], SAMPLE_CHUNK), {})
+                      for o in np.array_split(others, workers) if o.size]
+        if workers == 1:
+            # one chunk of work (a short path): solved in the caller's thread when asked for, no
+            # pool — a thread start and two hand-offs cost more than the overlap with the
+            # caller's Pinocchio terms gains, most of all on a loaded machine (scheduling delays)
+            self._pool = None
+            self._anchors, self._others = ([_Deferred(*job) for job in jobs] for jobs in (anchor_jobs, other_jobs))
+            return
+        self._pool = ThreadPoolExecutor(workers)
+        self._anchors = [self._pool.submit(fn, *args, **kw) for fn, args, kw in anchor_jobs]
+        self._others = [self._pool.submit(fn, *args, **kw) for fn, args, kw in other_jobs]
 
     def anchors(self) -> list:
         """The anchors' ModalResults, in sample order (waits for them)."""
@@ -246,8 +255,23 @@ class _SampleSolver:
         return self
 
     def __exit__(self, *exc):
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         return False
+
+
+class _Deferred:
+    """A job run in the caller's thread on the first ``result()`` (the single-thread
+    :class:`_SampleSolver`)."""
+
+    def __init__(self, fn, args, kwargs):
+        self._job, self._value = (fn, args, kwargs), None
+
+    def result(self):
+        if self._job is not None:
+            fn, args, kwargs = self._job
+            self._value, self._job = fn(*args, **kwargs), None
+        return self._value
 
 
 def _check_spectra(labels, counts, samples, qs, count):

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core.blas import single_thread_blas
 from ..core.errors import InputError
+from ..robot.model import create_data
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .design_choice import (AUTO_MARGIN, DEFAULT_DESIGN, DESIGNS, DOMINATED_SHARE, LIMITING_FRACTION,  # noqa: F401
                             SWITCH_MARGIN, DesignChoice, Prediction, Untreated, _TIE_ORDER, check_design, choose)
@@ -48,8 +49,15 @@ from .untreated import coulomb_band, modal_forcing, second_order, untreated_part
 MAX_SHAPED_MODES = 4           # convolved shapers of more modes: ≥ 3⁵ impulses (ZVD), a long delay
 
 
-def _predict(reference, pm, end, name, rate_hz):
-    amp = modal_amplitudes(reference, pm, end=end, rate_hz=rate_hz)
+def _predict(reference, pm, end, name, rate_hz, amplitudes=None):
+    """Prediction of ``reference`` at ``end``; ``amplitudes``: its modal amplitudes at its own end
+    (:func:`modal_amplitudes` with the same ``pm`` and rate) if already known — decayed to ``end``
+    as modal_amplitudes does."""
+    if amplitudes is None:
+        amp = modal_amplitudes(reference, pm, end=end, rate_hz=rate_hz)
+    else:
+        duration = float(reference.duration)
+        amp = amplitudes if not end > duration else amplitudes * np.exp(path_eigenvalues(pm)[-1] * (end - duration))
     return Prediction(name, float(getattr(reference, "added_delay", 0.0)), pm.contributions * np.abs(amp))
 
 
@@ -94,8 +102,13 @@ def excited_modes(pm, path, threshold=DEFAULT_THRESHOLD, max_damping=DEFAULT_MAX
     slow mode that a move of this duration excites much more than its step amplitude says
     (kuka_lwr4: a 3.8 Hz mode with 5 % of the largest step amplitude but most of the unshaped
     residual); :func:`shape_with_design` adds these."""
+    return _excited(pm, modal_amplitudes(path, pm, rate_hz=rate_hz), threshold, max_damping)
+
+
+def _excited(pm, amplitudes, threshold, max_damping):
+    """:func:`excited_modes` from the path's modal amplitudes (K,) (:func:`modal_amplitudes`)."""
     calm = pm.damping_ratios.max(axis=0) < max_damping
-    residual = np.nan_to_num(pm.contributions * np.abs(modal_amplitudes(path, pm, rate_hz=rate_hz)))
+    residual = np.nan_to_num(pm.contributions * np.abs(amplitudes))
     residual[~calm] = 0.0
     if not residual.max() > 0:
         return (), residual
@@ -125,23 +138,26 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
                           expansion_order=expansion_order, expansion_tolerance=expansion_tolerance)
 
     pm = analysed(modes)
+    path_amplitudes = None       # the unshaped path's modal amplitudes for this pm (reused by its prediction)
     if modes is None:
-        excited, residual = excited_modes(pm, path, threshold, max_damping, prediction_rate_hz)
+        path_amplitudes = modal_amplitudes(path, pm, rate_hz=prediction_rate_hz)
+        excited, residual = _excited(pm, path_amplitudes, threshold, max_damping)
         wanted = set(pm.selected) | set(excited)
         if len(wanted) > MAX_SHAPED_MODES:       # the ones the move excites most
             wanted = set(sorted(wanted, key=lambda k: -residual[k])[:MAX_SHAPED_MODES])
         if wanted != set(pm.selected):
-            pm = analysed(sorted(wanted))
+            pm, path_amplitudes = analysed(sorted(wanted)), None
     if not pm.selected:
         return None, pm, None
-    forcing = modal_forcing(model, pm)
+    data = create_data(model)       # work buffers of every model function below (this thread only)
+    forcing = modal_forcing(model, pm, data)
     sel, path_force = list(pm.selected), None
     decay = path_eigenvalues(pm)[-1].real                   # (K,) after a reference ends
 
     def evaluated(ref):
         """(ref, linear (K,), second-order (K,)) at the reference's own end."""
         return (ref, pm.contributions * np.abs(modal_amplitudes(ref, pm, rate_hz=prediction_rate_hz)),
-                second_order(model, pm, ref, ref.duration, forcing))
+                second_order(model, pm, ref, ref.duration, forcing, data))
 
     def built(name):
         """:func:`evaluated` of design ``name``; None if auto goes on without that design
@@ -170,8 +186,9 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
 
     predictions = at(max(r[0].duration for r in runs.values()))
     floor = min(p.second_order_m for p in predictions.values())
+    coulomb = coulomb_band(model, pm.configurations[-1], data)
     if (shaper_design == "auto" and "robust" in runs and floor > min(p.linear_m for p in predictions.values())
-            and coulomb_band(model, pm.configurations[-1]) < floor):
+            and coulomb < floor):
         extra = built(LONG_DESIGN)          # the second-order floor dominates: a longer band-covering sequence
         if extra is not None:
             runs[LONG_DESIGN] = extra
@@ -184,9 +201,9 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
         predictions = at(max(r[0].duration for r in runs.values()))
     candidates = {name: r[0] for name, r in runs.items()}
     common = max(c.duration for c in candidates.values())
-    unshaped = _predict(path, pm, common, "none", prediction_rate_hz)
-    unshaped = unshaped.with_second_order(np.sum(second_order(model, pm, path, common, forcing)))
-    parts = {name: untreated_parts(model, pm, p, common, candidates[name].duration, law)
+    unshaped = _predict(path, pm, common, "none", prediction_rate_hz, path_amplitudes)
+    unshaped = unshaped.with_second_order(np.sum(second_order(model, pm, path, common, forcing, data)))
+    parts = {name: untreated_parts(model, pm, p, common, candidates[name].duration, law, data, coulomb)
              for name, p in predictions.items()}
     if shaper_design == "auto":
         chosen, reason = choose({k: v for k, v in predictions.items() if k != FORCING_DESIGN},

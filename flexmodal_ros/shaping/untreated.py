@@ -47,16 +47,17 @@ class ModalForcing:
     shapes: np.ndarray
     gain: np.ndarray
 
-    def amplitudes(self, model, pm, Y, t, sigma, modes=None) -> np.ndarray:
+    def amplitudes(self, model, pm, Y, t, sigma, modes=None, data=None) -> np.ndarray:
         """Complex modal amplitudes (K,) at t[-1] of the Coriolis and centrifugal torques along the
         reference samples ``Y`` (count, ≥2, n) (q, q̇) at the grid ``t`` with progress ``sigma``
-        (only tracked ``modes``, default all; the others 0)."""
+        (only tracked ``modes``, default all; the others 0). ``data``: work buffers (created if None)."""
         K = pm.frequencies_hz.shape[1]
         modes = list(range(K)) if modes is None else list(modes)
         out = np.zeros(K, complex)
         if not modes:
             return out
-        torque = -velocity_torques(model, create_data(model), Y[:, 0], Y[:, 1])         # link forcing −C(q, q̇)q̇
+        data = create_data(model) if data is None else data
+        torque = -velocity_torques(model, data, Y[:, 0], Y[:, 1])         # link forcing −C(q, q̇)q̇
         sample_p = pm.segment + pm.eta
         near = np.abs(sigma[:, None] - sample_p[self.points][None, :]).argmin(axis=1)
         force = np.einsum("cn,cnk->ck", torque, self.shapes[near][:, :, modes])
@@ -65,10 +66,10 @@ class ModalForcing:
         return out
 
 
-def modal_forcing(model, pm) -> ModalForcing:
+def modal_forcing(model, pm, data=None) -> ModalForcing:
     """:class:`ModalForcing` at ``SHAPE_POINTS`` samples of ``pm`` (evenly spaced, both ends; the
     nearest anchors of the path analysis when ``pm`` carries their results, whose mode shapes are
-    then reused)."""
+    then reused). ``data``: work buffers (created if None)."""
     K, n = pm.frequencies_hz.shape[1], model.n
     points = np.unique(np.linspace(0, pm.eta.size - 1, SHAPE_POINTS).round().astype(int))
     anchors = np.asarray(pm.anchors, int)
@@ -78,7 +79,7 @@ def modal_forcing(model, pm) -> ModalForcing:
     else:
         results = [None] * points.size
     lam = path_eigenvalues(pm)
-    data = create_data(model)
+    data = create_data(model) if data is None else data
     (M, D, _), _ = linearized_batch(model, data, pm.configurations[points])
     shapes = np.zeros((points.size, n, K), complex)
     for i, (s, result) in enumerate(zip(points, results)):
@@ -91,11 +92,11 @@ def modal_forcing(model, pm) -> ModalForcing:
     return ModalForcing(points, shapes, gain)
 
 
-def second_order(model, pm, reference, end, forcing) -> np.ndarray:
+def second_order(model, pm, reference, end, forcing, data=None) -> np.ndarray:
     """Estimate (K,) [m] of the residual each tracked mode gets from the Coriolis and centrifugal
     torques of ``reference`` (module docstring), at time ``end``: on a grid of
     ``SECOND_ORDER_SAMPLES_PER_PERIOD`` samples per period of the fastest selected mode (an
-    estimate: (ωh)²/12 ≈ 5 %), 0 for the modes faster than that."""
+    estimate: (ωh)²/12 ≈ 5 %), 0 for the modes faster than that. ``data``: work buffers."""
     modes = list(range(pm.frequencies_hz.shape[1]))
     fastest = pm.frequencies_hz.max(axis=0)
     rate = max(100.0, SECOND_ORDER_SAMPLES_PER_PERIOD * float(fastest[list(pm.selected)].max()))
@@ -103,28 +104,30 @@ def second_order(model, pm, reference, end, forcing) -> np.ndarray:
     t = np.linspace(0.0, duration, max(3, int(np.ceil(duration * rate)) + 1))
     Y = reference.evaluate(t, 2) if isinstance(reference, ShapedTrajectory) else path_derivatives(reference, t)[0]
     slow = np.flatnonzero(fastest <= rate / SECOND_ORDER_SAMPLES_PER_PERIOD)          # the others: 0
-    amplitude = np.abs(forcing.amplitudes(model, pm, Y, t, progress(reference, t)[:, 0], slow))
+    amplitude = np.abs(forcing.amplitudes(model, pm, Y, t, progress(reference, t)[:, 0], slow, data))
     if end > duration:
         amplitude = amplitude * np.exp(path_eigenvalues(pm, modes)[-1].real * (end - duration))
     return forcing.gain * amplitude
 
 
 
-def untreated_parts(model, pm, prediction, common_time, end_time, law="pd") -> Untreated:
-    """:class:`Untreated` (module docstring) for the ``prediction`` of the chosen design."""
+def untreated_parts(model, pm, prediction, common_time, end_time, law="pd", data=None, coulomb=None) -> Untreated:
+    """:class:`Untreated` (module docstring) for the ``prediction`` of the chosen design; ``data``:
+    work buffers (created if None), ``coulomb``: :func:`coulomb_band` at the goal if known."""
     sel = set(pm.selected)
     per = prediction.per_mode_m
     modes = {k + 1: float(per[k]) for k in range(per.size) if k not in sel and np.isfinite(per[k]) and per[k] > 0}
     treated = float(np.nansum(per[list(sel)])) if sel else 0.0
     q_goal = pm.configurations[-1]
-    data = create_data(model)
+    data = create_data(model) if data is None else data
     switch = 0.0
     if law == "pd_only":
         goal = modal_analysis(model, q_goal, data)
         step = setpoint_reference(model, data, q_goal) - model.kp * model.W * q_goal
         amp = end_effector_contributions(model, data, q_goal, step / (model.kp * model.W), goal)
         switch = float(np.sum(amp * np.exp(goal.eigenvalues.real * max(common_time - end_time, 0.0))))
-    return Untreated(modes, prediction.second_order_m, switch, coulomb_band(model, q_goal, data), treated)
+    coulomb = coulomb_band(model, q_goal, data) if coulomb is None else coulomb
+    return Untreated(modes, prediction.second_order_m, switch, coulomb, treated)
 
 
 def coulomb_band(model, q_goal, data=None) -> float:
