@@ -46,7 +46,7 @@ STOP_SLOTS = 256                # tokens that can be live at once per pool
 WATCH_PERIOD_S = 0.05           # a worker's watcher: how often it reads the pool's "end" generation
 # Longest wait, at shutdown, for a worker still starting (unpickling its start-up data): the
 # owner must keep the pool's semaphores until then, or the worker fails with a traceback.
-START_BOUND_S = 30.0
+START_BOUND_S = 8.0
 # Time to start a pool and run a first task [s], measured on the 2-core development machine under
 # load: 3.9 s the first time in a process (the forkserver starts and imports NumPy, SciPy,
 # Pinocchio), 0.2 s afterwards (the forkserver stays for the life of the process).
@@ -198,6 +198,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._executor = None
         self._warmup = None                 # first task of the current executor: its worker started
+        self._processes = []                # worker processes started by this pool (multiprocessing.Process)
         self._closed = False
 
     @staticmethod
@@ -216,8 +217,16 @@ class WorkerPool:
             self._executor = ProcessPoolExecutor(
                 self.workers, mp_context=self._ctx, initializer=_init_worker,
                 initargs=(os.getpid(), self._generation, self._end, *self._shared))
-            self._warmup = self._executor.submit(int)
+            self._warmup = self._spawning(self._executor.submit, int)
         return self._executor
+
+    def _spawning(self, call, *args):
+        """``call(*args)``, remembering the worker processes it started (the executor starts them
+        in ``submit``): :func:`multiprocessing.active_children` before and after."""
+        before = {p.pid for p in multiprocessing.active_children()}
+        result = call(*args)
+        self._processes.extend(p for p in multiprocessing.active_children() if p.pid not in before)
+        return result
 
     def start(self):
         """Start the workers' executor now (its first worker starts in the background)."""
@@ -229,10 +238,10 @@ class WorkerPool:
         (e.g. killed for lack of memory) is replaced for the next submission."""
         with self._lock:
             try:
-                return self._pool().submit(fn, *args)
+                return self._spawning(self._pool().submit, fn, *args)
             except BrokenProcessPool:
                 self._executor = None
-                return self._pool().submit(fn, *args)
+                return self._spawning(self._pool().submit, fn, *args)
 
     def discard_if_broken(self, exc):
         """After a task failed with ``exc``: forget a broken executor (the next submit starts anew)."""
@@ -265,11 +274,13 @@ class WorkerPool:
     def shutdown(self, timeout=2.0):
         """Stop every computation and end the workers: waits up to ``timeout`` s for them to end,
         then ends them (their watchers read the "end" generation). A worker still starting is
-        waited for (up to START_BOUND_S), as the pool's semaphores must outlive its start-up."""
+        waited for (up to START_BOUND_S), as the pool's semaphores must outlive its start-up; a worker
+        that still has not reached its watcher then is killed (multiprocessing.active_children)."""
         with self._lock:
             self._closed = True
             executor, self._executor = self._executor, None
             warmup, generation = self._warmup, self._generation
+            processes, self._processes = self._processes, []
         for slot in range(STOP_SLOTS):
             self._flags[slot] = 1
         if executor is None:
@@ -285,6 +296,11 @@ class WorkerPool:
         if waiter.is_alive():               # a computation that does not check its token
             self._end[0] = generation
             waiter.join(WATCH_PERIOD_S * 20 + 1.0)
+        if waiter.is_alive():               # a worker that never reached its watcher (stuck starting)
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+            waiter.join(1.0)
 
     def __enter__(self):
         return self
