@@ -29,6 +29,7 @@ def _run(module):
     # after start crashed NumPy 1.26's import with SIGSEGV on Jazzy).
     signal.signal(signal.SIGINT, _exit_at_once)
     signal.signal(signal.SIGTERM, _exit_at_once)
+    sys.unraisablehook = _unraisable
     try:
         main = importlib.import_module(f"flexmodal_ros.nodes.{module}").main
         signal.signal(signal.SIGINT, _interrupt)
@@ -49,6 +50,15 @@ def _run(module):
 def _interrupt(signum, frame):
     stop_request.requested.set()
     raise KeyboardInterrupt
+
+
+def _unraisable(unraisable):
+    """A stop signal's KeyboardInterrupt that lands in a callback Python cannot raise from (e.g.
+    importlib's module-lock clean-up during a deferred import) is the stop, already flagged in
+    :mod:`.stop_request` for :func:`~.base.run_node`: not printed as "Exception ignored"."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and stop_request.requested.is_set():
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _exit_at_once(signum, frame):
