@@ -211,24 +211,89 @@ def test_trajectory_before_any_state_or_in_the_past_is_rejected(lwr, ctrl_factor
     assert "trajectory accepted" in ctrl.set_trajectory([0.0, 3.0], thesis_trajectory(lwr)[1], start_time=2.5)
 
 
-def test_start_now_begins_at_the_first_cycle_that_runs_it(lwr, ctrl_factory):
-    """After a stall of the controller the transport delivers the states queued meanwhile: the last
-    sample when a "start now" trajectory is accepted can be far behind the robot. The trajectory
-    starts at the first cycle that runs it (reported), not mid-way (issue 11 item 17)."""
+def _stream(ctrl, model, q, stamps, receipts):
+    """Feed samples at rest (stamps [s], steady receipt times [s]); the command of the last one."""
+    command = None
+    for t, r in zip(stamps, receipts):
+        ctrl.update_state(at_rest(model, q, t=float(t)), float(r))
+        command = ctrl.compute()
+    return command
+
+
+def test_start_now_waits_for_the_states_queued_during_a_stall(lwr, ctrl_factory):
+    """A 1 s stall of the controller: the states published meanwhile arrive in a burst (stamps
+    2 ms apart, receipts 10 µs apart), and a "start now" trajectory accepted in the burst starts at
+    the first sample after it — from its beginning — not at an old stamp of the burst (which
+    would put the robot 0.05 rad behind the reference at once; Jazzy CI, issue 28)."""
     ctrl = ctrl_factory()
-    times, positions = [0.0, 0.6], np.array([np.zeros(lwr.n), np.full(lwr.n, 0.05)])
-    ctrl.update_state(at_rest(lwr, positions[0], t=0.30), 10.0)          # a queued, old state
-    assert "starting at t=0.3000 s" in ctrl.set_trajectory(times, positions, now=10.0)
+    q0 = np.zeros(lwr.n)
+    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
+    period = 0.002
+    before = np.arange(0, 101) * period                        # 0 … 0.2 s at pace 1
+    _stream(ctrl, lwr, q0, before, 10.0 + before)
+    burst = 0.2 + np.arange(1, 501) * period                   # published during the stall
+    burst_receipts = 11.2 + np.arange(500) * 1e-5
+    _stream(ctrl, lwr, q0, burst[:3], burst_receipts[:3])      # the first queued states are taken
+    assert "trajectory accepted" in ctrl.set_trajectory(times, positions, now=burst_receipts[2])
     ctrl.events.clear()
-    ctrl.update_state(at_rest(lwr, positions[0], t=1.30), 10.001)        # the stream has caught up
-    cmd = ctrl.compute()
-    assert cmd.mode == Mode.TRACKING
-    np.testing.assert_allclose(cmd.q_ref, positions[0], atol=1e-12)     # from the trajectory's beginning
-    assert any("start moved from t=0.3000 s to t=1.3000 s" in e for e in ctrl.events)
-    assert any(e == "tracking: tracking started at t=1.3000 s" for e in ctrl.events)
-    ctrl.update_state(at_rest(lwr, positions[0], t=1.60), 10.3)
-    np.testing.assert_allclose(ctrl.compute().q_ref, PiecewiseC4Trajectory(times, positions).sample(0.3)[0],
-                               atol=1e-12)
+    command = _stream(ctrl, lwr, q0, burst[3::10], burst_receipts[3::10])
+    assert command.mode == Mode.HOLD                           # not started on a queued state
+    # the first fresh sample follows the last queued one taken (6 states were skipped) by 2 ms of
+    # steady time: it still looks queued; the second is ordinary
+    fresh = burst[-1] + np.arange(1, 4) * period
+    command = _stream(ctrl, lwr, q0, fresh[:2], burst_receipts[-1] + np.arange(1, 3) * period)
+    assert command.mode == Mode.TRACKING
+    np.testing.assert_allclose(command.q_ref, positions[0], atol=1e-12)
+    assert any(e == f"tracking: tracking started at t={fresh[1]:.4f} s" for e in ctrl.events)
+
+
+def test_start_now_after_a_paused_stream_and_at_another_pace(lwr, ctrl_factory):
+    """The stream's pause (a paused simulator: stamps resume where they stopped) delays the start
+    by one sample only; a simulation at half or 3× real time, once its pace is learned, starts at
+    the first cycle; a stream that never looks caught up starts after CATCH_UP_BOUND."""
+    from flexmodal_ros.control.measured import CATCH_UP_BOUND
+    q0 = np.zeros(lwr.n)
+    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
+    period = 0.002
+    ctrl = ctrl_factory()
+    _stream(ctrl, lwr, q0, np.arange(0, 101) * period, 10.0 + np.arange(0, 101) * period)
+    _stream(ctrl, lwr, q0, [0.202], [11.2])                    # first sample after a 1 s pause
+    ctrl.set_trajectory(times, positions, now=11.2)
+    assert ctrl.compute().mode == Mode.HOLD
+    assert _stream(ctrl, lwr, q0, [0.204], [11.202]).mode == Mode.TRACKING
+    for pace in (0.5, 3.0):
+        ctrl = ctrl_factory()
+        stamps = np.arange(0, 301) * period
+        _stream(ctrl, lwr, q0, stamps, 10.0 + stamps / pace)
+        ctrl.set_trajectory(times, positions, now=10.0 + stamps[-1] / pace)
+        assert _stream(ctrl, lwr, q0, [stamps[-1] + period], [10.0 + (stamps[-1] + period) / pace]).mode == Mode.TRACKING
+    ctrl = ctrl_factory()                                      # 50× real time from the first sample
+    stamps = np.arange(0, 800) * 0.02                          # 0.4 ms of steady time apart
+    receipts = 10.0 + stamps / 50.0
+    _stream(ctrl, lwr, q0, stamps[:2], receipts[:2])
+    ctrl.set_trajectory(times, positions, now=receipts[1])
+    modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(stamps[2:], receipts[2:])]
+    first = modes.index(Mode.TRACKING)
+    assert receipts[2 + first] - receipts[1] == pytest.approx(CATCH_UP_BOUND, abs=2 * 0.02 / 50.0)
+
+
+def test_start_now_excitation_waits_for_the_states_queued_during_a_stall(lwr):
+    """The same for a motor excitation started "now" (the calibration's pulse after a move)."""
+    from flexmodal_ros.control.excitation import pulse_on
+    ctrl = FailSafeController(lwr, compiled=False)
+    q0 = np.zeros(lwr.n)
+    period = 0.002
+    before = np.arange(0, 101) * period
+    hold = _stream(ctrl, lwr, q0, before, 10.0 + before).tau
+    ctrl.excite(pulse_on(lwr, [1], 1.0, 0.004), start_now=True)
+    burst = 0.2 + np.arange(1, 501) * period
+    tau = _stream(ctrl, lwr, q0, burst[::10], 11.2 + np.arange(50) * 1e-5).tau
+    np.testing.assert_allclose(tau, hold, atol=1e-9)           # not started in the burst
+    ctrl.events.clear()
+    fresh = burst[-1] + np.arange(1, 3) * period               # the first one still looks queued
+    tau = _stream(ctrl, lwr, q0, fresh, 11.2 + 49e-5 + np.arange(1, 3) * period).tau
+    np.testing.assert_allclose(tau[1] - hold[1], 1.0, atol=1e-9)
+    assert ctrl.events == [f"hold: excitation started at t={fresh[1]:.4f} s"]
 
 
 def test_tracking_follows_the_waypoint_segments(lwr, ctrl_factory):

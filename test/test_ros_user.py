@@ -392,13 +392,18 @@ def test_demo_trajectory_starts_when_the_controller_was_stalled(ros_process):
         os.kill(controller.popen.pid, signal.SIGSTOP)
         resume = threading.Timer(1.0, os.kill, (controller.popen.pid, signal.SIGCONT))
         resume.start()
+        since = len(client.statuses)
         try:
             result = client.track(times, positions, settle=0.2, timeout=60.0)
         finally:
             resume.join()
             os.kill(controller.popen.pid, signal.SIGCONT)
+        statuses = client.statuses[since:]
     finally:
         client.close()
     assert result.t[0] < 0.01 and result.t[-1] >= times[-1]      # recorded from the accepted start
     # the 0.05 rad move was followed (a loose bound: the simulator runs in real time on a shared machine)
-    assert result.summary()["max_tracking_error_rad"] < 2e-2
+    error = np.abs(result.q - result.q_ref).max(axis=1)
+    assert result.summary()["max_tracking_error_rad"] < 2e-2, (
+        f"error {error.max():.4g} rad at t={result.t[error.argmax()]:.4f} s; statuses: {statuses}; "
+        f"t, |e|: {np.column_stack([result.t, error])[::max(1, len(error) // 40)].round(4).tolist()}")

@@ -152,6 +152,11 @@ class ExcitationSchedule:
         return (f"excitation accepted: {excitation.kind}, peak {np.abs(excitation.torque).max():g} N m, "
                 f"{excitation.duration:g} s, starting {when}")
 
+    @property
+    def waiting_to_start_now(self):
+        """True while a "start now" excitation has not started yet."""
+        return self._start_now
+
     def torque_at(self, t, out, events):
         """Write the torque at sample time ``t`` [s] into ``out`` (zero after the end, when the
         excitation is dropped); start/finish events appended to ``events``."""

@@ -272,9 +272,9 @@ class FailSafeController:
         if s is None or machine.mode in (Mode.WAITING, Mode.STALE):
             return None
         if self.reference.current is not None:
-            machine.follow(s.t)
+            machine.follow(s.t, self.measured.caught_up)
         if self._excitation.current is not None:
-            machine.excite_cycle(s.t)
+            machine.excite_cycle(s.t, self.measured.caught_up)
         tracking = machine.mode == Mode.TRACKING
         if not law.evaluate(tracking, s.q_m, s.qd_m):
             return self._nonfinite_command(tracking)

@@ -12,6 +12,21 @@ time and the receipt time of the last sample whose stamp advanced. A sample is
   state bounds: rejected like an implausible one until such samples have come for
   ``state_timeout`` (a glitch is not a state), then taken (the state machine goes OUT_OF_LIMITS);
 - stale when no valid sample came, or the stamps did not advance, for more than ``state_timeout``.
+
+It also tells whether the samples are **caught up** (:attr:`MeasuredState.caught_up`), which a
+"start now" trajectory or excitation waits for: after this process stalled (a busy machine, a
+debugger, SIGSTOP), the transport delivers the states published meanwhile in a burst, their
+stamps advancing many times faster than the steady clock; a start taken from one of them would
+lie in the past, and the move would begin mid-way. A sample is *behind* when its stamp advanced by
+more than ``BURST_RATIO`` × the stream's pace × the steady time since the previous one (the pace:
+joint-state seconds per steady second — 1 for a robot or a real-time simulator — learned from the
+ordinary gaps between samples, so slower and faster simulations are judged by their own pace).
+The first sample after a pause (stamp advance below 1/``BURST_RATIO`` of the pace × the steady
+gap) is not trusted either: it opens the burst after a stall of this process as well as the
+resumed stream of a paused simulator, and only the next sample tells which. The samples are
+caught up from the first ordinary pair on, or once samples have been untrusted for
+``CATCH_UP_BOUND`` s of steady time (a stream whose pace is not learned yet must not hold a start
+back for ever).
 """
 import math
 
@@ -20,6 +35,11 @@ import numpy as np
 from ..core.errors import InputError
 from .law import JointSample, Mode
 from .limits import implausible_state, plausible_bounds
+
+BURST_RATIO = 4.0          # stamp advance / (pace × steady-time advance) above which a sample is behind
+PACE_RANGE = (0.125, 8.0)  # pair ratios that teach the pace (a stall's gap and a burst do not)
+PACE_GAIN = 0.02           # weight of one pair in the pace (log-average over ~50 pairs)
+CATCH_UP_BOUND = 0.25      # steady seconds after which a burst counts as caught up anyway
 
 
 class MeasuredState:
@@ -32,6 +52,8 @@ class MeasuredState:
         self.received = None
         self.advanced = None           # steady time of the last sample whose stamp advanced
         self.outside_since = None      # receipt time of the first of consecutive samples outside the limits
+        self.pace = 1.0                # joint-state seconds per steady second (module docstring)
+        self.behind_since = None       # receipt time of the first of consecutive untrusted samples
         self.state_bounds = self.plausible_bounds = self._position_bounds = None
 
     def set_bounds(self, bounds):
@@ -59,6 +81,8 @@ class MeasuredState:
         else:
             self.outside_since = None
         previous = self.sample
+        if previous is not None:
+            self._pace_pair(checked.t - previous.t, received - self.received, received)
         self.sample, self.received = checked, received
         advanced = previous is None or checked.t != previous.t
         if advanced:
@@ -67,8 +91,29 @@ class MeasuredState:
 
     def adopt(self, sample, received):
         """``sample`` (checked by the caller, stamp advanced) received at ``received`` [s]."""
+        if self.sample is not None:
+            self._pace_pair(sample.t - self.sample.t, received - self.received, received)
         self.sample = sample
         self.received = self.advanced = received
+
+    @property
+    def caught_up(self):
+        """Whether the last sample is not part of a burst of samples that are behind (module docstring)."""
+        return self.behind_since is None or self.received - self.behind_since > CATCH_UP_BOUND
+
+    def _pace_pair(self, dt, dr, received):
+        """The pair (stamp advance ``dt``, steady-time advance ``dr``) of the last two samples:
+        whether the newer one is behind or after a pause, and the pace learned from an ordinary pair."""
+        if dt <= 0.0:
+            return
+        ratio = dt / dr / self.pace if dr > 0.0 else math.inf
+        if ratio > BURST_RATIO or ratio * BURST_RATIO < 1.0:
+            if self.behind_since is None:
+                self.behind_since = received
+        else:
+            self.behind_since = None
+        if PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
+            self.pace *= ratio ** PACE_GAIN
 
     def stale_reason(self, now, state_timeout):
         """Why the samples are stale at steady time ``now`` [s], or "" when they are not (or none came yet)."""

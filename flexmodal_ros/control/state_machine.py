@@ -49,14 +49,17 @@ class ModeMachine:
             self.enter_hold(s.q, f"joint-state time went backwards ({previous.t:.4f} -> "
                                  f"{s.t:.4f} s): trajectory aborted", abort=True, outside=outside)
 
-    def follow(self, t):
+    def follow(self, t, caught_up=True):
         """The reference at sample time ``t`` [s]: started (TRACKING) once its start time is
-        reached, its segment loaded into the law while it runs, HOLD at its last waypoint once
-        it has finished."""
+        reached — a "start now" one at the first sample that is ``caught_up``
+        (:attr:`~.measured.MeasuredState.caught_up`) —, its segment loaded into the law while it
+        runs, HOLD at its last waypoint once it has finished."""
         traj = self.reference.current
         if traj is None or t < traj.t0:
             return
         if traj.start_now and self.mode != Mode.TRACKING:
+            if not caught_up:
+                return
             self.reference.start_now(t, self.events)
         elapsed = t - traj.t0
         if elapsed >= traj.duration:
@@ -66,13 +69,14 @@ class ModeMachine:
             self.set_mode(Mode.TRACKING, f"tracking started at t={t:.4f} s")
         traj.load(self.law, elapsed)
 
-    def excite_cycle(self, t):
-        """The excitation's torque at sample time ``t`` [s] into the law (HOLD), or its cancellation."""
+    def excite_cycle(self, t, caught_up=True):
+        """The excitation's torque at sample time ``t`` [s] into the law (HOLD), or its
+        cancellation; a "start now" excitation starts at the first sample that is ``caught_up``."""
         if self.excitation.current is None:
             return
         if self.mode != Mode.HOLD:
             self.cancel_excitation(f"excitation cancelled: controller is {self.mode.value}")
-        else:
+        elif caught_up or not self.excitation.waiting_to_start_now:
             self.excitation.torque_at(t, self.law.excitation, self.events)
 
     def on_stale(self, why):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import re
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor
 from typing import Callable, Iterable
 
@@ -20,6 +21,7 @@ from ..core.errors import FlexmodalError, InputError
 from ..flexible_joint.ama import default_workers
 
 DEFAULT_TIMEOUT_S = 10.0   # connecting to a scheduler, waiting for its first worker
+WORKER_CLOSE_S = 10.0     # closing a local cluster: longest wait for its workers to close first
 DEFAULT_RETRIES = 2        # re-runs of a chunk whose task raised (lost workers: the scheduler's own count)
 # LocalCluster keywords: single-threaded worker processes; scheduler, nannies, workers and the
 # scheduler's always-on HTTP routes (health, metrics) on 127.0.0.1, random ports, no dashboard.
@@ -124,9 +126,20 @@ def open_executor(scheduler=None, workers: int | None = None, timeout: float = D
         if kind == "local":
             cluster = stack.enter_context(LocalCluster(n_workers=value, **LOOPBACK_CLUSTER))
             client = stack.enter_context(Client(cluster))
+            stack.callback(_close_workers_first, client, cluster)
         else:
             client = stack.enter_context(_connect(value, timeout))
         yield DaskExecutor(client)
+
+
+def _close_workers_first(client, cluster, timeout=WORKER_CLOSE_S):
+    """Scale the local cluster to no worker and wait (up to ``timeout`` [s]) until the scheduler
+    has none, before the client and the cluster close: a worker still running when the scheduler
+    closes logs a CommClosedError traceback from its heartbeat (seen once in a loaded CI run)."""
+    cluster.scale(0)
+    deadline = time.monotonic() + timeout
+    while client.scheduler_info()["workers"] and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _connect(address: str, timeout: float):
