@@ -24,8 +24,9 @@ Parts (``--part``):
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
   (``--noise-levels``): how the accuracy and the reported σ degrade against the noise-free run.
 - ``ros``: the ``calibration`` action on the ``flexible_joint_simulator`` + ``feedforward_pd_controller``
-  nodes (kuka_lwr4 without Coulomb friction, lockstep), the simulator paced at real time
-  (real_time_factor 1) and unpaced (0: as fast as the loop runs): wall time of the same goal.
+  nodes (``--robots``, default kuka_lwr4 and scompi, without Coulomb friction, lockstep), the
+  simulator paced at real time (real_time_factor 1) and unpaced (0: as fast as the loop runs):
+  wall time of the same goal.
 
 ``--quick``: part design with 30 candidates and K ≤ 4; part offline one short kuka_lwr4 run on the
 RK4 plant (budget 2, 30 candidates, no validation, design comparison or tracking). ``--repeats``
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 from dataclasses import replace
 from pathlib import Path
 
@@ -230,29 +232,38 @@ def noise(args):
 
 
 def ros(args):
-    """The action on real nodes (lockstep simulator), paced at real time and unpaced."""
-    urdf, params = robot_paths("kuka_lwr4")
+    """The action on real nodes (lockstep simulator), paced at real time and unpaced, per robot."""
+    out = []
+    for robot in args.robots.split(","):
+        out += _ros_robot(robot.strip(), args)
+    return out
+
+
+def _ros_robot(robot, args):
+    urdf, params = robot_paths(robot)
     raw = yaml.safe_load(Path(params).read_text())
     raw["urdf"] = str(Path(urdf).resolve())
     for joint in raw["joints"].values():
         joint.pop("d_cm", None)
     tmp = Path(tempfile.mkdtemp())
-    viscous = tmp / "kuka_viscous.yaml"
+    viscous = tmp / f"{robot}_viscous.yaml"
     viscous.write_text(yaml.safe_dump(raw))
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    # the simulator node's default integration rate resolves the robot's fastest mode (scompi 4 kHz)
+    rate = [] if args.integration_rate_hz is None else ["-p", f"integration_rate_hz:={args.integration_rate_hz:g}"]
     out = []
     for rtf in (1.0, 0.0):
         procs = []
         model = ["-p", f"params_path:={viscous}"]
         for argv in (["flexible_joint_simulator", "--ros-args", *model, "-p", "lockstep:=true", "-p",
-                      f"real_time_factor:={rtf}"],
+                      f"real_time_factor:={rtf}", *rate],
                      ["feedforward_pd_controller", "--ros-args", *model, "-p", "state_timeout_s:=1.0"],
-                     ["calibration_server", "--ros-args", *model, "-p", f"output_directory:={tmp}", "-p", "hold:=zoh"]):
+                     ["calibration_server", "--ros-args", *model, "-p", f"output_dir:={tmp}", "-p", "hold:=zoh"]):
             exe = str(Path(sys.executable).parent / argv[0])
             procs.append(subprocess.Popen([exe, *argv[1:]], env=env, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
         try:
-            out.append(_ros_goal(rtf, args))
+            out.append(_ros_goal(robot, rtf, args))
         finally:
             for p in procs:
                 p.send_signal(2)
@@ -264,7 +275,18 @@ def ros(args):
     return out
 
 
-def _ros_goal(rtf, args):
+def _ros_accuracy(robot, r):
+    """:func:`accuracy` of an action result against the simulator's values (the robot's YAML)."""
+    model = load_robot(robot)
+    unknowns = Unknowns.build(model)
+    truth = dict(zip(unknowns.names, unknowns.values(model)))
+    std = np.array(r.standard_deviations, dtype=float)
+    result = SimpleNamespace(unknown_names=list(r.unknown_names), values=np.array(r.values, dtype=float), std=std,
+                             identifiable=np.isfinite(std), not_identifiable=list(r.not_identifiable))
+    return accuracy(result, np.array([truth[n] for n in r.unknown_names]))
+
+
+def _ros_goal(robot, rtf, args):
     import rclpy
     from rclpy.action import ActionClient
 
@@ -293,11 +315,17 @@ def _ros_goal(rtf, args):
         rclpy.spin_until_future_complete(node, result)
         wall = time.perf_counter() - t0
         r = result.result().result
-        label = f"ros real_time_factor {rtf:g}" + (" (unpaced)" if rtf == 0 else "")
-        print(f"{label:<32} wall {wall:7.1f} s  success {r.success}  configurations {r.configurations_measured}  "
+        label = f"{robot} ros real_time_factor {rtf:g}" + (" (unpaced)" if rtf == 0 else "")
+        acc = _ros_accuracy(robot, r)
+        print(f"{label:<42} wall {wall:7.1f} s  success {r.success}  configurations {r.configurations_measured}  "
               f"stage wall times {json.dumps({k: round(v, 1) for k, v in stages.items()})} "
-              f"(load average {load_average()})", flush=True)
-        return {"label": label, "wall_s": wall, "success": r.success, "stages": stages}
+              f"(load average {load_average()})\n{'':<42} {r.message}; against the simulator's values: k err "
+              f"{100 * acc['k_max_rel_error']:.3g} % (σ ≤ {100 * acc['k_max_rel_std']:.3g} %), damping err "
+              f"{100 * acc['damping_max_rel_error']:.3g} % (σ ≤ {100 * acc['damping_max_rel_std']:.3g} %), max |err|/σ "
+              f"{acc['max_error_over_std']:.2f}, not identifiable: {', '.join(acc['not_identifiable']) or '-'}",
+              flush=True)
+        return {"label": label, "wall_s": wall, "success": r.success, "message": r.message, "stages": stages,
+                "accuracy": acc}
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
@@ -327,6 +355,9 @@ def main():
                    help="';'-separated counts=..,std=.. of the encoder noise (part noise)")
     p.add_argument("--pulse-repeats", type=int, default=1,
                    help="part noise: records per excitation, averaged (noise std / sqrt(repeats))")
+    p.add_argument("--robots", default="kuka_lwr4,scompi", help="part ros: the robots, comma-separated")
+    p.add_argument("--integration-rate-hz", type=float,
+                   help="part ros: the simulator node's RK4 rate (default: the node's, which resolves the robot's modes)")
     p.add_argument("--json", help="write the numbers to this file")
     args = p.parse_args()
     args.budget = args.budget or (2 if args.quick else 6)

@@ -10,8 +10,10 @@ relative: ``-r __ns:=/arm1`` (launch ``namespace:=arm1``) gives ``/arm1/joint_st
 ``/<namespace>/clock`` for a namespaced robot, so that two simulators do not share one clock).
 
 Parameters: ``robot`` (bundled name) or ``urdf_path`` + ``params_path``; ``rate_hz`` (1000,
-publication and command sampling rate); ``integration_rate_hz`` (2000, RK4 step, an integer
-multiple of rate_hz, >= 2000); ``real_time_factor`` (1.0 = real time, 2.0 = twice as fast,
+publication and command sampling rate); ``integration_rate_hz`` (RK4 step, an integer
+multiple of rate_hz, >= 2000; default the larger of 2000 and the rate resolving the robot's fastest
+closed-loop mode at ``initial_positions``, h·|λ|max <= 1.5: kuka_lwr4 2000, scompi 4000; a lower
+value is warned about); ``real_time_factor`` (1.0 = real time, 2.0 = twice as fast,
 0 = unpaced); ``initial_positions`` (link positions [rad or m], empty = zeros; the robot starts at
 rest in the equilibrium (2.3), held by the static torque of (2.2) until the first command);
 ``lockstep`` (false); ``lockstep_timeout_s`` (0.02); ``realtime_priority`` / ``cpu`` (SCHED_FIFO
@@ -61,6 +63,7 @@ Bad commands (wrong length, NaN) are rejected and logged; the simulation keeps r
 previous command.
 """
 import json
+import math
 import threading
 import time
 import rclpy
@@ -78,6 +81,7 @@ from ..core.validation import per_joint
 from ..simulation import FlexibleJointPlant, ImpulseLimits, SetpointLaw, SimulationFault, Simulator, rest_state
 from ..simulation.drive import CommandInput, DrivenPlant
 from ..simulation.pacing import RealTimePacing, check_rates
+from ..calibration.offline_plants import STEP_LIMIT, rk4_step
 from .base import Throttle, declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode
 from .conversions import JointStateWriter, command_to_torque, excite_request_to_core
@@ -110,6 +114,32 @@ def declare_input_bounds(node, model):
     return limits, excitation_limit, excitation_duration
 
 
+def resolved_integration_rate(model, initial_positions, rate_hz):
+    """The integration rate [Hz] that resolves ``model``'s fastest closed-loop mode at
+    ``initial_positions`` (the offline plants' :func:`~flexmodal_ros.calibration.offline_plants.rk4_step`:
+    a multiple of ``rate_hz``, h·|λ|max <= STEP_LIMIT), or None when the inputs are not usable
+    (they are refused with their own error further on)."""
+    q0 = list(initial_positions) or [0.0] * model.n
+    if not (rate_hz > 0 and len(q0) == model.n and all(map(math.isfinite, q0))):
+        return None
+    return rate_hz * round(1.0 / (rate_hz * rk4_step(model, q0, 1.0 / rate_hz)))
+
+
+def declare_integration_rate(node, model, p, floor):
+    """Declare ``integration_rate_hz`` with its effective default, the larger of ``floor`` and
+    :func:`resolved_integration_rate` (``p``: rate_hz, initial_positions); a lower value set by
+    the user is warned about once. Returns the value."""
+    resolved = resolved_integration_rate(model, p["initial_positions"], p["rate_hz"])
+    value = declare_typed(node, "integration_rate_hz", max(floor, resolved or 0.0))
+    if resolved and value < resolved:
+        node.get_logger().warning(
+            f"integration_rate_hz {value:g}: below {resolved:g} Hz, the rate at which this robot's fastest "
+            f"closed-loop mode is resolved (h·|λ|max <= {STEP_LIMIT:g} at initial_positions, the default "
+            f"here); its fastest modes are simulated with errors of a few percent in frequency and damping "
+            f"(a calibration of scompi at 2 kHz was 10 σ off)")
+    return value
+
+
 class FlexibleJointSimulator(GuardedNode):
     """Thin shell around :class:`flexmodal_ros.simulation.simulator.Simulator`; the loop runs in a thread.
 
@@ -126,10 +156,10 @@ class FlexibleJointSimulator(GuardedNode):
         super().__init__(self.NODE_NAME, **kwargs)
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
-            ("rate_hz", 1000.0),
-            ("integration_rate_hz", self.DEFAULT_INTEGRATION_RATE_HZ), ("real_time_factor", 1.0),
-            ("initial_positions", [0.0] * self.model.n), ("lockstep", False), ("lockstep_timeout_s", 0.02),
-            ("setpoint_law", False))}
+            ("rate_hz", 1000.0), ("initial_positions", [0.0] * self.model.n))}
+        p["integration_rate_hz"] = declare_integration_rate(self, self.model, p, self.DEFAULT_INTEGRATION_RATE_HZ)
+        p.update({name: declare_typed(self, name, default) for name, default in (
+            ("real_time_factor", 1.0), ("lockstep", False), ("lockstep_timeout_s", 0.02), ("setpoint_law", False))})
         check_rates(p["rate_hz"], p["integration_rate_hz"], self.MIN_INTEGRATION_RATE_HZ, p["real_time_factor"],
                     p["lockstep_timeout_s"])
         realtime = declare_realtime(self)

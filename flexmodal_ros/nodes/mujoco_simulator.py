@@ -14,7 +14,7 @@ point E as in the built-in simulator.
 
 Extra parameter: ``model_path`` (an MJCF written by ``flexmodal export --format mjcf``; empty =
 export the robot model now). ``integration_rate_hz``: MuJoCo steps per second, >= 1000, default
-2000 (MuJoCo's first-order implicitfast step: the thesis trajectory on kuka_lwr4 in lockstep is
+as the RK4 node's, the larger of 2000 and the rate resolving the fastest closed-loop mode (MuJoCo's first-order implicitfast step: the thesis trajectory on kuka_lwr4 in lockstep is
 tracked to 3.5e-5 rad at 2 kHz, 7.1e-5 at 1 kHz, the built-in RK4 simulator's 2.9e-5); stiff
 robots need more (scompi's 851 Hz mode: >= 5000).
 """
