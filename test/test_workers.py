@@ -90,3 +90,33 @@ def test_a_shut_down_pool_refuses_work():
     pool.shutdown()
     with pytest.raises(Exception, match="cancelled"):
         pool.submit(int)
+
+
+def test_a_node_stopped_while_it_starts_its_workers_ends_them(ros_env):
+    """A stop signal while a node is being built (after its pool started workers, as the
+    identification server does in its constructor) reaches run_node as a KeyboardInterrupt with no
+    node to destroy: the pool is still shut down (workers.shutdown_all), so the process ends at
+    once — a worker busy for 60 s does not hold it — and no worker is left starting on released
+    semaphores (the "SemLock._rebuild ... FileNotFoundError" traceback of a CI run)."""
+    script = textwrap.dedent("""
+        import time
+        from flexmodal_ros.core.workers import WorkerPool
+        from flexmodal_ros.nodes.base import run_node
+
+        def factory():
+            pool = WorkerPool(2, preload=["flexmodal_ros.identification.fit"])
+            for _ in range(2):
+                pool.submit(int)
+            pool.submit(time.sleep, 60.0)
+            raise KeyboardInterrupt     # what the stop signal raises while the node is being built
+
+        if __name__ == "__main__":
+            print("exit code", run_node(factory, "stopped_node"), flush=True)
+        """)
+    t0 = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=ros_env)
+    elapsed = time.monotonic() - t0
+    assert run.returncode == 0 and "exit code 0" in run.stdout, run.stderr
+    assert elapsed < 30.0, f"the process took {elapsed:.1f} s to end"
+    time.sleep(0.5)
+    assert "Traceback" not in run.stderr, run.stderr

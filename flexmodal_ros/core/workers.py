@@ -52,6 +52,8 @@ START_BOUND_S = 8.0
 # Pinocchio), 0.2 s afterwards (the forkserver stays for the life of the process).
 START_COLD_S, START_WARM_S = 4.0, 0.25
 _started = False                # a pool has started in this process (the forkserver is warm)
+_open_pools = set()             # pools with a started executor not shut down yet (shutdown_all; a strong
+                                # reference: the pool of an interrupted constructor has no other)
 
 _worker_shared = None           # in a worker: (cancel flags, done counts, best values) of its pool
 
@@ -217,6 +219,7 @@ class WorkerPool:
             self._executor = ProcessPoolExecutor(
                 self.workers, mp_context=self._ctx, initializer=_init_worker,
                 initargs=(os.getpid(), self._generation, self._end, *self._shared))
+            _open_pools.add(self)
             self._warmup = self._spawning(self._executor.submit, int)
         return self._executor
 
@@ -276,6 +279,7 @@ class WorkerPool:
         then ends them (their watchers read the "end" generation). A worker still starting is
         waited for (up to START_BOUND_S), as the pool's semaphores must outlive its start-up; a worker
         that still has not reached its watcher then is killed (multiprocessing.active_children)."""
+        _open_pools.discard(self)
         with self._lock:
             self._closed = True
             executor, self._executor = self._executor, None
@@ -307,3 +311,12 @@ class WorkerPool:
 
     def __exit__(self, *exc):
         self.shutdown()
+
+
+def shutdown_all(timeout=2.0):
+    """Shut down every pool of this process that is still open (:meth:`WorkerPool.shutdown`): the
+    end of a node whose construction was interrupted (a stop signal while it started its workers)
+    leaves no pool to the interpreter's exit, where its semaphores went while a worker was still
+    starting (a "SemLock._rebuild ... FileNotFoundError" traceback in the node's log, CI)."""
+    for pool in list(_open_pools):
+        pool.shutdown(timeout)

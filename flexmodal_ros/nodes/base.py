@@ -6,6 +6,7 @@ the entry point (:func:`run_node`). The callback guard every node class derives 
 import os
 import re
 import signal
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -396,6 +397,10 @@ def run_node(node_factory, executable, args=None, make_executor=SingleThreadedEx
             executor.shutdown(timeout_sec=SHUTDOWN_WAIT_S)
         if node is not None:
             node.destroy_node()
+        # pools a node started and did not shut down: one interrupted while it was being built
+        workers = sys.modules.get("flexmodal_ros.core.workers")
+        if workers is not None:
+            workers.shutdown_all()
         rclpy.try_shutdown()
         context.destroy()            # the participant leaves the graph now, not at interpreter exit
         _ignore_stop_signals()       # rclpy's shutdown restores the handlers it replaced
