@@ -47,6 +47,7 @@ WATCH_PERIOD_S = 0.05           # a worker's watcher: how often it reads the poo
 # Longest wait, at shutdown, for a worker still starting (unpickling its start-up data): the
 # owner must keep the pool's semaphores until then, or the worker fails with a traceback.
 START_BOUND_S = 8.0
+ORPHAN_WAIT_S = 1.0         # shutdown: wait for a worker the executor did not register before killing it
 # Time to start a pool and run a first task [s], measured on the 2-core development machine under
 # load: 3.9 s the first time in a process (the forkserver starts and imports NumPy, SciPy,
 # Pinocchio), 0.2 s afterwards (the forkserver stays for the life of the process).
@@ -227,9 +228,10 @@ class WorkerPool:
         """``call(*args)``, remembering the worker processes it started (the executor starts them
         in ``submit``): :func:`multiprocessing.active_children` before and after."""
         before = {p.pid for p in multiprocessing.active_children()}
-        result = call(*args)
-        self._processes.extend(p for p in multiprocessing.active_children() if p.pid not in before)
-        return result
+        try:
+            return call(*args)
+        finally:        # also when a stop signal's KeyboardInterrupt ends the call after a start
+            self._processes.extend(p for p in multiprocessing.active_children() if p.pid not in before)
 
     def start(self):
         """Start the workers' executor now (its first worker starts in the background)."""
@@ -305,6 +307,15 @@ class WorkerPool:
                 if process.is_alive():
                     process.kill()
             waiter.join(1.0)
+        # A worker the executor never registered (a stop signal interrupted its submit between the
+        # start and the executor's bookkeeping) is not ended by the executor's shutdown: it would
+        # wait on the call queue, or still be starting when this process exits and its semaphores
+        # go (a SemLock._rebuild traceback, CI). Each one is given ORPHAN_WAIT_S, then killed.
+        for process in processes:
+            process.join(ORPHAN_WAIT_S)
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
 
     def __enter__(self):
         return self
