@@ -15,18 +15,20 @@ time and the receipt time of the last sample whose stamp advanced. A sample is
 
 It also tells whether the samples are **caught up** (:attr:`MeasuredState.caught_up`), which a
 "start now" trajectory or excitation waits for: after this process stalled (a busy machine, a
-debugger, SIGSTOP), the transport delivers the states published meanwhile in a burst, their
-stamps advancing many times faster than the steady clock; a start taken from one of them would
-lie in the past, and the move would begin mid-way. A sample is *behind* when its stamp advanced by
-more than ``BURST_RATIO`` × the stream's pace × the steady time since the previous one (the pace:
-joint-state seconds per steady second — 1 for a robot or a real-time simulator — learned from the
-ordinary gaps between samples, so slower and faster simulations are judged by their own pace).
-The first sample after a pause (stamp advance below 1/``BURST_RATIO`` of the pace × the steady
-gap) is not trusted either: it opens the burst after a stall of this process as well as the
-resumed stream of a paused simulator, and only the next sample tells which. The samples are
-caught up from the first ordinary pair on, or once samples have been untrusted for
-``CATCH_UP_BOUND`` s of steady time (a stream whose pace is not learned yet must not hold a start
-back for ever).
+debugger, SIGSTOP), the transport delivers the states published meanwhile, and the controller may
+take many of them — in a burst, or one per cycle when its cycles are slower than the stream (CI:
+six queued states 2 ms apart were taken at ordinary gaps, so a rule on the gap between two
+samples did not see them). A start taken from one of them would lie in the past and the move would
+begin mid-way. A sample is therefore judged by its **lag**: how far its stamp is behind the last
+trusted sample's stamp advanced at the stream's pace (joint-state seconds per steady second — 1
+for a robot or a real-time simulator — learned from the ordinary gaps between samples, so slower
+and faster simulations are judged by their own pace). It is *behind* when the lag exceeds
+``BEHIND_TOLERANCE`` s plus ``PACE_SLACK`` × the steady time since that trusted sample (the pace's
+own uncertainty), at most ``MAX_TOLERANCE`` s, at the pace. The samples are caught up from the first one that is not
+behind, or once the lag has not shrunk by ``BEHIND_TOLERANCE`` for ``CATCH_UP_BOUND`` s of steady
+time: a paused simulator resumes with a constant lag — its stamps stopped while the clock went on —
+and is then trusted from there, while queued states being worked off have a shrinking lag and keep
+the start waiting until the fresh ones arrive.
 """
 import math
 
@@ -36,10 +38,12 @@ from ..core.errors import InputError
 from .law import JointSample, Mode
 from .limits import implausible_state, plausible_bounds
 
-BURST_RATIO = 4.0          # stamp advance / (pace × steady-time advance) above which a sample is behind
-PACE_RANGE = (0.125, 8.0)  # pair ratios that teach the pace (a stall's gap and a burst do not)
+BEHIND_TOLERANCE = 0.05    # s (at the pace) a sample's stamp may lag the trusted line before it is behind
+PACE_SLACK = 0.02          # relative uncertainty of the learned pace, widening the tolerance with the span
+MAX_TOLERANCE = 0.1        # s (at the pace): the widest tolerance (a long stall must not widen it further)
+PACE_RANGE = (0.125, 8.0)  # pair ratios (to the pace) that teach the pace (a stall's gap and a burst do not)
 PACE_GAIN = 0.02           # weight of one pair in the pace (log-average over ~50 pairs)
-CATCH_UP_BOUND = 0.25      # steady seconds after which a burst counts as caught up anyway
+CATCH_UP_BOUND = 0.25      # steady seconds of a lag that does not shrink, after which the stream is trusted
 
 
 class MeasuredState:
@@ -53,7 +57,8 @@ class MeasuredState:
         self.advanced = None           # steady time of the last sample whose stamp advanced
         self.outside_since = None      # receipt time of the first of consecutive samples outside the limits
         self.pace = 1.0                # joint-state seconds per steady second (module docstring)
-        self.behind_since = None       # receipt time of the first of consecutive untrusted samples
+        self.trusted = None            # (stamp, steady receipt time) of the last trusted sample
+        self.behind_since = None       # (lag, receipt time) when the lag of the behind samples last shrank
         self.state_bounds = self.plausible_bounds = self._position_bounds = None
 
     def set_bounds(self, bounds):
@@ -81,8 +86,7 @@ class MeasuredState:
         else:
             self.outside_since = None
         previous = self.sample
-        if previous is not None:
-            self._pace_pair(checked.t - previous.t, received - self.received, received)
+        self._judge(checked.t, received)
         self.sample, self.received = checked, received
         advanced = previous is None or checked.t != previous.t
         if advanced:
@@ -91,28 +95,43 @@ class MeasuredState:
 
     def adopt(self, sample, received):
         """``sample`` (checked by the caller, stamp advanced) received at ``received`` [s]."""
-        if self.sample is not None:
-            self._pace_pair(sample.t - self.sample.t, received - self.received, received)
+        self._judge(sample.t, received)
         self.sample = sample
         self.received = self.advanced = received
 
     @property
     def caught_up(self):
-        """Whether the last sample is not part of a burst of samples that are behind (module docstring)."""
-        return self.behind_since is None or self.received - self.behind_since > CATCH_UP_BOUND
+        """Whether the last sample is not behind the stream (module docstring)."""
+        return self.behind_since is None
 
-    def _pace_pair(self, dt, dr, received):
-        """The pair (stamp advance ``dt``, steady-time advance ``dr``) of the last two samples:
-        whether the newer one is behind or after a pause, and the pace learned from an ordinary pair."""
+    def lag(self, stamp, received):
+        """How far [s of stamp] a sample with ``stamp`` received at steady time ``received`` is
+        behind the last trusted sample advanced at the pace, and the tolerance it is judged with."""
+        t0, r0 = self.trusted
+        span = received - r0
+        return t0 + self.pace * span - stamp, self.pace * min(BEHIND_TOLERANCE + PACE_SLACK * span, MAX_TOLERANCE)
+
+    def _judge(self, stamp, received):
+        """Whether the sample (``stamp``, steady ``received``) is behind (module docstring), and
+        the pace learned from its gap to the previous sample when that pair is ordinary."""
+        if self.sample is None:
+            self.trusted = (stamp, received)
+            return
+        dt, dr = stamp - self.sample.t, received - self.received
         if dt <= 0.0:
             return
-        ratio = dt / dr / self.pace if dr > 0.0 else math.inf
-        if ratio > BURST_RATIO or ratio * BURST_RATIO < 1.0:
-            if self.behind_since is None:
-                self.behind_since = received
+        lag, tolerance = self.lag(stamp, received)
+        if lag <= tolerance:
+            self.trusted, self.behind_since = (stamp, received), None
+        elif self.behind_since is None or lag < self.behind_since[0] - self.pace * BEHIND_TOLERANCE:
+            self.behind_since = (lag, received)
+        elif received - self.behind_since[1] > CATCH_UP_BOUND:
+            self.trusted, self.behind_since = (stamp, received), None     # a constant lag: the stream paused
+            return
         else:
-            self.behind_since = None
-        if PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
+            return
+        ratio = dt / dr / self.pace if dr > 0.0 else math.inf
+        if self.behind_since is None and PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
             self.pace *= ratio ** PACE_GAIN
 
     def stale_reason(self, now, state_timeout):

@@ -202,6 +202,7 @@ class WorkerPool:
         self._executor = None
         self._warmup = None                 # first task of the current executor: its worker started
         self._processes = []                # worker processes started by this pool (multiprocessing.Process)
+        self._spawn_lock = threading.Lock() # held while workers are started (_spawning)
         self._closed = False
 
     @staticmethod
@@ -225,13 +226,32 @@ class WorkerPool:
         return self._executor
 
     def _spawning(self, call, *args):
-        """``call(*args)``, remembering the worker processes it started (the executor starts them
-        in ``submit``): :func:`multiprocessing.active_children` before and after."""
-        before = {p.pid for p in multiprocessing.active_children()}
-        try:
-            return call(*args)
-        finally:        # also when a stop signal's KeyboardInterrupt ends the call after a start
-            self._processes.extend(p for p in multiprocessing.active_children() if p.pid not in before)
+        """``call(*args)`` on a thread of its own, remembering the worker processes it started (the
+        executor starts them in ``submit``; :func:`multiprocessing.active_children` before and
+        after). A stop signal raises KeyboardInterrupt in the main thread only: had it landed inside
+        the call, between a worker's start and the bookkeeping of the executor (which alone tells
+        that worker to end) and of this pool, the worker would be left starting while this process
+        exited and released the pool's semaphores (a "SemLock._rebuild ... FileNotFoundError"
+        traceback, CI). The caller may be interrupted while it waits; the call itself completes,
+        and :meth:`shutdown` waits for it (``_spawn_lock``)."""
+        outcome = {}
+
+        def run():
+            with self._spawn_lock:
+                before = {p.pid for p in multiprocessing.active_children()}
+                try:
+                    outcome["result"] = call(*args)
+                except BaseException as exc:    # noqa: BLE001 - raised again in the caller
+                    outcome["error"] = exc
+                finally:
+                    self._processes.extend(p for p in multiprocessing.active_children() if p.pid not in before)
+
+        spawner = threading.Thread(target=run, name="flexmodal-pool-spawn", daemon=True)
+        spawner.start()
+        spawner.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
 
     def start(self):
         """Start the workers' executor now (its first worker starts in the background)."""
@@ -279,11 +299,16 @@ class WorkerPool:
     def shutdown(self, timeout=2.0):
         """Stop every computation and end the workers: waits up to ``timeout`` s for them to end,
         then ends them (their watchers read the "end" generation). A worker still starting is
-        waited for (up to START_BOUND_S), as the pool's semaphores must outlive its start-up; a worker
-        that still has not reached its watcher then is killed (multiprocessing.active_children)."""
+        waited for (up to START_BOUND_S), as the pool's semaphores must outlive its start-up, and so
+        is a start in flight whose caller a stop signal interrupted (:meth:`_spawning`); a worker that
+        still has not ended then (never reached its watcher, or never registered by the executor) is
+        given ORPHAN_WAIT_S and killed."""
         _open_pools.discard(self)
         with self._lock:
             self._closed = True
+        with self._spawn_lock:              # a start whose caller a stop signal interrupted has ended
+            pass
+        with self._lock:
             executor, self._executor = self._executor, None
             warmup, generation = self._warmup, self._generation
             processes, self._processes = self._processes, []
@@ -302,20 +327,14 @@ class WorkerPool:
         if waiter.is_alive():               # a computation that does not check its token
             self._end[0] = generation
             waiter.join(WATCH_PERIOD_S * 20 + 1.0)
-        if waiter.is_alive():               # a worker that never reached its watcher (stuck starting)
-            for process in processes:
-                if process.is_alive():
-                    process.kill()
-            waiter.join(1.0)
-        # A worker the executor never registered (a stop signal interrupted its submit between the
-        # start and the executor's bookkeeping) is not ended by the executor's shutdown: it would
-        # wait on the call queue, or still be starting when this process exits and its semaphores
-        # go (a SemLock._rebuild traceback, CI). Each one is given ORPHAN_WAIT_S, then killed.
+        # Every worker this pool started has ended now, unless it never reached its watcher (stuck
+        # starting) or the executor never registered it: each is given ORPHAN_WAIT_S, then killed.
         for process in processes:
             process.join(ORPHAN_WAIT_S)
             if process.is_alive():
                 process.kill()
                 process.join(1.0)
+        waiter.join(1.0)
 
     def __enter__(self):
         return self

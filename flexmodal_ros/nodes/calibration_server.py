@@ -199,10 +199,12 @@ class CalibrationServer(GuardedNode):
         return CancelResponse.ACCEPT
 
     def destroy_node(self):
-        for stop in list(self._stops.values()):
+        # also called by rclpy on a node whose construction a stop signal interrupted: only what was made
+        for stop in list(getattr(self, "_stops", {}).values()):
             stop.cancel()
         if hasattr(self, "runner"):
             self.runner.shutdown(wait=False, cancel_futures=True)
+        if hasattr(self, "action_server"):
             self.action_server.destroy()
         return super().destroy_node()
 

@@ -186,9 +186,12 @@ class IdentificationServer(GuardedNode):
         return CancelResponse.ACCEPT
 
     def destroy_node(self):
+        # also called by rclpy on a node whose construction a stop signal interrupted: only what was made
         if hasattr(self, "pool"):
             self.pool.shutdown()                        # running identifications stop at once
+        if hasattr(self, "runner"):
             self.runner.shutdown(wait=False, cancel_futures=True)
+        if hasattr(self, "action_server"):
             self.action_server.destroy()
         return super().destroy_node()
 

@@ -208,7 +208,8 @@ class ModalTestNode(GuardedNode):
             raise FlexmodalError(f"impulse_service: {getattr(answer, 'message', 'no answer in time')}")
 
     def destroy_node(self):
-        self._stopping.set()
+        if hasattr(self, "_stopping"):   # construction may have been interrupted before
+            self._stopping.set()
         if hasattr(self, "states"):
             self.states.destroy()
         return super().destroy_node()
