@@ -53,6 +53,7 @@ ORPHAN_WAIT_S = 1.0         # shutdown: wait for a worker the executor did not r
 # Pinocchio), 0.2 s afterwards (the forkserver stays for the life of the process).
 START_COLD_S, START_WARM_S = 4.0, 0.25
 _started = False                # a pool has started in this process (the forkserver is warm)
+_forkserver_ready = False       # the forkserver has served a process (_await_forkserver)
 _open_pools = set()             # pools with a started executor not shut down yet (shutdown_all; a strong
                                 # reference: the pool of an interrupted constructor has no other)
 
@@ -162,6 +163,20 @@ def _start_forkserver():
         multiprocessing.forkserver.ensure_running()
 
 
+def _await_forkserver(ctx):
+    """Wait, once per process, until the forkserver serves (its preload imported: ~1-4 s cold), by
+    starting and joining a process that only returns. The wait happens here, in the caller's thread,
+    where a stop signal may interrupt it — a probe left starting holds no semaphore — and not inside
+    a worker's start, which :meth:`WorkerPool.shutdown` has to wait for (it would hold a stop for the
+    whole preload)."""
+    global _forkserver_ready
+    if not _forkserver_ready:
+        probe = ctx.Process(target=os.getpid, name="flexmodal-forkserver-probe", daemon=True)
+        probe.start()
+        probe.join()
+        _forkserver_ready = True
+
+
 SIGACTION_BYTES = 512       # > sizeof(struct sigaction) on every Linux ABI (152 on x86_64 / aarch64)
 
 
@@ -217,6 +232,7 @@ class WorkerPool:
         if self._executor is None:
             _started = True
             _start_forkserver()
+            _await_forkserver(self._ctx)
             self._generation += 1
             self._executor = ProcessPoolExecutor(
                 self.workers, mp_context=self._ctx, initializer=_init_worker,
@@ -306,8 +322,8 @@ class WorkerPool:
         _open_pools.discard(self)
         with self._lock:
             self._closed = True
-        with self._spawn_lock:              # a start whose caller a stop signal interrupted has ended
-            pass
+        if self._spawn_lock.acquire(timeout=START_BOUND_S):   # a start whose caller a stop signal
+            self._spawn_lock.release()                       # interrupted has ended
         with self._lock:
             executor, self._executor = self._executor, None
             warmup, generation = self._warmup, self._generation
