@@ -24,9 +24,9 @@ trusted sample's stamp advanced at the stream's pace (joint-state seconds per st
 for a robot or a real-time simulator — learned from the ordinary gaps between samples, so slower
 and faster simulations are judged by their own pace). It is *behind* when the lag exceeds
 ``BEHIND_TOLERANCE`` s plus ``PACE_SLACK`` × the steady time since that trusted sample (the pace's
-own uncertainty), at most ``MAX_TOLERANCE`` s, at the pace. The samples are caught up from the first one that is not
-behind, or once the lag has not shrunk by ``BEHIND_TOLERANCE`` for ``CATCH_UP_BOUND`` s of steady
-time: a paused simulator resumes with a constant lag — its stamps stopped while the clock went on —
+own uncertainty), at most ``MAX_TOLERANCE`` s, at the pace. The samples are caught up from the
+first one that is not behind, or once the lag has not shrunk by ``BEHIND_TOLERANCE`` for
+``CATCH_UP_BOUND`` s of steady time: a paused simulator resumes with a constant lag — its stamps stopped while the clock went on —
 and is then trusted from there, while queued states being worked off have a shrinking lag and keep
 the start waiting until the fresh ones arrive.
 """
@@ -112,8 +112,8 @@ class MeasuredState:
         return t0 + self.pace * span - stamp, self.pace * min(BEHIND_TOLERANCE + PACE_SLACK * span, MAX_TOLERANCE)
 
     def _judge(self, stamp, received):
-        """Whether the sample (``stamp``, steady ``received``) is behind (module docstring), and
-        the pace learned from its gap to the previous sample when that pair is ordinary."""
+        """Whether the sample (``stamp``, steady ``received``) is behind (module docstring); a trusted
+        one teaches the pace from its gap to the previous sample when that pair is ordinary."""
         if self.sample is None:
             self.trusted = (stamp, received)
             return
@@ -123,16 +123,13 @@ class MeasuredState:
         lag, tolerance = self.lag(stamp, received)
         if lag <= tolerance:
             self.trusted, self.behind_since = (stamp, received), None
+            ratio = dt / dr / self.pace if dr > 0.0 else math.inf
+            if PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
+                self.pace *= ratio ** PACE_GAIN
         elif self.behind_since is None or lag < self.behind_since[0] - self.pace * BEHIND_TOLERANCE:
             self.behind_since = (lag, received)
         elif received - self.behind_since[1] > CATCH_UP_BOUND:
             self.trusted, self.behind_since = (stamp, received), None     # a constant lag: the stream paused
-            return
-        else:
-            return
-        ratio = dt / dr / self.pace if dr > 0.0 else math.inf
-        if self.behind_since is None and PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
-            self.pace *= ratio ** PACE_GAIN
 
     def stale_reason(self, now, state_timeout):
         """Why the samples are stale at steady time ``now`` [s], or "" when they are not (or none came yet)."""
