@@ -95,6 +95,44 @@ def test_polled_entities_serve_with_either_executor(ros, monkeypatch, kind):
 
 
 @pytest.mark.parametrize("kind", EXECUTORS)
+def test_a_stop_waits_for_a_busy_thread_at_most_its_bound(ros, monkeypatch, capfd, kind):
+    """A SubscriptionThread whose callback does not return: stop() gives up after STOP_JOIN_S with a
+    warning naming the thread, the helper node stays until the callback returns, and the thread
+    then releases it (the helper node leaves the graph)."""
+    from std_msgs.msg import String
+    from flexmodal_ros.nodes import polled
+
+    monkeypatch.setenv("FLEXMODAL_EXECUTOR", kind)
+    node = ros.node("busy_owner")
+    entered, release = threading.Event(), threading.Event()
+
+    def on_message(message):
+        entered.set()
+        release.wait(10.0)
+
+    publisher = node.create_publisher(String, "/busy_topic", 10)
+    thread = polled.SubscriptionThread(node, String, "/busy_topic", 10, on_message, lambda: None, 1.0,
+                                       threading.Lock())
+    helper = thread.helper.name
+    thread.start()
+    try:
+        ros.spin_until(lambda: publisher.get_subscription_count() == 1, 10.0, "subscribed")
+        publisher.publish(String(data="x"))
+        assert entered.wait(10.0)
+        start = time.monotonic()
+        thread.stop()
+        waited = time.monotonic() - start
+        assert polled.STOP_JOIN_S <= waited < polled.STOP_JOIN_S + 0.5, waited
+        assert helper in node.get_node_names()                       # still busy: not released
+        assert f"thread busy_owner:/busy_topic still busy {polled.STOP_JOIN_S:g} s after its stop" \
+            in capfd.readouterr().err
+    finally:
+        release.set()
+    ros.spin_until(lambda: helper not in node.get_node_names(), 10.0, "the helper released by its thread")
+    thread.stop()                                                    # a second stop does nothing
+
+
+@pytest.mark.parametrize("kind", EXECUTORS)
 def test_nodes_start_and_serve_with_either_executor(ros, ros_env, tmp_path, kind):
     """The console-script nodes with FLEXMODAL_EXECUTOR=events and =single: the simulator's 1 kHz
     states reach the controller (every cycle in Python here: its SubscriptionThread), whose

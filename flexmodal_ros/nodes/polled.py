@@ -52,7 +52,7 @@ except ImportError:
 
 EXECUTOR_ENV = "FLEXMODAL_EXECUTOR"
 SPIN_SLICE_S = 0.1       # longest wait of a helper executor before it checks whether to stop [s]
-STOP_JOIN_S = 2.0        # stop(): longest wait for the helper thread's callback in progress [s]
+STOP_JOIN_S = 0.5        # stop(): longest wait for the thread's callback in progress [s]; see _ServingThread
 SERVICE_POLL_S = 0.01    # PolledClient.wait_for_service: discovery checked this often [s]
 _FALLBACK_COST = ("about 4x the CPU per received message (~20 % of a core per 1 kHz subscription) and ~0.2 ms "
                   "more per service round trip")
@@ -131,11 +131,18 @@ class _ServingThread:
     thread and is raised again in the node's executor (``failure`` guard condition): the node fails
     as it would in an executor callback. Started by :meth:`start` (threads inherit the scheduling
     policy and CPU affinity of the starting thread: flexmodal_ros/nodes/realtime.py), ended by
-    :meth:`stop` (before the node is destroyed; a second call does nothing)."""
+    :meth:`stop` (before the node is destroyed; a second call does nothing).
+
+    :meth:`stop` waits at most STOP_JOIN_S for the thread. A thread still busy then (a callback that
+    has not returned, or a wait inside the middleware: one Ctrl-C on Jazzy left a helper's
+    EventsExecutor in ``spin_once`` for more than 2 s in ~1 start-up stop in 50, cold caches) is
+    logged with a warning and left to end on its own; it releases its entity itself when it does.
+    A stop, e.g. Ctrl-C, therefore never waits longer than STOP_JOIN_S per thread."""
 
     def __init__(self, node, name, lock):
         self._lock, self._context, self._running, self._stopped = lock, node.context, False, False
-        self._error = None
+        self._error, self._logger, self._released = None, node.get_logger(), False
+        self._release_lock = threading.Lock()
         self._failure = node.create_guard_condition(self._raise_error)
         self._thread = threading.Thread(target=self._guarded, name=f"{node.get_name()}:{name}", daemon=True)
 
@@ -144,14 +151,19 @@ class _ServingThread:
         self._thread.start()
 
     def stop(self):
-        """End the thread (waits for the callback in progress) and release the entity."""
+        """End the thread (waits up to STOP_JOIN_S for the callback in progress) and release the
+        entity, now or, for a thread still busy, when the thread ends."""
         if self._stopped:
             return
         self._stopped, self._running = True, False
         self._wake()
         if self._thread.is_alive():
             self._thread.join(STOP_JOIN_S)
-        self._release()
+        if self._thread.is_alive():
+            self._logger.warning(f"thread {self._thread.name} still busy {STOP_JOIN_S:g} s after its stop (a callback "
+                                 "or a wait in the middleware): not waited for; it releases its entity when it ends")
+        else:
+            self._release_once()
 
     def _guarded(self):
         try:
@@ -160,6 +172,16 @@ class _ServingThread:
             if self._running and self._context.ok():
                 self._error = exc
                 self._failure.trigger()
+        finally:
+            if self._stopped and self._context.ok():      # a stop that did not wait for this thread
+                self._release_once()
+
+    def _release_once(self):
+        with self._release_lock:
+            if self._released:
+                return
+            self._released = True
+        self._release()
 
     def _raise_error(self):
         raise self._error
@@ -180,8 +202,7 @@ class _HelperThread(_ServingThread):
         self.helper.executor.wake()
 
     def _release(self):
-        if not self._thread.is_alive():
-            self.helper.destroy()
+        self.helper.destroy()
 
     def _serve(self):
         executor = self.helper.executor
