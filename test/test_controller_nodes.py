@@ -779,3 +779,22 @@ def test_a_controller_that_fails_to_start_shuts_its_context_down_cleanly(ros_env
         assert failure.traceback                  # keeps the half-built node alive until the shutdown
     finally:
         rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_destroyed_controller_leaves_no_joint_state_reader(ros, native):
+    """destroy_node releases the joint-state reader of either cycle path (the native cycle's C
+    endpoint, the Python path's helper node): a publisher of /joint_states sees it go. A release
+    left to the thread's end once skipped the native endpoint, whose reader then stayed in the
+    graph for the rest of the process."""
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+    from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
+
+    states = ros.node("reader_probe").create_publisher(JointState, "/joint_states", 10)
+    node = FeedforwardPdController(context=ros.context, parameter_overrides=[
+        Parameter("robot", value="planar_2r"), Parameter("native_cycle", value=native)])
+    assert (node.native_cycle is not None) == native
+    ros.spin_until(lambda: states.get_subscription_count() == 1, 10.0, "the controller's reader matched")
+    node.destroy_node()
+    ros.spin_until(lambda: states.get_subscription_count() == 0, 10.0, "the controller's reader gone")

@@ -332,6 +332,8 @@ class NativeCycleThread(_ServingThread):
         self.state.running = 0
         self.lib.fm_wake(self._endpoint)
 
+    RELEASED_BY_THREAD = False    # the endpoint is closed by stop() once the thread has ended, else at collection
+
     def _release(self):
         if not self._thread.is_alive():       # else at collection (weakref.finalize)
             self._close()

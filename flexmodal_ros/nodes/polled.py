@@ -136,8 +136,11 @@ class _ServingThread:
     :meth:`stop` waits at most STOP_JOIN_S for the thread. A thread still busy then (a callback that
     has not returned, or a wait inside the middleware: one Ctrl-C on Jazzy left a helper's
     EventsExecutor in ``spin_once`` for more than 2 s in ~1 start-up stop in 50, cold caches) is
-    logged with a warning and left to end on its own; it releases its entity itself when it does.
+    logged with a warning and left to end on its own; a helper thread releases its helper node
+    itself when it does (the native cycle's endpoint is closed at collection).
     A stop, e.g. Ctrl-C, therefore never waits longer than STOP_JOIN_S per thread."""
+
+    RELEASED_BY_THREAD = True   # the thread, ending after a stop, releases the entity (else: stop() or collection)
 
     def __init__(self, node, name, lock):
         self._lock, self._context, self._running, self._stopped = lock, node.context, False, False
@@ -173,7 +176,7 @@ class _ServingThread:
                 self._error = exc
                 self._failure.trigger()
         finally:
-            if self._stopped and self._context.ok():      # a stop that did not wait for this thread
+            if self._stopped and self.RELEASED_BY_THREAD:     # also after the context's shutdown
                 self._release_once()
 
     def _release_once(self):

@@ -408,8 +408,9 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
     """Which selected clusters are modes (module docstring). Poles plainly in the noise (SNR < 2
     in a first fit) and combination terms are set aside (combination terms stay in the fitted
     basis as the signal components they are); the rest are refined jointly (:func:`refine_poles`),
-    then every pole with SNR < ``snr_min`` or that duplicates a stronger one is dropped and the
-    rest refitted — until nothing changes (at most ``MAX_ROUNDS``).
+    then the weakest pole with SNR < ``snr_min`` (one at a time: a missing mode lowers every SNR,
+    docs/calibration.md "OMA under noise") and every pole that duplicates a stronger one are
+    dropped and the rest refitted — until nothing changes (at most ``MAX_ROUNDS``).
 
     The refinement is used when the record is noisy: when the residual of the first fit exceeds
     ``NOISE_RATIO`` of the signal (RMS). Below that the record is deterministic, the realization is
@@ -446,15 +447,19 @@ def _significant(ys, fs, candidates, real, snr_min, refine, floor=0.0):
         if refine and noisy:      # σ: the noise (Jacobian) and the model-order sensitivity (spread) together
             lam[active], std_f[active], std_z[active] = refine_poles(ys, fs, lam0[active], fixed=lam[nuisance],
                                                                      real=real)
-        basis = active + nuisance
-        amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
-        norm[basis] = amplitude_norms(amps)
-        snr[basis] = significant(basis)
-        weak = [j for j in active if snr[j] < snr_min]
-        twins = _duplicates(lam, snr, active)
-        if not weak and not twins:
+        dropped = False
+        while active:             # the weakest below snr_min (one at a time: see the docstring) and the twins
+            basis = active + nuisance
+            amps, stderr, sigma = fit_amplitudes(ys, fs, lam[basis], real=real)
+            norm[basis] = amplitude_norms(amps)
+            snr[basis] = significant(basis)
+            weak = [j for j in active if snr[j] < snr_min]
+            drop = set(_duplicates(lam, snr, active)) | ({min(weak, key=lambda j: snr[j])} if weak else set())
+            if not drop:
+                break
+            active, dropped = [j for j in active if j not in drop], True
+        if not dropped:
             break
-        active = [j for j in active if j not in weak and j not in twins]
     f = frequencies_and_damping(lam)[0]
     certain = [j for j in active if std_f[j] <= UNCERTAINTY_F * f[j] and std_z[j] <= UNCERTAINTY_Z]
     if refine and noisy:      # reported σ: the noise (Jacobian) and the model-order sensitivity (spread)
