@@ -55,10 +55,20 @@ def _interrupt(signum, frame):
 def _unraisable(unraisable):
     """A stop signal's KeyboardInterrupt that lands in a callback Python cannot raise from (e.g.
     importlib's module-lock clean-up during a deferred import) is the stop, already flagged in
-    :mod:`.stop_request` for :func:`~.base.run_node`: not printed as "Exception ignored"."""
-    if isinstance(unraisable.exc_value, KeyboardInterrupt) and stop_request.requested.is_set():
+    :mod:`.stop_request` for :func:`~.base.run_node`: not printed as "Exception ignored". Neither
+    is what it leaves behind: an rclpy Future (an executor's Task) whose ``__init__`` it
+    interrupted fails in ``__del__`` on an attribute never set (CI, Jazzy, controller stopped
+    under load: "AttributeError: 'Task' object has no attribute '_exception'")."""
+    if stop_request.requested.is_set() and (isinstance(unraisable.exc_value, KeyboardInterrupt)
+                                            or _half_built_future(unraisable)):
         return
     sys.__unraisablehook__(unraisable)
+
+
+def _half_built_future(unraisable):
+    where = unraisable.object
+    return (isinstance(unraisable.exc_value, AttributeError) and getattr(where, "__qualname__", "") == "Future.__del__"
+            and getattr(where, "__module__", "") == "rclpy.task")
 
 
 def _exit_at_once(signum, frame):

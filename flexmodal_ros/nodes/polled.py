@@ -135,7 +135,7 @@ class _ServingThread:
 
     :meth:`stop` waits at most STOP_JOIN_S for the thread. A thread still busy then (a callback that
     has not returned, or a wait inside the middleware: one Ctrl-C on Jazzy left a helper's
-    EventsExecutor in ``spin_once`` for more than 2 s in ~1 start-up stop in 50, cold caches) is
+    EventsExecutor in ``spin_once`` for more than 2 s in 1 of ~180 start-up stops, cold caches) is
     logged with a warning and left to end on its own; a helper thread releases its helper node
     itself when it does (the native cycle's endpoint is closed at collection).
     A stop, e.g. Ctrl-C, therefore never waits longer than STOP_JOIN_S per thread."""
@@ -163,8 +163,9 @@ class _ServingThread:
         if self._thread.is_alive():
             self._thread.join(STOP_JOIN_S)
         if self._thread.is_alive():
+            later = "when it ends" if self.RELEASED_BY_THREAD else "at collection"
             self._logger.warning(f"thread {self._thread.name} still busy {STOP_JOIN_S:g} s after its stop (a callback "
-                                 "or a wait in the middleware): not waited for; it releases its entity when it ends")
+                                 f"or a wait in the middleware): not waited for; its entity is released {later}")
         else:
             self._release_once()
 
