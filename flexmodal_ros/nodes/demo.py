@@ -64,6 +64,7 @@ REALTIME = {"flexible_joint_simulator": (50, 1), "feedforward_pd_controller": (5
 # the late discovery matches of Fast DDS (announcement period 3 s), during which the controller once
 # missed its joint states (the observations: docs/ros_robustness.md, "Demo start margin").
 SETTLE_S = 4.5
+STALE_RESENDS = 2           # a trajectory refused because the controller was stale is sent again this often
 POLL = 0.01                 # [s] longest wait between two drains of the joint-state queue
 
 
@@ -227,16 +228,23 @@ class SuiteClient:
         # topic): e.g. sent right after start-up, or while the controller's process is stalled.
         self.spin_until(lambda: self.trajectory_pub.get_subscription_count() > 0, timeout,
                         f"a subscriber on {self.trajectory_pub.topic_name} (is the controller running?)")
-        since = len(self.statuses)
-        self.states, self.recording = [], True
-        self.trajectory_pub.publish(message if message is not None
-                                    else core_to_trajectory(self.model.joint_names, times, positions))
-        answer = lambda: next((i for i in range(since, len(self.statuses))
-                               if self.statuses[i].startswith(("trajectory accepted", "trajectory rejected"))), None)
-        self.spin_until(lambda: answer() is not None, 30.0, "the controller's answer to the trajectory")
-        index = answer()
-        if self.statuses[index].startswith("trajectory rejected"):
-            raise FlexmodalError(self.statuses[index])
+        for attempt in range(STALE_RESENDS + 1):
+            since = len(self.statuses)
+            self.states, self.recording = [], True
+            self.trajectory_pub.publish(message if message is not None
+                                        else core_to_trajectory(self.model.joint_names, times, positions))
+            answer = lambda: next((i for i in range(since, len(self.statuses))  # noqa: E731
+                                   if self.statuses[i].startswith(("trajectory accepted", "trajectory rejected"))), None)
+            self.spin_until(lambda: answer() is not None, 30.0, "the controller's answer to the trajectory")
+            index = answer()
+            if not self.statuses[index].startswith("trajectory rejected"):
+                break
+            if not self.statuses[index].endswith("(controller is stale)") or attempt == STALE_RESENDS:
+                raise FlexmodalError(self.statuses[index])
+            # the joint states paused past state_timeout just then (a loaded machine): the
+            # controller holds again at the next valid state; the trajectory is sent again
+            print(f"demo: {self.statuses[index]}; sent again once the controller holds", file=sys.stderr, flush=True)
+            self.wait_for_status("hold", timeout, since=index)
         started = lambda: next((i for i in range(index + 1, len(self.statuses))
                                 if self.statuses[i].startswith("tracking: tracking started at t=")), None)
         self.spin_until(lambda: started() is not None, timeout, "the start of tracking")
