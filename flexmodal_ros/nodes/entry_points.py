@@ -13,8 +13,18 @@ output): the interpreter's own finalization — garbage collection of Pinocchio,
 objects — took long enough on a loaded machine that ``ros2 launch`` escalated one Ctrl-C to
 SIGTERM (every node "failed to terminate 5 s after SIGINT", all of them in "Garbage-collecting";
 the measurement: docs/ros_robustness.md, "Shutdown").
+
+A stop signal also bounds the whole stop: STOP_BOUND_S after it, a process still cleaning up
+prints the stack of every thread ("Timeout (0:00:01.500000)!", :mod:`faulthandler`) and ends
+with exit code 1. The wait it cuts short is the middleware's: Fast DDS 3.2 (the Kilted wheels)
+spins in ``DomainParticipant::set_listener`` while it destroys the participant if a discovery
+callback is running, and starves that callback (eProsima/Fast-DDS#6513); seen as a node ending 2-3 s
+after a Ctrl-C, or not before ``ros2 launch`` killed it. The spin holds the GIL, so the bound is
+faulthandler's watchdog thread, which needs none.
 """
 import contextlib
+import faulthandler
+import functools
 import importlib
 import os
 import signal
@@ -22,8 +32,18 @@ import sys
 
 from . import stop_request
 
+STOP_BOUND_S = 1.5      # longest a stop signal's clean-up may take; then the process ends, code 1 [s]
 
-def _run(module):
+
+def _run(module, stop_bound_s=STOP_BOUND_S):
+    return run_main(lambda: importlib.import_module(f"flexmodal_ros.nodes.{module}").main, stop_bound_s)
+
+
+def run_main(load_main, stop_bound_s=STOP_BOUND_S):
+    """Run ``load_main()()`` as a console script's body: stop signals taken first, the process
+    ended with ``os._exit`` and the body's exit code (a stop signal: 0). A stop signal's clean-up
+    taking longer than ``stop_bound_s`` (None: unbounded) ends the process with exit code 1 and
+    the stack of every thread on stderr (see the module's text)."""
     # While the node module is imported nothing has started yet: a stop signal ends the process
     # at once (raising into an import can leave a C extension half initialized: a Ctrl-C 1 s
     # after start crashed NumPy 1.26's import with SIGSEGV on Jazzy).
@@ -31,9 +51,9 @@ def _run(module):
     signal.signal(signal.SIGTERM, _exit_at_once)
     sys.unraisablehook = _unraisable
     try:
-        main = importlib.import_module(f"flexmodal_ros.nodes.{module}").main
-        signal.signal(signal.SIGINT, _interrupt)
-        signal.signal(signal.SIGTERM, _interrupt)
+        main = load_main()
+        signal.signal(signal.SIGINT, functools.partial(_interrupt, stop_bound_s))
+        signal.signal(signal.SIGTERM, functools.partial(_interrupt, stop_bound_s))
         code = main()
     except KeyboardInterrupt:
         code = 0
@@ -47,8 +67,11 @@ def _run(module):
     os._exit(code or 0)
 
 
-def _interrupt(signum, frame):
-    stop_request.requested.set()
+def _interrupt(stop_bound_s, signum, frame):
+    if not stop_request.requested.is_set():
+        stop_request.requested.set()
+        if stop_bound_s is not None:
+            faulthandler.dump_traceback_later(stop_bound_s, exit=True)
     raise KeyboardInterrupt
 
 
@@ -100,7 +123,7 @@ def modal_test():
 
 
 def flexmodal_bringup():
-    return _run("bringup")
+    return _run("bringup", stop_bound_s=None)        # stops its nodes: their own bounds apply
 
 
 def calibration_server():
