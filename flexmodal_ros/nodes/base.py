@@ -23,6 +23,7 @@ from ..constrained.closed_chain import resolve_any_model, resolve_closed_chain
 from ..robot.registry import resolve_model
 from ..core.validation import shown
 from . import stop_request
+from .parameter_overrides import unknown_parameters
 
 DOUBLE_ARRAY = Parameter.Type.DOUBLE_ARRAY
 _KIND_NAMES = {bool: "a bool", int: "an integer", float: "a number (double)", str: "a string",
@@ -347,7 +348,8 @@ SHUTDOWN_CHECK_S = 0.2     # run_node: longest executor wait between two checks 
 def run_node(node_factory, executable, args=None, make_executor=SingleThreadedExecutor):
     """Console-script body: init rclpy, build the node, spin until Ctrl-C or shutdown.
 
-    A configuration error while building the node prints one line and returns exit code 2.
+    A configuration error while building the node prints one line and returns exit code 2; so does
+    a parameter given to the node that it does not have (:mod:`.parameter_overrides`).
     Ctrl-C (SIGINT) or SIGTERM at any point after ``rclpy.init``, also while the node is being
     built, ends the node cleanly with exit code 0 (before it: :func:`console_entry`). Under ``ros2
     launch`` one Ctrl-C reaches a node twice (the terminal signals the whole process group, then
@@ -366,6 +368,10 @@ def run_node(node_factory, executable, args=None, make_executor=SingleThreadedEx
     node = executor = None
     try:
         node = node_factory()
+        unknown = unknown_parameters(node, sys.argv if args is None else args)
+        if unknown:
+            print(f"{executable}: error: {'; '.join(unknown)}", flush=True)
+            return 2
         executor = make_executor()
         executor.add_node(node)
         while rclpy.ok():
