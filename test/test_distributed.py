@@ -328,6 +328,33 @@ def test_embedded_local_cluster_listens_on_loopback_only():
     assert [r[1] for r in remote] == [r[1] for r in local]
 
 
+def _heartbeat_record_kept(dask_worker):
+    import logging
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 0,
+                               "Failed to communicate with scheduler during heartbeat.", None, None)
+    logger = logging.getLogger("distributed.worker")
+    ours = [f for f in logger.filters if type(f).__module__ == "flexmodal_ros.distributed.worker_logging"]
+    return str(dask_worker.status), len(ours), logger.filter(record)
+
+
+def test_a_closing_worker_of_a_local_cluster_does_not_log_its_failed_heartbeat():
+    """CI (Jazzy, README's `flexmodal sweep ... --scheduler local:2`): a worker's heartbeat racing
+    its own close logged "Failed to communicate with scheduler during heartbeat." with a
+    CommClosedError traceback, every task done. Dropped while the worker closes, kept while it runs."""
+    from distributed.core import Status
+
+    from flexmodal_ros.distributed.worker_logging import dropped
+
+    with open_executor("local:1") as executor:
+        status, filters, kept = next(iter(executor.client.run(_heartbeat_record_kept).values()))
+    assert filters == 1                                  # installed on the worker
+    assert status == "Status.running" and kept          # a running worker's failed heartbeat is an error
+    message = "Failed to communicate with scheduler during heartbeat."
+    assert [dropped(message, s) for s in (Status.closing, Status.closing_gracefully, Status.closed)] == [True] * 3
+    assert not dropped(message, Status.running)
+    assert not dropped("Unexpected exception during heartbeat. Closing worker.", Status.closing)
+
+
 # ----------------------------------------------------------------------------- ROS
 
 def test_modal_map_service_refuses_maps_above_the_inline_limit(ros):

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from flexmodal_ros.nodes import bringup
+from ros_stops import stalled_in_rclpy_teardown
 
 STOP_LIMIT_S = 2.0
 BAD_OUTPUT = ("Traceback", "KeyboardInterrupt", "[ERROR]", "context is invalid")
@@ -67,18 +68,6 @@ class Bringup:
             assert p.returncode == 0, f"{name} (Ctrl-C {when}): exit code {p.returncode}\n{text[-3000:]}"
             for bad in BAD_OUTPUT:
                 assert bad not in text, f"{name} (Ctrl-C {when}) printed {bad!r}:\n{text[-3000:]}"
-
-
-def stalled_in_rclpy_teardown(text):
-    """Whether ``text`` holds the stop bound's dump (nodes/entry_points.py) of a main thread
-    stalled inside rclpy, i.e. in the middleware, under run_node's clean-up."""
-    if "Timeout (" not in text:
-        return False
-    for block in text[text.index("Timeout ("):].split("Thread 0x")[1:]:
-        frames = [line for line in block.splitlines() if line.strip().startswith("File ")]
-        if any(line.endswith(" in run_node") for line in frames):
-            return "/rclpy/" in frames[0] and "destroy" in frames[0]
-    return False
 
 
 @pytest.mark.slow

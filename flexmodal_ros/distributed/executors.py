@@ -121,11 +121,13 @@ def open_executor(scheduler=None, workers: int | None = None, timeout: float = D
     kind, value = parse_scheduler(scheduler)
     # deferred: Dask distributed
     from distributed import Client, LocalCluster
+    from .worker_logging import QuietHeartbeatAtClose      # deferred: Dask distributed (imports it)
 
     with contextlib.ExitStack() as stack:
         if kind == "local":
             cluster = stack.enter_context(LocalCluster(n_workers=value, **LOOPBACK_CLUSTER))
             client = stack.enter_context(Client(cluster))
+            client.register_plugin(QuietHeartbeatAtClose())
             stack.callback(_close_workers_first, client, cluster)
         else:
             client = stack.enter_context(_connect(value, timeout))
@@ -135,7 +137,8 @@ def open_executor(scheduler=None, workers: int | None = None, timeout: float = D
 def _close_workers_first(client, cluster, timeout=WORKER_CLOSE_S):
     """Scale the local cluster to no worker and wait (up to ``timeout`` [s]) until the scheduler
     has none, before the client and the cluster close: a worker still running when the scheduler
-    closes logs a CommClosedError traceback from its heartbeat (seen once in a loaded CI run)."""
+    closes logs a CommClosedError traceback from its heartbeat (seen once in a loaded CI run; a
+    worker's own close can still race its heartbeat: :mod:`.worker_logging`)."""
     cluster.scale(0)
     deadline = time.monotonic() + timeout
     while client.scheduler_info()["workers"] and time.monotonic() < deadline:
