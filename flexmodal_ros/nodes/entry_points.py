@@ -16,11 +16,12 @@ the measurement: docs/ros_robustness.md, "Shutdown").
 
 A stop signal also bounds the whole stop: STOP_BOUND_S after it, a process still cleaning up
 prints the stack of every thread ("Timeout (0:00:01.500000)!", :mod:`faulthandler`) and ends
-with exit code 1. The wait it cuts short is the middleware's: Fast DDS 3.2 (the Kilted wheels)
-spins in ``DomainParticipant::set_listener`` while it destroys the participant if a discovery
-callback is running, and starves that callback (eProsima/Fast-DDS#6513); seen as a node ending 2-3 s
-after a Ctrl-C, or not before ``ros2 launch`` killed it. The spin holds the GIL, so the bound is
-faulthandler's watchdog thread, which needs none.
+with exit code 1. The waits it cuts short are the middleware's, under rclpy's ``destroy_node``:
+Fast DDS 3.2 (the Kilted wheels) spins in ``DomainParticipant::set_listener`` while it destroys the
+participant if a discovery callback is running, and starves that callback
+(eProsima/Fast-DDS#6513), or deadlocks removing a writer; seen as a node ending 2.2-4.0 s after a
+Ctrl-C, or not before ``ros2 launch`` killed it (docs/ros_robustness.md, "Shutdown"). Both hold
+the GIL, so the bound is faulthandler's watchdog thread, which needs none.
 """
 import contextlib
 import faulthandler
