@@ -214,6 +214,34 @@ def test_noise_floor_rule_predicts_the_scatter_of_the_estimates():
     assert weak.visible.tolist() == [True, False] and weak.snr[1] < SNR_MIN + MARGIN
 
 
+def test_group_bounds_from_the_record_gram_equal_the_qr_form_and_the_remainder_is_the_decay_rms():
+    """The full rule's bound of a group of modes from the record's Gram matrix equals cramer_rao's
+    QR form (two references, with and without a real pole, a close pair included); remainder_std is
+    the RMS of the hidden modes' summed decay, each record's mean removed."""
+    from flexmodal_ros.oma.visibility import _RecordGram, remainder_std
+
+    rng = np.random.default_rng(3)
+    fs, lengths = 1000.0, [1400, 900]
+    lam = -rng.uniform(0.5, 40, 6) + 2j * np.pi * rng.uniform(2, 60, 6)
+    lam[1] = lam[0] + 0.3 + 0.4j
+    amps = rng.normal(size=(2, 6, 5)) + 1j * rng.normal(size=(2, 6, 5))
+    noise = rng.uniform(1e-7, 1e-6, 5)
+    for real in ((), (-30.0,)):
+        gram = _RecordGram(lam, lengths, fs, real)
+        for group in ([2], [0, 1], [3, 0, 5, 1], list(range(6))):
+            qr = cramer_rao(lam[group], amps[:, group], noise, lengths, fs, real)
+            for a, b in zip(qr, gram.bounds(group, amps, noise)):
+                np.testing.assert_allclose(b, a, rtol=1e-4)
+    hidden = np.array([False, True, False, True, False, False])
+    pieces = []
+    for a, N in zip(amps, lengths):
+        y = sum(np.real(a[j][None, :] * np.exp(lam[j] * np.arange(N)[:, None] / fs)) for j in (1, 3))
+        pieces.append(y - y.mean(axis=0))
+    np.testing.assert_allclose(remainder_std(lam, amps, hidden, lengths, fs),
+                               np.sqrt(np.mean(np.vstack(pieces) ** 2, axis=0)), rtol=1e-12)
+    assert not remainder_std(lam, amps, np.zeros(6, bool), lengths, fs).any()
+
+
 def test_quantization_is_on_the_motor_shaft(scompi, q8):
     noise = EncoderNoise(2 ** 20, 0.0)
     rec = simulate_impact(scompi, q8, Impulse(), 0.3, dynamics="linear", noise=noise)

@@ -146,8 +146,10 @@ class CampaignState:
                              np.array([m["mode_index"] for _, m in rows], int), tuple(c.references for c in configs))
 
     def refit(self, starts=1, final=False):
-        """Fit everything measured so far; re-match with the new estimate and refit while the
-        matching changes (at most 3 times)."""
+        """Fit everything measured so far, every unknown free (an unknown the data of the first
+        configurations did not determine may be determined now); re-match with the new estimate
+        and refit while the matching changes (at most 3 times), those refits starting from the
+        unknowns the previous one identified."""
         for round_ in range(4):
             if round_ and not any(c.modes for c in self.configs):
                 break                              # the re-matching lost every mode (noisy OMA): keep the fit
@@ -155,7 +157,7 @@ class CampaignState:
             meas = self.measurements(self.configs)
             fit = fit_parameters(self.model, self.unknowns, meas, self.loop, self.scale, self.bounds,
                                  x0=self.estimate, starts=starts, seed=self.s.seed, stop=self.stop,
-                                 free=None if final or self.fit is None else self.fit.identifiable)
+                                 free=None if final or round_ == 0 or self.fit is None else self.fit.identifiable)
             self.timed("fit", t0)
             self.fit, self.estimate, self.std, self.identifiable = fit, fit.values, fit.std, fit.identifiable
             if round_ == 3:

@@ -15,7 +15,8 @@ from .experiment_design import DesignStep, identifiable_mask, predicted_std, wor
 def random_design(candidates, budget, scale, rng, data_information=None, exclude=(),
                   pulses_per_configuration=2) -> list:
     """``budget`` candidates and, in each, ``pulses_per_configuration`` excitation options drawn at
-    random (no design), with the information they give (:class:`DesignStep` list)."""
+    random (no design), with the information they give (:class:`DesignStep` list) by the full
+    noise-floor rule, as the designed set's (:meth:`~.experiment_design.Candidate.refine`)."""
     P = len(scale)
     data = np.zeros((P, P)) if data_information is None else np.array(data_information)
     pool = [i for i in range(len(candidates)) if i not in set(exclude) and candidates[i].stable]
@@ -25,6 +26,7 @@ def random_design(candidates, budget, scale, rng, data_information=None, exclude
         cand = candidates[int(i)]
         k = min(pulses_per_configuration, len(cand.options))
         chosen = tuple(sorted(rng.choice(len(cand.options), size=k, replace=False).tolist()))
+        cand.refine(chosen)
         data = data + cand.information(list(chosen))
         steps.append(DesignStep(int(i), chosen, data.copy(), predicted_std(data, scale)))
     return steps

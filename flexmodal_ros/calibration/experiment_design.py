@@ -12,8 +12,10 @@ along an axis where the plant offers impacts):
 3. the noise-floor rule of :mod:`flexmodal_ros.oma.visibility`: with the sensors' noise
    (:class:`MeasurementModel`), which modes the record will show (SNR and Cramér–Rao standard
    deviations of f and ζ within the OMA's reporting limits) and how precisely: σ_f, σ_ζ. Screening
-   uses each mode's bound alone (:func:`~flexmodal_ros.oma.visibility.cramer_rao` of one mode);
-   the shortlisted candidates get the full rule (modes judged together with the stronger ones);
+   uses each mode's bound alone (:func:`~flexmodal_ros.oma.visibility.screen_modes`); the
+   shortlisted candidates get the full rule (modes judged together with the stronger ones). Both
+   add the decay of the modes judged invisible to the noise (the OMA does not hold them, so they
+   stay in the residual the others are judged against) and judge again;
 4. several pulses in one configuration are references of one OMA: a mode's variances combine as
    1/σ² = Σ 1/σ_e², then a floor is added for what the noise does not explain (OMA and model
    error, growing with ζ: :func:`measurement_floors`);
@@ -40,7 +42,7 @@ from ..identification.inverse_eigen import REL_STD_LIMIT
 from ..oma.compare import channel_rows
 from ..oma.impact import AXES, Impulse, free_decay_contributions
 from ..oma.mode_estimation import SETTLE_SAMPLES, SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z
-from ..oma.visibility import MARGIN, single_mode_bounds, visible_modes
+from ..oma.visibility import screen_modes, visible_modes
 from ..robot.model import create_data, with_overrides
 from .eigen_sensitivity import CONTINUOUS, Unknowns, loop_modes, mode_sensitivity
 from .offline_plants import channel_names
@@ -148,7 +150,7 @@ class Candidate:
     """A configuration's modes and, per excitation option, the variances of f and ζ a record would
     give (inf: not visible). ``jf``/``jz`` (m, P) sensitivities in scaled unknowns; ``refined``:
     options whose variances are those of the full noise-floor rule (the others: the single-mode
-    screening, :func:`~flexmodal_ros.oma.visibility.single_mode_bounds`)."""
+    screening, :func:`~flexmodal_ros.oma.visibility.screen_modes`)."""
 
     q: np.ndarray
     frequencies_hz: np.ndarray
@@ -175,7 +177,7 @@ class Candidate:
             if o in self.refined or not idx.size:
                 continue
             lm, a = self.response[o]
-            vis = visible_modes(lm, a[None], noise, [N], fs, (), snr_min, UNCERTAINTY_F, UNCERTAINTY_Z)
+            vis = visible_modes(lm, a[None], noise, [N], fs, (), snr_min, UNCERTAINTY_F, UNCERTAINTY_Z, remainder=True)
             self.var_f[o, idx] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
             self.var_z[o, idx] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
             self.snr[o, idx] = vis.snr
@@ -272,13 +274,10 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
         a = np.where((dist[np.arange(pick.size), pick] <= MATCH_RTOL)[:, None], amps[pick], 0.0)   # (m_usable, c)
         lm = lam[idx_usable]
         response.append((lm, a))
-        s, sf, sz = single_mode_bounds(lm, a[None], noise, [N], fs)
-        kept = np.maximum(s - MARGIN, 0.0) / np.maximum(s, 1e-300)
-        ok = ((s - MARGIN >= measurement.snr_min) & (sf <= kept * UNCERTAINTY_F * f[idx_usable])
-              & (sz <= kept * UNCERTAINTY_Z))
-        var_f[o, idx_usable] = np.where(ok, sf ** 2, np.inf)
-        var_z[o, idx_usable] = np.where(ok, sz ** 2, np.inf)
-        snr_all[o, idx_usable] = s
+        vis = screen_modes(lm, a[None], noise, [N], fs, measurement.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z)
+        var_f[o, idx_usable] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
+        var_z[o, idx_usable] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
+        snr_all[o, idx_usable] = vis.snr
     stable = modes.stable
     if stable and stability_loop is not None and stability_loop != loop:
         stable = loop_damping(model, q, stability_loop, measurement, data) > 0

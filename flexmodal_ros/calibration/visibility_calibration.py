@@ -10,9 +10,8 @@ chooses configurations and pulses for the visibility of modes that are visible a
 predicted σ are ~10× the σ the fit reports (docs/calibration.md, "Designed vs random").
 
 After each measured configuration the loop calls :func:`noise_factor`: the factor c on the assumed
-noise at which the design's own rule (the single-mode screening of
-:func:`~.experiment_design.evaluate_candidate`, SNR ∝ 1/c and the Cramér–Rao σ_f, σ_ζ ∝ c for white
-noise) agrees best with what was measured — per configuration and usable mode, predicted visible
+noise at which the design's own rule (the screening of :func:`~.experiment_design.evaluate_candidate`,
+:func:`~flexmodal_ros.oma.visibility.screen_modes`, re-evaluated at c × the noise) agrees best with what was measured — per configuration and usable mode, predicted visible
 (in one of the recorded excitations) against matched in the OMA; of equally good factors the
 largest (the most conservative). :func:`rescale_noise` re-applies the rule to a pool at the new
 noise (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer modes than
@@ -26,7 +25,7 @@ import numpy as np
 
 from ..modes import pair_modes
 from ..oma.mode_estimation import UNCERTAINTY_F, UNCERTAINTY_Z
-from ..oma.visibility import MARGIN, single_mode_bounds
+from ..oma.visibility import screen_modes
 
 FACTORS = 10.0 ** np.arange(-4.0, 2.0 + 1e-9, 0.25)     # factors tried on the assumed noise
 MATCH_RTOL = 0.1                                        # a measured mode is a predicted one within this |Δf|/f
@@ -35,27 +34,29 @@ CHANGE = 10.0 ** 0.25                                   # the pool is re-screene
 
 @dataclass(frozen=True)
 class Observation:
-    """One measured configuration: per usable model mode of its ``candidate`` (the design's
-    :class:`~.experiment_design.Candidate`) and recorded excitation option (rows): the screening's
-    SNR ``snr``, σ_f ``std_f`` [Hz], σ_ζ ``std_z`` at the noise ``noise_factor`` × the assumed one;
-    ``frequencies_hz`` of the usable modes; ``measured`` (m_usable,) bool, matched in the OMA."""
+    """One measured configuration: the design's view of its recorded excitation options —
+    ``responses`` per option (λ (m_usable,), amplitudes (m_usable, c)) of the usable model modes of
+    its :class:`~.experiment_design.Candidate`, the ``noise`` (c,) [rad] the candidate was evaluated
+    at, record ``samples`` at ``sample_rate_hz`` and ``snr_min`` —, ``frequencies_hz`` of the usable
+    modes and ``measured`` (m_usable,) bool, matched in the OMA."""
 
-    snr: np.ndarray
-    std_f: np.ndarray
-    std_z: np.ndarray
+    responses: tuple
+    noise: np.ndarray
+    samples: int
+    sample_rate_hz: float
+    snr_min: float
     frequencies_hz: np.ndarray
     measured: np.ndarray
-    noise_factor: float
-    snr_min: float
 
     def visible(self, factor) -> np.ndarray:
-        """(m_usable,) predicted visible in at least one excitation at ``factor`` × the assumed noise."""
-        r = factor / self.noise_factor
-        s, sf, sz = self.snr / r, self.std_f * r, self.std_z * r
-        kept = np.maximum(s - MARGIN, 0.0) / np.maximum(s, 1e-300)
-        ok = (s - MARGIN >= self.snr_min) & (sf <= kept * UNCERTAINTY_F * self.frequencies_hz) & \
-             (sz <= kept * UNCERTAINTY_Z)
-        return ok.any(axis=0)
+        """(m_usable,) predicted visible in at least one excitation at ``factor`` × the noise the
+        observation was made at (the design's screening, :func:`screen_modes`)."""
+        seen = np.zeros(self.frequencies_hz.size, bool)
+        for lm, a in self.responses:
+            if lm.size:
+                seen |= screen_modes(lm, a[None], self.noise * factor, [self.samples], self.sample_rate_hz,
+                                     self.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z).visible
+        return seen
 
 
 def observe(candidate, options, measured_frequencies_hz, noise_factor=1.0) -> Observation:
@@ -65,12 +66,10 @@ def observe(candidate, options, measured_frequencies_hz, noise_factor=1.0) -> Ob
     noise, N, fs, snr_min = candidate.rule
     idx = np.flatnonzero(candidate.usable)
     f = candidate.frequencies_hz[idx]
-    rows = [single_mode_bounds(candidate.response[o][0], candidate.response[o][1][None], noise, [N], fs)
-            if idx.size else (np.zeros(0),) * 3 for o in options]
-    snr, std_f, std_z = (np.array([r[k] for r in rows], float).reshape(len(options), idx.size) for k in range(3))
     measured = np.zeros(idx.size, bool)
     measured[list(pair_modes(measured_frequencies_hz, f, frequency_gate=MATCH_RTOL))] = True
-    return Observation(snr, std_f, std_z, f, measured, float(noise_factor), float(snr_min))
+    return Observation(tuple(candidate.response[o] for o in options), np.asarray(noise, float) / noise_factor,
+                       int(N), float(fs), float(snr_min), f, measured)
 
 
 def noise_factor(observations, factors=FACTORS) -> float:
@@ -95,11 +94,8 @@ def rescale_noise(candidates, noise) -> None:
         cand.var_f[:], cand.var_z[:] = np.inf, np.inf
         if not idx.size:
             continue
-        f = cand.frequencies_hz[idx]
         for o, (lm, a) in enumerate(cand.response):
-            s, sf, sz = single_mode_bounds(lm, a[None], cand.rule[0], [N], fs)
-            kept = np.maximum(s - MARGIN, 0.0) / np.maximum(s, 1e-300)
-            ok = (s - MARGIN >= snr_min) & (sf <= kept * UNCERTAINTY_F * f) & (sz <= kept * UNCERTAINTY_Z)
-            cand.var_f[o, idx] = np.where(ok, sf ** 2, np.inf)
-            cand.var_z[o, idx] = np.where(ok, sz ** 2, np.inf)
-            cand.snr[o, idx] = s
+            vis = screen_modes(lm, a[None], cand.rule[0], [N], fs, snr_min, UNCERTAINTY_F, UNCERTAINTY_Z)
+            cand.var_f[o, idx] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
+            cand.var_z[o, idx] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
+            cand.snr[o, idx] = vis.snr

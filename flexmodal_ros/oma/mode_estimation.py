@@ -13,7 +13,8 @@ terms, not modes.
 Several records of the same system (*references*: impacts along different axes) are analysed
 together: one multi-reference realization (:mod:`.methods`), and each record's free decay gets its
 own amplitudes in the fits (the poles are shared; amplitudes and SNR are root sums of squares over
-the references).
+the references). Under noise each reference is also realized alone and its poles beyond 3 % of
+the joint ones join the candidates: the joint realization can miss a mode one record shows plainly.
 
 Under measurement noise the realization is repeated on channels divided by their noise level
 (whitened: the maximum-likelihood weighting for independent white noise) instead of their peak: a
@@ -33,7 +34,7 @@ from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
 from .record_noise import colored_information, noise_level
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
-                            select_modes, stable_real_poles)
+                            merge_selected, select_modes, stable_real_poles)
 
 SNR_MIN = 5.0
 REFINE_SNR = 2.0
@@ -94,13 +95,11 @@ class IdentifiedModes(ModeSet):
         out = {"method": self.method, "channels": list(self.channels), "sample_rate_hz": self.sample_rate_hz,
                "segment_s": list(self.segment), "references": self.references}
         out.update(super().to_dict())
-        out.update({"amplitudes": self.amplitudes.tolist(), "snr": self.snr.tolist(),
-                    "poles": self.poles.tolist(), "frequency_spread_hz": self.frequency_spread.tolist(),
-                    "damping_spread": self.damping_spread.tolist(), "noise_floor": self.noise_floor.tolist(),
-                    "std_frequency_hz": self.std_frequency_hz.tolist(),
-                    "std_damping_ratio": self.std_damping_ratio.tolist(),
-                    "below_noise_floor": self.below_noise_floor, "combination_terms": self.combination_terms,
-                    "warnings": list(self.warnings)})
+        out.update({"amplitudes": self.amplitudes.tolist(), "snr": self.snr.tolist(), "poles": self.poles.tolist(),
+                    "frequency_spread_hz": self.frequency_spread.tolist(), "damping_spread": self.damping_spread.tolist(),
+                    "noise_floor": self.noise_floor.tolist(), "std_frequency_hz": self.std_frequency_hz.tolist(),
+                    "std_damping_ratio": self.std_damping_ratio.tolist(), "below_noise_floor": self.below_noise_floor,
+                    "combination_terms": self.combination_terms, "warnings": list(self.warnings)})
         return out
 
 
@@ -297,16 +296,18 @@ def _identify(records, method, orders, criteria, free_decay, snr_min, refine, bl
         if y.shape[0] < 64:
             where = "" if len(ys) == 1 else f" {k + 1}"
             raise InputError(f"record{where}: only {y.shape[0]} samples after the excitation (at least 64 needed)")
-    given = criteria
     options = {} if block_rows is None or method == "var" else {"block_rows": block_rows}
     candidates, diagram, real, scale = _candidates(ys, fs, method, orders, criteria or SelectionCriteria(), options)
-    if given is None:               # measurement noise: realize the decay's signal part, wider tolerances
+    if criteria is None:            # measurement noise: realize the decay's signal part, wider tolerances
         sigma = fit_amplitudes(ys, fs, [c.eigenvalue for c in candidates], real=real)[2]
         if _is_noisy(ys, sigma):
             sigma = _noise_estimate(ys, sigma)     # the residual also holds the modes pass 1 missed
             signal = [y[:_signal_length(y, sigma)] for y in ys]
             candidates, diagram, real, scale = _candidates(signal, fs, method, _bounded_orders(orders, signal, method),
                                                            NOISY_CRITERIA, options, noise=sigma)
+            for y in signal if len(signal) > 1 else ():    # a mode one reference shows plainly can be
+                one = _candidates([y], fs, method, _bounded_orders(orders, [y], method), NOISY_CRITERIA, options, sigma)
+                candidates = merge_selected(candidates, one[0])    # missing from the joint realization
     peak = np.max([np.abs(np.asarray(r.values)).max(axis=0) for r in records], axis=0)
     floor = ROUNDOFF_FLOOR * np.finfo(float).eps * float(np.linalg.norm(peak))
     lam, norm, snr, std_f, std_z, sigma, combo, keep, vectors = _significant(ys, fs, candidates, real, snr_min, refine,

@@ -171,6 +171,18 @@ def select_modes(diagram: StabilizationDiagram, criteria: SelectionCriteria):
     return modes, _with_clusters(diagram, cluster)
 
 
+def merge_selected(modes, others, rtol=0.03):
+    """``modes`` and those of ``others`` (lists of :class:`SelectedMode`) not within ``rtol`` ·|λ|
+    of one already in, sorted by frequency. The default 3 %: the OMA adds each reference's own
+    poles to the joint realization's (noisy records), and a pole nearer than that to a joint one
+    is the same mode, whose duplicate would make the joint output-error fit ill-posed."""
+    out = list(modes)
+    for m in others:
+        if all(abs(m.eigenvalue - k.eigenvalue) > rtol * abs(m.eigenvalue) for k in out):
+            out.append(m)
+    return sorted(out, key=lambda m: m.frequency_hz)
+
+
 def stable_real_poles(order_poles: list[OrderPoles], criteria: SelectionCriteria, fs: float) -> np.ndarray:
     """Real (overdamped) poles λ < 0 found at ≥ ``min_fraction`` of the orders (and ≥
     ``min_poles``) within ``frequency_rtol`` of each other: the cluster medians [1/s]. They are

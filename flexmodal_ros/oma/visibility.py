@@ -27,6 +27,15 @@ expectation, a mode counts as visible only if it passes with its amplitude lower
 (= 2) standard errors: SNR − 2 ≥ snr_min and std · SNR / (SNR − 2) within the limits (passes at
 ≥ 97.7 %).
 
+With ``remainder`` (the experiment design's use) a mode judged invisible is not free: the OMA does
+not hold it, so its response stays in the residual the other modes are judged against. Its decay,
+summed over the invisible modes and taken as its RMS per channel over the record
+(:func:`remainder_std`), is added to the noise (σ_c² + r_c²) and the modes are judged again, until
+the visible set stops shrinking. Measured on kuka_lwr4 (RK4 plant, K_D × 0.2, one pulse, 1e-7 rad;
+docs/calibration.md, "The remainder"): four heavily damped 6–7 Hz modes the OMA cannot separate,
+and a 14 Hz one, leave up to 1.4e-6 rad per channel; the SNR the OMA reported for the modes it
+found was 2.2–14× below the bound without the remainder, 0.4–2.2× with it.
+
 For several references each record's amplitudes are treated as free: the bound ignores that the
 references share mode shapes, which is what separates nearly coincident poles
 (:mod:`.methods`), so it is conservative there.
@@ -82,6 +91,56 @@ def cramer_rao(eigenvalues, amplitudes, noise, lengths, fs, real=()):
     return snr, std_f, std_z
 
 
+class _RecordGram:
+    """The inner products over each reference's N samples of every column a group of the modes λ
+    (m,) needs in :func:`cramer_rao` — [Re z^k, Im z^k, 1, e^{r k/fs}, Re t z^k, Im t z^k] —, computed
+    once: the bound of any group is then algebra on these (2m + 1 + r)-sized blocks (the projection
+    I − QQᵀ as a Schur complement) instead of a QR of N rows per group. Equal to :func:`cramer_rao`
+    to rounding (test_oma.py)."""
+
+    def __init__(self, eigenvalues, lengths, fs, real=()):
+        self.lam = np.asarray(eigenvalues, complex)
+        self.real = np.asarray(real, float)
+        self.grams = []
+        for N in lengths:
+            t = np.arange(N)[:, None] / fs
+            z = np.exp(t * self.lam[None, :])
+            cols = np.hstack([z.real, z.imag, np.ones((N, 1)), np.exp(t * self.real[None, :]), (t * z).real, (t * z).imag])
+            self.grams.append(cols.T @ cols)
+
+    def bounds(self, group, amplitudes, noise):
+        """(SNR, std f [Hz], std ζ) of the modes ``group`` (indices) fitted together, amplitudes
+        (R, m, c) of all the modes, noise (c,): :func:`cramer_rao` of that group."""
+        m, g = self.lam.size, np.asarray(group, int)
+        k = g.size
+        fit = np.concatenate([g, m + g, 2 * m + np.arange(1 + self.real.size)])
+        slope = 2 * m + 1 + self.real.size + np.concatenate([g, m + g])
+        amps = np.asarray(amplitudes, complex)[:, g]
+        variance, fisher = np.zeros(k), np.zeros((2 * k, 2 * k))
+        for gram, a in zip(self.grams, amps):
+            inv = np.linalg.pinv(gram[np.ix_(fit, fit)], hermitian=True)
+            variance += (np.diag(inv)[:k] + np.diag(inv)[k:2 * k]) * np.sum(noise ** 2)
+            cross = gram[np.ix_(slope, fit)]
+            H = gram[np.ix_(slope, slope)] - cross @ inv @ cross.T
+            mix = _mode_mixing(a)
+            fisher += np.tensordot(1.0 / noise ** 2, np.swapaxes(mix, 1, 2) @ H @ mix, axes=1)
+        snr = np.sqrt(np.sum(np.abs(amps) ** 2, axis=(0, 2))) / np.sqrt(np.maximum(variance, 1e-300))
+        std_f, std_z = frequency_damping_std(self.lam[g], pair_covariances(_inverse(fisher), k))
+        return snr, std_f, std_z
+
+
+def _mode_mixing(a):
+    """M_c (c, 2m, 2m) with Jacobian_c = [Re, Im](t z^k) M_c from amplitudes a (m, c) (the columns
+    ∂y_c/∂Re λ_j = Re(a_jc t z_j^k), ∂y_c/∂Im λ_j = Re(i a_jc t z_j^k)): [[diag Re a, −diag Im a],
+    [−diag Im a, −diag Re a]]."""
+    m, c = a.shape
+    out = np.zeros((c, 2 * m, 2 * m))
+    i = np.arange(m)
+    out[:, i, i], out[:, i, m + i] = a.real.T, -a.imag.T
+    out[:, m + i, i], out[:, m + i, m + i] = -a.imag.T, -a.real.T
+    return out
+
+
 def single_mode_bounds(eigenvalues, amplitudes, noise, lengths, fs):
     """(SNR (m,), std f [Hz] (m,), std ζ (m,)) of each mode *alone*: :func:`cramer_rao` of
     ``eigenvalues[[j]]``, ``amplitudes[:, [j]]`` for every j (no real poles), batched over the modes.
@@ -129,20 +188,78 @@ def _inverse(fisher):
     return (v / w) @ v.T / np.outer(d, d)
 
 
-def visible_modes(eigenvalues, amplitudes, noise, lengths, fs, real=(), snr_min: float = 5.0,
-                  uncertainty_f: float = 0.005, uncertainty_z: float = 0.005, margin: float = MARGIN) -> Visibility:
-    """The noise-floor rule (module docstring) for modes λ (m,) with amplitudes (R, m, c)."""
+def remainder_std(eigenvalues, amplitudes, hidden, lengths, fs) -> np.ndarray:
+    """RMS per channel (c,) over the records of the summed free decay Σ_j Re(a_jc z_j^k) of the
+    ``hidden`` modes (bool (m,)), each record's mean removed (the fit's constant), pooled over the R
+    references of ``lengths`` samples: what those modes leave in the residual when no fit holds them."""
+    amps = np.asarray(amplitudes, complex)
+    hidden = np.asarray(hidden, bool)
+    total, count = np.zeros(amps.shape[-1]), 0
+    if not hidden.any():
+        return total
+    lam = np.asarray(eigenvalues, complex)[hidden]
+    for a, N in zip(amps, lengths):
+        y = np.real(np.exp(np.arange(N)[:, None] / fs * lam[None, :]) @ a[hidden])
+        total += np.sum((y - y.mean(axis=0)) ** 2, axis=0)
+        count += N
+    return np.sqrt(total / max(count, 1))
+
+
+def screen_modes(eigenvalues, amplitudes, noise, lengths, fs, snr_min: float = 5.0, uncertainty_f: float = 0.005,
+                 uncertainty_z: float = 0.005, margin: float = MARGIN, remainder: bool = True) -> Visibility:
+    """The screening form of the rule: each mode by its bound *alone* (:func:`single_mode_bounds`),
+    visible when it passes the tests with ``margin``; with ``remainder`` the invisible modes' decay
+    is added to the noise and the modes are screened again until the visible set stops shrinking
+    (module docstring)."""
     lam = np.asarray(eigenvalues, complex)
+    amps = np.asarray(amplitudes, complex)
+    f = frequencies_and_damping(lam)[0]
+    noise = np.asarray(noise, float)
+    visible = np.ones(lam.size, bool)
+    for _ in range(lam.size + 1):
+        extra = remainder_std(lam, amps, ~visible, lengths, fs) if remainder else 0.0
+        snr, std_f, std_z = single_mode_bounds(lam, amps, np.hypot(noise, extra), lengths, fs)
+        kept = np.maximum(snr - margin, 0.0) / np.maximum(snr, 1e-300)
+        now = visible & (snr - margin >= snr_min) & (std_f <= kept * uncertainty_f * f) & (std_z <= kept * uncertainty_z)
+        if not remainder or (now == visible).all():
+            return Visibility(snr, std_f, std_z, now)
+        visible = now
+    return Visibility(snr, std_f, std_z, visible)
+
+
+def visible_modes(eigenvalues, amplitudes, noise, lengths, fs, real=(), snr_min: float = 5.0,
+                  uncertainty_f: float = 0.005, uncertainty_z: float = 0.005, margin: float = MARGIN,
+                  remainder: bool = False) -> Visibility:
+    """The noise-floor rule (module docstring) for modes λ (m,) with amplitudes (R, m, c); with
+    ``remainder`` the invisible modes' decay joins the noise (module docstring)."""
+    noise = np.asarray(noise, float)
+    gram = _RecordGram(eigenvalues, lengths, fs, real)
+    vis = _visible_modes(gram, amplitudes, noise, lengths, fs, snr_min, uncertainty_f, uncertainty_z, margin)
+    for _ in range(len(vis.visible) if remainder else 0):
+        extra = remainder_std(eigenvalues, amplitudes, ~vis.visible, lengths, fs)
+        again = _visible_modes(gram, amplitudes, np.hypot(noise, extra), lengths, fs, snr_min,
+                               uncertainty_f, uncertainty_z, margin)
+        again = Visibility(again.snr, again.std_frequency_hz, again.std_damping_ratio, again.visible & vis.visible)
+        if (again.visible == vis.visible).all():
+            return again
+        vis = again
+    return vis
+
+
+def _visible_modes(gram, amplitudes, noise, lengths, fs, snr_min, uncertainty_f, uncertainty_z, margin):
+    """One pass of the rule at the per-channel ``noise`` (modes in decreasing SNR alone, each with
+    the stronger visible ones), the groups' bounds from ``gram`` (:class:`_RecordGram`)."""
+    lam = gram.lam
     amps = np.asarray(amplitudes, complex)
     m = lam.size
     snr, std_f, std_z = np.zeros(m), np.full(m, np.inf), np.full(m, np.inf)
     visible = np.zeros(m, bool)
-    alone = (single_mode_bounds(lam, amps, noise, lengths, fs)[0] if len(real) == 0 else
-             np.array([cramer_rao(lam[[j]], amps[:, [j]], noise, lengths, fs, real)[0][0] for j in range(m)]))
+    alone = (single_mode_bounds(lam, amps, noise, lengths, fs)[0] if gram.real.size == 0 else
+             np.array([gram.bounds([j], amps, noise)[0][0] for j in range(m)]))
     chosen = []
     for j in np.argsort(-alone):
         group = chosen + [int(j)]
-        s, sf, sz = (v[-1] for v in cramer_rao(lam[group], amps[:, group], noise, lengths, fs, real))
+        s, sf, sz = (v[-1] for v in gram.bounds(group, amps, noise))
         snr[j], std_f[j], std_z[j] = s, sf, sz
         kept = max(s - margin, 0.0) / max(s, 1e-300)          # amplitude lowered by `margin` std errors
         f = frequencies_and_damping(lam[j])[0]
