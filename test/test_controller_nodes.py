@@ -611,6 +611,15 @@ def test_native_cycles_give_the_python_cycles_commands_to_the_bit(ros, lwr, link
         states.publish(msg)
         ros.spin_until(lambda: all(processed(node) > before[name] for name, node in nodes.items()), 10.0,
                        f"sample t={t} processed")
+        # and its command received: the controllers' publishers keep the last 10 (COMMAND_QOS), so a
+        # probe lagging more than 10 cycles behind can lose one (CI under load, 2026-11-28: the counts
+        # never met)
+        ros.spin_until(lambda: all(len(commands[name]) == cycles(node) for name, node in nodes.items()), 10.0,
+                       f"commands of sample t={t} received")
+
+    def cycles(node):
+        with node.lock:
+            return node.ctrl.counters.cycles
 
     def track(q_from, start, status_count):
         waypoints = np.array([q_from + 0.001, q_from + 0.002])
