@@ -10,12 +10,13 @@ chooses configurations and pulses for the visibility of modes that are visible a
 predicted σ are ~10× the σ the fit reports (docs/calibration.md, "Designed vs random").
 
 After each measured configuration the loop calls :func:`noise_factor`: the factor c on the assumed
-noise at which the design's own rule (the screening of :func:`~.experiment_design.evaluate_candidate`,
-:func:`~flexmodal_ros.oma.visibility.screen_modes`, re-evaluated at c × the noise) agrees best with what was measured — per configuration and usable mode, predicted visible
-(in one of the recorded excitations) against matched in the OMA; of equally good factors the
-largest (the most conservative). :func:`rescale_noise` re-applies the rule to a pool at the new
-noise (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer modes than
-predicted) raise c the same way.
+noise at which the design's own rule (the screening of
+:func:`~.experiment_design.evaluate_candidate`, :func:`~flexmodal_ros.oma.visibility.screen_modes`,
+re-evaluated at c × the noise) agrees best with what was measured — per configuration and usable
+mode, predicted visible (in one of the recorded excitations) against matched in the OMA; of equally
+good factors the largest (the most conservative). :func:`rescale_noise` re-applies the rule to a
+pool at the new noise (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer
+modes than predicted) raise c the same way.
 """
 from __future__ import annotations
 
