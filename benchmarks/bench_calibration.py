@@ -17,7 +17,11 @@ Parts (``--part``):
   median random draw needs ≥ 2 K configurations to reach the designed set's value (ratio
   K / median ≤ 0.5). ``--actual``: also the loop itself on the RK4 plant (kuka_lwr4, minutes):
   configurations until the reported σ meet the targets, designed once and random
-  (``--random-runs``, default 5), and the actual errors; ``--actual-only`` skips the fast path,
+  (``--random-runs``, default 5), and the actual errors; per K, the worst σ the designed loop
+  reported after K configurations and how many each random loop needed to report the same
+  (ratio K / median); how far the designed loop's predicted σ were from the reported ones
+  (median and 90th percentile of the factor, from the second configuration on);
+  ``--actual-only`` skips the fast path,
   ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it).
   ``--sensor-std``: the noise the fast path's design assumes (default a 20-bit encoder; 1e-9 for
   the noise-free records the simulated plants give, where every mode is visible).
@@ -201,7 +205,14 @@ def design_actual(args):
               f"actual error max k {100 * acc['k_max_rel_error']:.3g} %, d {100 * acc['damping_max_rel_error']:.3g} %; "
               f"not identifiable {len(acc['not_identifiable'])}; wall {wall:.0f} s (load average {load_average()})",
               flush=True)
-        out.append({"label": label, "configurations": n, "targets_reached": reached, "accuracy": acc, "wall_s": wall})
+        agreement = prediction_agreement(result.history)
+        if label == "designed" and agreement:
+            print(f"  {'':<28} design's σ against the reported, configurations 2-{len(result.history)}: "
+                  f"median {agreement['median']:.2f}x, 90th percentile {agreement['p90']:.2f}x "
+                  f"(either way; per configuration {', '.join(f'{v:.2f}' for v in agreement['per_configuration'])})",
+                  flush=True)
+        out.append({"label": label, "configurations": n, "targets_reached": reached, "accuracy": acc, "wall_s": wall,
+                    "prediction_agreement": agreement})
     needed = [r["configurations"] if r["targets_reached"] else np.inf for r in out[1:]]
     if needed:
         median = float(np.median(needed))
@@ -211,7 +222,60 @@ def design_actual(args):
         else:
             print(f"  actual: designed {out[0]['configurations']} configurations, random median {median:g} "
                   f"-> ratio {out[0]['configurations'] / median:.2f}", flush=True)
-    return {"actual": out}
+    out_k = []
+    if len(rows) > 1:
+        targets = [base.target_k if n.startswith("k/") else base.target_d for n in designed.unknown_names]
+        out_k = reported_against_random(designed, [r for _, r, _ in rows[1:]], truth, targets)
+        for row in out_k:
+            print(f"  actual, reported worst σ/(truth x target) after K={row['K']} designed configurations "
+                  f"{row['designed']:.3g}: random need {row['needed']} (median {row['median']:g}) "
+                  f"-> ratio {row['ratio']:.2f}", flush=True)
+    return {"actual": out, "reported_against_random": out_k}
+
+
+def worst_reported(history, names, reference):
+    """Per configuration of ``history``: the largest reported σ over the unknowns ``names``, each
+    divided by its ``reference`` (inf where one has no finite σ)."""
+    return np.array([max((h["std"][i] / reference[i] if h["std"][i] else np.inf) for i in names)
+                     for h in history])
+
+
+def reported_against_random(designed, randoms, truth, targets) -> list:
+    """The issue's "same actual uncertainty" on the loop's own reported σ: for each K, the worst
+    σ/(truth · target) the designed loop reported after K configurations (over the unknowns with a
+    finite σ in its last fit and a nonzero truth; ≤ 1 means every such unknown is at its target),
+    and the configurations each random loop needed to report the same (inf: not within its
+    budget; None: it stopped at its targets first, left out of the median); ratio K / median."""
+    reference = np.abs(np.asarray(truth, float)) * np.asarray(targets, float)
+    names = [i for i, sd in enumerate(designed.history[-1]["std"]) if sd and truth[i] > 0]
+    mine = worst_reported(designed.history, names, reference)
+    theirs = [worst_reported(r.history, names, reference) for r in randoms]
+    rows = []
+    for K in range(1, len(mine) + 1):
+        needed = [int(np.argmax(w <= mine[K - 1])) + 1 if np.any(w <= mine[K - 1])
+                  else (None if r.message.startswith("targets reached") else np.inf) for w, r in zip(theirs, randoms)]
+        counted = [n for n in needed if n is not None]
+        median = float(np.median(counted)) if counted else float("nan")
+        rows.append({"K": K, "designed": float(mine[K - 1]), "needed": needed, "median": median,
+                     "ratio": K / median})
+    return rows
+
+
+def prediction_agreement(history) -> dict | None:
+    """How far the design's predicted σ (``predicted_std`` of configuration k, with it added) is
+    from the σ the fit reported after it (``std``), from the second configuration on, over the
+    unknowns with both finite: exp of the median and 90th percentile of |log(reported/predicted)|,
+    and the median per configuration."""
+    per, every = [], []
+    for h in history[1:]:
+        r = [abs(np.log(s / p)) for s, p in zip(h["std"], h["predicted_std"]) if s and p]
+        if r:
+            per.append(float(np.exp(np.median(r))))
+            every += r
+    if not every:
+        return None
+    return {"median": float(np.exp(np.median(every))), "p90": float(np.exp(np.percentile(every, 90))),
+            "per_configuration": per}
 
 
 def noise(args):
