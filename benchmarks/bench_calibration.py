@@ -58,7 +58,7 @@ from flexmodal_ros.calibration.campaign import CalibrationSettings, calibrate, d
 from flexmodal_ros.calibration.eigen_sensitivity import Unknowns
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.cli.calibrate import random_truth
-from flexmodal_ros.calibration.experiment_design import sensor_std
+from flexmodal_ros.calibration.experiment_design import sensor_std, worst_relative_std
 from flexmodal_ros.oma.impact import EncoderNoise, gear_ratios
 from flexmodal_ros.robot.registry import load_robot, robot_paths
 
@@ -224,7 +224,7 @@ def design_actual(args):
                   f"-> ratio {out[0]['configurations'] / median:.2f}", flush=True)
     out_k = []
     if len(rows) > 1:
-        targets = [base.target_k if n.startswith("k/") else base.target_d for n in designed.unknown_names]
+        targets = base.targets(Unknowns.build(load_robot(robot)))
         out_k = reported_against_random(designed, [r for _, r, _ in rows[1:]], truth, targets)
         for row in out_k:
             print(f"  actual, reported worst σ/(truth x target) after K={row['K']} designed configurations "
@@ -233,10 +233,10 @@ def design_actual(args):
     return {"actual": out, "reported_against_random": out_k}
 
 
-def worst_reported(history, names, reference):
-    """Per configuration of ``history``: the largest reported σ over the unknowns ``names``, each
-    divided by its ``reference`` (inf where one has no finite σ)."""
-    return np.array([max((h["std"][i] / reference[i] if h["std"][i] else np.inf) for i in names)
+def worst_reported(history, mask, reference):
+    """Per configuration of ``history``: the largest reported σ over the unknowns in ``mask``, each
+    divided by its ``reference`` (:func:`worst_relative_std`; inf where one has no finite σ)."""
+    return np.array([worst_relative_std([np.inf if s is None else s for s in h["std"]], reference, mask)
                      for h in history])
 
 
@@ -247,9 +247,9 @@ def reported_against_random(designed, randoms, truth, targets) -> list:
     and the configurations each random loop needed to report the same (inf: not within its
     budget; None: it stopped at its targets first, left out of the median); ratio K / median."""
     reference = np.abs(np.asarray(truth, float)) * np.asarray(targets, float)
-    names = [i for i, sd in enumerate(designed.history[-1]["std"]) if sd and truth[i] > 0]
-    mine = worst_reported(designed.history, names, reference)
-    theirs = [worst_reported(r.history, names, reference) for r in randoms]
+    mask = np.array([bool(sd) and t > 0 for sd, t in zip(designed.history[-1]["std"], truth)])
+    mine = worst_reported(designed.history, mask, reference)
+    theirs = [worst_reported(r.history, mask, reference) for r in randoms]
     rows = []
     for K in range(1, len(mine) + 1):
         needed = [int(np.argmax(w <= mine[K - 1])) + 1 if np.any(w <= mine[K - 1])
