@@ -245,13 +245,16 @@ def reported_against_random(designed, randoms, truth, targets) -> list:
     σ/(truth · target) the designed loop reported after K configurations (over the unknowns with a
     finite σ in its last fit and a nonzero truth; ≤ 1 means every such unknown is at its target),
     and the configurations each random loop needed to report the same (inf: not within its
-    budget; None: it stopped at its targets first, left out of the median); ratio K / median."""
+    budget; None: it stopped at its targets first, left out of the median); ratio K / median. A K
+    after which the designed loop still had an unknown without a finite σ gets no row."""
     reference = np.abs(np.asarray(truth, float)) * np.asarray(targets, float)
     mask = np.array([bool(sd) and t > 0 for sd, t in zip(designed.history[-1]["std"], truth)])
     mine = worst_reported(designed.history, mask, reference)
     theirs = [worst_reported(r.history, mask, reference) for r in randoms]
     rows = []
     for K in range(1, len(mine) + 1):
+        if not np.isfinite(mine[K - 1]):
+            continue
         needed = [int(np.argmax(w <= mine[K - 1])) + 1 if np.any(w <= mine[K - 1])
                   else (None if r.message.startswith("targets reached") else np.inf) for w, r in zip(theirs, randoms)]
         counted = [n for n in needed if n is not None]

@@ -177,11 +177,30 @@ class Candidate:
             if o in self.refined or not idx.size:
                 continue
             lm, a = self.response[o]
-            vis = visible_modes(lm, a[None], noise, [N], fs, (), snr_min, UNCERTAINTY_F, UNCERTAINTY_Z, remainder=True)
-            self.var_f[o, idx] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
-            self.var_z[o, idx] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
-            self.snr[o, idx] = vis.snr
+            self._store(o, idx, visible_modes(lm, a[None], noise, [N], fs, (), snr_min, UNCERTAINTY_F,
+                                              UNCERTAINTY_Z, remainder=True))
             self.refined.add(o)
+
+    def screen(self, noise=None):
+        """(Re-)evaluate every option with the single-mode screening
+        (:func:`~flexmodal_ros.oma.visibility.screen_modes`) at the per-channel ``noise`` [rad]
+        (None: the noise of ``rule``); full-rule refinements are dropped."""
+        old, N, fs, snr_min = self.rule
+        noise = old if noise is None else np.asarray(noise, float)
+        self.rule = (noise, N, fs, snr_min)
+        self.refined = set()
+        self.var_f[:], self.var_z[:] = np.inf, np.inf
+        idx = np.flatnonzero(self.usable)
+        if not idx.size:
+            return
+        for o, (lm, a) in enumerate(self.response):
+            self._store(o, idx, screen_modes(lm, a[None], noise, [N], fs, snr_min, UNCERTAINTY_F, UNCERTAINTY_Z))
+
+    def _store(self, option, idx, vis):
+        """Variances (inf: not visible) and SNR of the usable modes ``idx`` for ``option``."""
+        self.var_f[option, idx] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
+        self.var_z[option, idx] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
+        self.snr[option, idx] = vis.snr
 
     def information(self, chosen) -> np.ndarray:
         """Fisher information (P, P) of the excitations ``chosen`` (indices into options) analysed
@@ -253,9 +272,6 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
     N = measurement.samples
     t_after = SETTLE_SAMPLES / fs
     options = plan.options()
-    var_f = np.full((len(options), f.size), np.inf)
-    var_z = np.full_like(var_f, np.inf)
-    snr_all = np.zeros_like(var_f)
     idx_usable = np.flatnonzero(usable)
     response = []
     for o, exc in enumerate(options):
@@ -274,17 +290,16 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
         a = np.where((dist[np.arange(pick.size), pick] <= MATCH_RTOL)[:, None], amps[pick], 0.0)   # (m_usable, c)
         lm = lam[idx_usable]
         response.append((lm, a))
-        vis = screen_modes(lm, a[None], noise, [N], fs, measurement.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z)
-        var_f[o, idx_usable] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
-        var_z[o, idx_usable] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
-        snr_all[o, idx_usable] = vis.snr
     stable = modes.stable
     if stable and stability_loop is not None and stability_loop != loop:
         stable = loop_damping(model, q, stability_loop, measurement, data) > 0
-    return Candidate(np.asarray(q, float).copy(), f, z, sens.d_frequency * scale, sens.d_damping * scale,
-                     var_f, var_z, options,
+    shape = (len(options), f.size)
+    cand = Candidate(np.asarray(q, float).copy(), f, z, sens.d_frequency * scale, sens.d_damping * scale,
+                     np.full(shape, np.inf), np.full(shape, np.inf), options,
                      *measurement_floors(f, z, measurement.frequency_floor, measurement.damping_floor),
-                     stable, snr_all, set(), response, usable, (noise, N, fs, measurement.snr_min))
+                     stable, np.zeros(shape), set(), response, usable, (noise, N, fs, measurement.snr_min))
+    cand.screen()
+    return cand
 
 
 def logdet(info, focus=None) -> float:

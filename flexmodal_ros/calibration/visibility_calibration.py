@@ -85,18 +85,8 @@ def noise_factor(observations, factors=FACTORS) -> float:
 
 def rescale_noise(candidates, noise) -> None:
     """Re-screen every candidate of the pool at the per-channel ``noise`` [rad]: variances of f and ζ
-    of every excitation option by the single-mode rule (as :func:`~.experiment_design.evaluate_candidate`
-    does), the full-rule refinements dropped (the next design step redoes them at this noise)."""
+    of every excitation option by the single-mode rule (:meth:`~.experiment_design.Candidate.screen`,
+    as :func:`~.experiment_design.evaluate_candidate` does), the full-rule refinements dropped (the
+    next design step redoes them at this noise)."""
     for cand in candidates:
-        _, N, fs, snr_min = cand.rule
-        cand.rule = (np.asarray(noise, float), N, fs, snr_min)
-        idx = np.flatnonzero(cand.usable)
-        cand.refined = set()
-        cand.var_f[:], cand.var_z[:] = np.inf, np.inf
-        if not idx.size:
-            continue
-        for o, (lm, a) in enumerate(cand.response):
-            vis = screen_modes(lm, a[None], cand.rule[0], [N], fs, snr_min, UNCERTAINTY_F, UNCERTAINTY_Z)
-            cand.var_f[o, idx] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
-            cand.var_z[o, idx] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
-            cand.snr[o, idx] = vis.snr
+        cand.screen(noise)

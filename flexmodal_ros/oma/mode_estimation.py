@@ -32,7 +32,7 @@ from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequ
                      is_oscillatory, normalize_shapes, pair_covariances)
 from .estimators import METHODS, as_segments, estimate_poles
 from .record import Record, free_decay_start
-from .record_noise import colored_information, noise_level
+from .record_noise import colored_information, noise_level, quantization_step
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
                             merge_selected, select_modes, stable_real_poles)
 
@@ -373,12 +373,11 @@ def _signal_length(y, noise, window=50):
 
 
 def _noise_estimate(ys, residual):
-    """Per channel the smaller of the first fit's ``residual`` std and :func:`noise_level`; a
-    channel whose second differences are mostly zero (a quantized channel moving a few counts)
-    keeps the residual; at least ROUNDOFF_FLOOR·ε of the channel's peak (no channel weighs
-    infinitely in the whitened realization)."""
-    level = noise_level(ys)
-    out = np.minimum(residual, np.where(level > 0, level, np.inf))
+    """Per channel: quantum/√12 if quantized (:func:`~.record_noise.quantization_step`; docs/calibration.md,
+    "Quantized channels"), else the smaller of the first fit's ``residual`` std and :func:`noise_level`
+    (the residual where that is 0); at least ROUNDOFF_FLOOR·ε of the peak (no infinite weight)."""
+    level, quantum = noise_level(ys), quantization_step(ys)
+    out = np.where(quantum > 0, quantum / np.sqrt(12.0), np.minimum(residual, np.where(level > 0, level, np.inf)))
     peak = np.max([np.abs(y).max(axis=0) for y in ys], axis=0)
     return np.maximum(out, ROUNDOFF_FLOOR * np.finfo(float).eps * np.maximum(peak, 1e-300))
 

@@ -14,6 +14,10 @@ MAD_TO_STD = 1.0 / 0.6745
 # Longest lag [samples] of the residual autocovariance in the colored-noise σ (colored_information):
 # 1 kHz records, 5 Hz resolution of the residual spectrum — the width of kuka_lwr4's ζ 0.15 modes.
 COLORED_MAX_LAG = 200
+# A channel is quantized when every gap between its distinct values (per segment) is a whole multiple
+# of the smallest one within this fraction of it (roundoff of counts × quantum / gear is ~1e-12 of it).
+QUANTUM_RTOL = 1e-3
+QUANTUM_MIN_GAPS = 3         # distinct gaps needed to call a channel quantized
 
 
 def noise_level(ys) -> np.ndarray:
@@ -24,6 +28,29 @@ def noise_level(ys) -> np.ndarray:
     bound for records with strong modes near the Nyquist frequency."""
     d2 = np.vstack([np.diff(y, 2, axis=0) for y in as_segments(ys)])
     return MAD_TO_STD * np.median(np.abs(d2), axis=0) / np.sqrt(6.0)
+
+
+def quantization_step(ys) -> np.ndarray:
+    """Per channel (c,) the quantum of a channel whose values lie on a grid (an encoder's counts,
+    whatever offset a segment has), 0 for a channel that does not (measurement noise, or too few
+    distinct values to tell). The quantization error of a signal crossing many quanta is white with
+    std quantum/√12; the second differences of :func:`noise_level` cannot see it when the signal
+    moves less than a count per sample (mostly zero: the median estimate collapses to roundoff)."""
+    segments = as_segments(ys)
+    out = np.zeros(segments[0].shape[1])
+    for c in range(out.size):
+        gaps = []
+        for y in segments:
+            values = np.unique(y[:, c])
+            gap = np.diff(values)
+            gaps.append(gap[gap > 1e-9 * max(float(np.abs(values).max(initial=0.0)), 1e-300)])
+        gaps = np.concatenate(gaps)
+        if gaps.size < QUANTUM_MIN_GAPS:
+            continue
+        ratio = gaps / gaps.min()
+        if np.all(np.abs(ratio - np.round(ratio)) <= QUANTUM_RTOL):
+            out[c] = gaps.min()
+    return out
 
 
 def colored_information(jac, residual, segments, dof_factor=1.0, max_lag=COLORED_MAX_LAG):
