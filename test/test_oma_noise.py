@@ -163,7 +163,8 @@ def test_quantized_slow_decay_modes_within_3_sigma():
 
 def test_quantization_step_finds_the_encoder_grid_whatever_the_offset():
     """Counts × quantum (with the roundoff of /gear and a different offset per segment) give the
-    quantum; Gaussian noise on top, or a channel at two values, give 0 (not quantized)."""
+    quantum; Gaussian noise on top, a channel at two values, or noise 10× the grid it was rounded to
+    (values printed with 6 decimals) give 0 (not quantized)."""
     rng = np.random.default_rng(0)
     quantum = 2 * np.pi / 2 ** 20 / 101.0
     t = np.arange(1500) / 1000.0
@@ -175,6 +176,8 @@ def test_quantization_step_finds_the_encoder_grid_whatever_the_offset():
     assert np.all(quantization_step(noisy) == 0.0)
     two = np.column_stack([np.repeat([0.0, quantum], 750), np.zeros(1500)])
     assert np.all(quantization_step([two]) == 0.0)
+    printed = [np.round((y + rng.normal(0.0, 1e-5, y.shape)) * 1e6) / 1e6 for y in segments]   # 1e-5 noise, 6 digits
+    assert np.all(quantization_step(printed) == 0.0)
 
 
 def test_quantized_records_give_the_modes_white_noise_of_the_same_std_gives():

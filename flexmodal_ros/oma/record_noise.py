@@ -32,11 +32,14 @@ def noise_level(ys) -> np.ndarray:
 
 def quantization_step(ys) -> np.ndarray:
     """Per channel (c,) the quantum of a channel whose values lie on a grid (an encoder's counts,
-    whatever offset a segment has), 0 for a channel that does not (measurement noise, or too few
-    distinct values to tell). The quantization error of a signal crossing many quanta is white with
-    std quantum/√12; the second differences of :func:`noise_level` cannot see it when the signal
-    moves less than a count per sample (mostly zero: the median estimate collapses to roundoff)."""
+    whatever offset a segment has) coarser than its other noise, 0 for a channel that does not
+    (measurement noise, too few distinct values to tell, or a grid finer than the noise
+    :func:`noise_level` sees: values printed or stored with fewer digits than their noise). The
+    quantization error of a signal crossing many quanta is white with std quantum/√12; the second
+    differences cannot see it when the signal moves less than a count per sample (mostly zero: the
+    median estimate collapses to roundoff; on a busier channel it reads up to 0.6 quantum)."""
     segments = as_segments(ys)
+    level = noise_level(segments)
     out = np.zeros(segments[0].shape[1])
     for c in range(out.size):
         gaps = []
@@ -48,7 +51,7 @@ def quantization_step(ys) -> np.ndarray:
         if gaps.size < QUANTUM_MIN_GAPS:
             continue
         ratio = gaps / gaps.min()
-        if np.all(np.abs(ratio - np.round(ratio)) <= QUANTUM_RTOL):
+        if np.all(np.abs(ratio - np.round(ratio)) <= QUANTUM_RTOL) and level[c] <= gaps.min():
             out[c] = gaps.min()
     return out
 
