@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 # had an unknown at 5.4 σ (docs/calibration.md, "Quantized channels").
 @pytest.mark.parametrize("counts, std, bound", [(2.0 ** 20, 0.0, 4.0), (None, 1e-7, 3.0)],
                          ids=["quantization-2^20", "gaussian-1e-7"])
-def test_noisy_records_calibration_completes_within_3_sigma(counts, std, bound):
+def test_noisy_records_calibration_completes_within_its_sigma_bound(counts, std, bound):
     nominal = load_robot("kuka_lwr4")
     truth_model = random_truth(nominal, 11)
     noise = EncoderNoise(counts, std, 0)

@@ -376,7 +376,8 @@ def _noise_estimate(ys, residual):
     """Per channel: quantum/√12 if quantized (:func:`~.record_noise.quantization_step`; docs/calibration.md,
     "Quantized channels"), else the smaller of the first fit's ``residual`` std and :func:`noise_level`
     (the residual where that is 0); at least ROUNDOFF_FLOOR·ε of the peak (no infinite weight)."""
-    level, quantum = noise_level(ys), quantization_step(ys)
+    level = noise_level(ys)
+    quantum = quantization_step(ys, level)
     out = np.where(quantum > 0, quantum / np.sqrt(12.0), np.minimum(residual, np.where(level > 0, level, np.inf)))
     peak = np.max([np.abs(y).max(axis=0) for y in ys], axis=0)
     return np.maximum(out, ROUNDOFF_FLOOR * np.finfo(float).eps * np.maximum(peak, 1e-300))

@@ -30,16 +30,17 @@ def noise_level(ys) -> np.ndarray:
     return MAD_TO_STD * np.median(np.abs(d2), axis=0) / np.sqrt(6.0)
 
 
-def quantization_step(ys) -> np.ndarray:
+def quantization_step(ys, level=None) -> np.ndarray:
     """Per channel (c,) the quantum of a channel whose values lie on a grid (an encoder's counts,
     whatever offset a segment has) coarser than its other noise, 0 for a channel that does not
     (measurement noise, too few distinct values to tell, or a grid finer than the noise
     :func:`noise_level` sees: values printed or stored with fewer digits than their noise). The
     quantization error of a signal crossing many quanta is white with std quantum/√12; the second
     differences cannot see it when the signal moves less than a count per sample (mostly zero: the
-    median estimate collapses to roundoff; on a busier channel it reads up to 0.6 quantum)."""
+    median estimate collapses to roundoff; on a busier channel it reads up to 0.6 quantum).
+    ``level``: :func:`noise_level` of ``ys`` when the caller has it."""
     segments = as_segments(ys)
-    level = noise_level(segments)
+    level = noise_level(segments) if level is None else np.asarray(level, float)
     out = np.zeros(segments[0].shape[1])
     for c in range(out.size):
         gaps = []
