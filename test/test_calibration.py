@@ -26,6 +26,7 @@ from flexmodal_ros.control.excitation import MotorExcitation, default_excitation
 from flexmodal_ros.control import FailSafeController, JointSample, Mode
 from flexmodal_ros.core.blas import single_blas_thread
 from flexmodal_ros.core.errors import InputError
+from flexmodal_ros.core.workers import NO_STOP
 from flexmodal_ros.modes import track_modes
 from flexmodal_ros.modes.uncertainty import frequency_damping_jacobian
 from flexmodal_ros.oma.visibility import cramer_rao, single_mode_bounds
@@ -286,6 +287,49 @@ def test_weighted_fit_recovers_the_truth_and_flags_the_unidentifiable(scompi, ma
     ok = fit.identifiable
     assert ok[kinds == "k"][:4].all()
     assert np.all(np.abs(fit.values[ok] - truth[ok]) <= 3 * fit.std[ok])
+
+
+def test_held_gain_matches_refits_with_the_held_value_moved(lwr):
+    """The gain by which an unknown held at a value moves the free ones (``held_gain``: the
+    "consider" term of their σ, weighted_fit._held_std) against finite differences — kuka_lwr4
+    (K_D × 0.2), k and d_fm unknown, noise-free modes of a truth at 2 configurations, d_fm/joint_2
+    held at its true value and at 1 % more: the free unknowns' change is −G·Δ within 5 % of its
+    largest entry."""
+    model = with_overrides(lwr, kd=np.asarray(lwr.kd, float) * 0.2)
+    unknowns = Unknowns.build(model, ("k", "d_fm"))
+    nominal = unknowns.values(model)
+    rng = np.random.default_rng(3)
+    truth = nominal * np.concatenate([rng.uniform(0.8, 1.2, 7), rng.uniform(0.7, 1.4, 7)])
+    truth_model = unknowns.apply(model, truth)
+    qs = candidate_configurations(model, 2, seed=5)
+    config, f, z, idx, refs = [], [], [], [], []
+    for i, q in enumerate(qs):
+        ref = loop_modes(truth_model, q, CONTINUOUS)
+        refs.append(ref)
+        config += [i] * ref.num_modes
+        idx += list(range(ref.num_modes))
+        f += list(ref.frequencies_hz)
+        z += list(ref.damping_ratios)
+    f, z = np.array(f), np.array(z)
+    meas = MeasuredModes(qs, np.array(config), f, z, 1e-4 * f, np.full(f.size, 1e-4), np.array(idx), tuple(refs))
+    held = unknowns.names.index("d_fm/joint_2")
+    free = np.ones(unknowns.size, bool)
+    free[held] = False
+    bounds = (0.5 * nominal, 2.0 * nominal)
+    moved = truth.copy()
+    moved[held] *= 1.01
+    fits = [fit_parameters(model, unknowns, meas, CONTINUOUS, nominal, bounds, x0=truth, free=free, outliers=False,
+                           fixed_values=v) for v in (truth, moved)]
+    assert all(fit.identifiable[free].all() for fit in fits)
+    change = (fits[1].values - fits[0].values)[free] / nominal[free]
+    problem = weighted_fit._Problem(model, unknowns, np.flatnonzero(free), truth.copy(), meas, CONTINUOUS, nominal,
+                                    NO_STOP)
+    x = truth[free] / nominal[free]
+    _, J, _ = problem.evaluate(x)
+    held_idx, gain = weighted_fit.held_gain(problem, x, J)
+    assert held_idx.tolist() == [held]
+    predicted = -gain[:, 0] * 0.01 * truth[held] / nominal[held]
+    assert np.max(np.abs(change - predicted)) <= 0.05 * np.max(np.abs(predicted)), (change, predicted)
 
 
 def test_experiment_gains_keep_the_sampled_loop_stable(scompi):

@@ -21,7 +21,8 @@ and ``starts``−1 uniform points of the box; the lowest cost wins. Covariance (
 units, inflated by χ²/dof when the residual is larger than the stated σ explain (model or OMA
 error beyond the noise). An unknown whose standard deviation exceeds ``REL_STD_LIMIT`` of its scale
 is *not identifiable* from these data: it is fixed at its nominal value and the others are refitted
-(its value is never reported as identified).
+(its value is never reported as identified); their standard deviations then include what its
+range allows (:func:`_held_std`, "consider" parameters).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from ..identification.inverse_eigen import REL_STD_LIMIT
 from ..modes.tracking import track_modes
 from ..robot.model import create_data
 from .eigen_sensitivity import LoopModel, Unknowns, mode_sensitivity
-from .experiment_design import predicted_std
+from .experiment_design import PRIOR_WIDTH, predicted_std
 
 MAX_ROUNDS = 3            # fix-the-unidentifiable rounds
 OUTLIER_SIGMA = 5.0       # a measured mode whose residual exceeds this many robust standard deviations ...
@@ -195,6 +196,35 @@ def fit_parameters(model, unknowns: Unknowns, meas: MeasuredModes, loop: LoopMod
                      fit.evaluations, fit.message, excluded, fit.information)
 
 
+def held_gain(problem, x, J):
+    """(indices of the unknowns held at their value in ``problem`` (not free), G (free, held)):
+    how the least-squares estimate of the free unknowns (scaled) at scaled ``x``, Jacobian ``J``,
+    moves per unit (scaled) change of a held one: Δx_free = −G·Δx_held, G = J_free⁺ J_held."""
+    held = np.setdiff1d(np.arange(problem.unknowns.size), problem.free)
+    if not held.size:
+        return held, np.zeros((problem.free.size, 0))
+    scale = problem.scale
+    whole = _Problem(problem.model, problem.unknowns, held, problem.parameters(x), problem.meas, problem.loop,
+                     scale, problem.stop)
+    _, J_held, _ = whole.evaluate(problem.p_fixed[held] / scale[held])
+    return held, np.linalg.lstsq(J, J_held, rcond=None)[0]
+
+
+def _held_std(problem, x, J, lo, hi) -> np.ndarray:
+    """What the unknowns held at their nominal value add to the standard deviation (physical
+    units) of the free ones — "consider" parameters (Tapley, Schutz & Born, *Statistical Orbit
+    Determination*, 2004, §6.2): a held unknown is uncertain within its range (prior σ = width /
+    PRIOR_WIDTH, as in the design) and moves the free ones by −G·Δ (:func:`held_gain`). Without
+    this, free unknowns that absorb a held one's error look more precise than they are: an unknown
+    is held because the data cannot tell it from the free ones, so they absorb it without a trace
+    in χ² (docs/calibration.md, "Held unknowns")."""
+    held, gain = held_gain(problem, x, J)
+    if not held.size:
+        return np.zeros(problem.free.size)
+    prior = (hi[held] - lo[held]) / PRIOR_WIDTH                      # scaled σ of the held unknowns
+    return np.sqrt((gain ** 2) @ prior ** 2) * problem.scale[problem.free]
+
+
 def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fixed_values,
          first_free=None) -> FitResult:
     """One weighted fit of ``meas`` (unknowns found not identifiable fixed, the others refitted)."""
@@ -229,6 +259,7 @@ def _fit(model, unknowns, meas, loop, scale, bounds, x0, starts, seed, stop, fix
             chi2, dof = float(r @ r), int(r.size - free.size)
             inflation = max(1.0, chi2 / dof) if dof > 0 else 1.0
             std_free = predicted_std(J.T @ J, scale[free]) * np.sqrt(inflation)
+            std_free = np.hypot(std_free, _held_std(problem, best.x, J, lo, hi))
             ok = np.isfinite(std_free) & (std_free <= REL_STD_LIMIT * scale[free])
             message = best.message
             if ok.all() or not ok.any():
