@@ -272,12 +272,37 @@ def test_start_now_waits_for_queued_states_taken_at_ordinary_gaps(lwr, ctrl_fact
     assert first >= 1790                                       # ~2.7 s of queued states worked off
 
 
+def test_start_now_waits_for_queued_states_taken_slower_than_the_stream(lwr, ctrl_factory):
+    """After a 1 s stall the first queued states are taken slower than the stream, 17 ms of steady
+    time apart against its 2 ms (the cycle's thread starved while the node's other thread works
+    off its own queue): the lag grows, which is not a paused stream's constant lag — the start
+    waits for the fresh states (Jazzy CI: 15 queued states in 0.25 s were trusted as a paused
+    stream, and the move began on a state 1 s old)."""
+    ctrl = ctrl_factory()
+    q0 = np.zeros(lwr.n)
+    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
+    period = 0.002
+    before = np.arange(0, 101) * period
+    _stream(ctrl, lwr, q0, before, 10.0 + before)
+    k = np.arange(1, 51)
+    stamps, receipts = 0.2 + k * period, 11.2 + k * 0.017      # 1 s of queued states, 50 taken slowly
+    _stream(ctrl, lwr, q0, stamps[:1], receipts[:1])           # the first one is taken,
+    ctrl.set_trajectory(times, positions, now=receipts[0])     # then the trajectory that waited meanwhile
+    modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(stamps[1:], receipts[1:])]
+    assert modes == [Mode.HOLD] * len(modes)                   # 0.83 s of steady time, none started
+    fresh = receipts[-1] + 1e-4 - 10.0                         # then the newest state, published now
+    command = _stream(ctrl, lwr, q0, [fresh], [receipts[-1] + 1e-4])
+    assert command.mode == Mode.TRACKING
+    np.testing.assert_allclose(command.q_ref, positions[0], atol=1e-12)
+
+
 def test_start_now_after_a_paused_stream_and_at_another_pace(lwr, ctrl_factory):
     """A paused simulator (stamps resume where they stopped, the lag stays) is trusted once its lag
-    has not shrunk for CATCH_UP_BOUND; a simulation at half or 3× real time, once its pace is
+    has stayed for CATCH_UP_BOUND, one resumed at half its former pace (the lag grows) once its lag
+    has not shrunk for NOT_CATCHING_UP_BOUND; a simulation at half or 3× real time, once its pace is
     learned, starts at the first cycle, and one 50× faster than ever learned at once (its stamps
     are ahead, never behind)."""
-    from flexmodal_ros.control.measured import CATCH_UP_BOUND
+    from flexmodal_ros.control.measured import CATCH_UP_BOUND, NOT_CATCHING_UP_BOUND
     q0 = np.zeros(lwr.n)
     times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
     period = 0.002
@@ -290,6 +315,14 @@ def test_start_now_after_a_paused_stream_and_at_another_pace(lwr, ctrl_factory):
     modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(resumed[1:], receipts[1:])]
     first = 1 + modes.index(Mode.TRACKING)
     assert receipts[first] - receipts[0] == pytest.approx(CATCH_UP_BOUND, abs=1.5 * period)
+    ctrl = ctrl_factory()                                      # resumed at half the pace learned before
+    _stream(ctrl, lwr, q0, np.arange(0, 101) * period, 10.0 + np.arange(0, 101) * period)
+    receipts = 11.2 + np.arange(800) * 2 * period
+    _stream(ctrl, lwr, q0, resumed[:1], receipts[:1])
+    ctrl.set_trajectory(times, positions, now=receipts[0])
+    modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(0.202 + np.arange(1, 800) * period, receipts[1:])]
+    first = 1 + modes.index(Mode.TRACKING)
+    assert receipts[first] - receipts[0] == pytest.approx(NOT_CATCHING_UP_BOUND, abs=2.5 * period)
     for pace in (0.5, 3.0):
         ctrl = ctrl_factory()
         stamps = np.arange(0, 301) * period

@@ -17,6 +17,9 @@ del second
 from rclpy.task import Task
 half_built = Task.__new__(Task)         # a Task whose __init__ the stop signal interrupted
 del half_built
+from rclpy.executors import SingleThreadedExecutor
+half_built = SingleThreadedExecutor.__new__(SingleThreadedExecutor)   # an executor's, likewise
+del half_built
 print("ended")
 '''
 
@@ -29,10 +32,12 @@ def _run(stopped):
 def test_the_stop_is_not_printed_as_an_ignored_exception():
     """CI of 2026-11-28 (Jazzy, bringup stopped during a deferred import): "Exception ignored in
     ... KeyboardInterrupt" in a node's log; and (Jazzy, controller stopped under load) the
-    AttributeError of a half-built rclpy Task's __del__."""
+    AttributeError of a half-built rclpy Task's __del__; (Jazzy, a node the bringup stopped while it
+    was being built) that of a half-built executor's."""
     run = _run(stopped=True)
     assert run.stdout.strip() == "ended"
     assert "KeyboardInterrupt" not in run.stderr and "_exception" not in run.stderr, run.stderr
+    assert "_sigint_gc" not in run.stderr, run.stderr
     assert "ZeroDivisionError" in run.stderr            # any other unraisable error is still printed
 
 
@@ -40,6 +45,7 @@ def test_an_interrupt_without_a_stop_request_is_still_printed():
     run = _run(stopped=False)
     assert "KeyboardInterrupt" in run.stderr and "ZeroDivisionError" in run.stderr
     assert "'Task' object has no attribute '_exception'" in run.stderr
+    assert "'SingleThreadedExecutor' object has no attribute '_sigint_gc'" in run.stderr
 
 
 NODE_SCRIPT = r'''

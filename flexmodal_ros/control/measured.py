@@ -25,10 +25,16 @@ for a robot or a real-time simulator — learned from the ordinary gaps between 
 and faster simulations are judged by their own pace). It is *behind* when the lag exceeds
 ``BEHIND_TOLERANCE`` s plus ``PACE_SLACK`` × the steady time since that trusted sample (the pace's
 own uncertainty), at most ``MAX_TOLERANCE`` s, at the pace. The samples are caught up from the
-first one that is not behind, or once the lag has not shrunk by ``BEHIND_TOLERANCE`` for
-``CATCH_UP_BOUND`` s of steady time: a paused simulator resumes with a constant lag — its stamps stopped while the clock went on —
-and is then trusted from there, while queued states being worked off have a shrinking lag and keep
-the start waiting until the fresh ones arrive.
+first one that is not behind, or once the lag has stayed within ``BEHIND_TOLERANCE`` of one value
+for ``CATCH_UP_BOUND`` s of steady time: a paused simulator resumes with a constant lag — its
+stamps stopped while the clock went on — and is then trusted from there, while queued states
+being worked off have a lag that moves and keep the start waiting until the fresh ones arrive. The
+lag shrinks when they are taken faster than the stream; it grows when they are taken slower (a
+cycle starved right after the stall, e.g. while the node's other thread works off its own queue:
+Jazzy CI, a start was taken 30 ms after a stamp 1 s old, as the former rule — a lag that does not
+shrink for CATCH_UP_BOUND — allows when 15 queued states take 0.25 s). A lag that has not shrunk
+for ``NOT_CATCHING_UP_BOUND`` s is trusted as well: a stream that resumed at a slower pace than
+the one learned looks the same, and a "start now" must not wait for ever.
 """
 import math
 
@@ -43,7 +49,8 @@ PACE_SLACK = 0.02          # relative uncertainty of the learned pace, widening 
 MAX_TOLERANCE = 0.1        # s (at the pace): the widest tolerance (a long stall must not widen it further)
 PACE_RANGE = (0.125, 8.0)  # pair ratios (to the pace) that teach the pace (a stall's gap and a burst do not)
 PACE_GAIN = 0.02           # weight of one pair in the pace (log-average over ~50 pairs)
-CATCH_UP_BOUND = 0.25      # steady seconds of a lag that does not shrink, after which the stream is trusted
+CATCH_UP_BOUND = 0.25      # steady seconds of a constant lag, after which the stream is trusted
+NOT_CATCHING_UP_BOUND = 1.0  # steady seconds of a lag that does not shrink, after which it is trusted
 
 
 class MeasuredState:
@@ -59,6 +66,7 @@ class MeasuredState:
         self.pace = 1.0                # joint-state seconds per steady second (module docstring)
         self.trusted = None            # (stamp, steady receipt time) of the last trusted sample
         self.behind_since = None       # (lag, receipt time) when the lag of the behind samples last shrank
+        self.constant_since = None     # (lag, receipt time) since which their lag has stayed within the tolerance
         self.state_bounds = self.plausible_bounds = self._position_bounds = None
 
     def set_bounds(self, bounds):
@@ -126,10 +134,15 @@ class MeasuredState:
             ratio = dt / dr / self.pace if dr > 0.0 else math.inf
             if PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
                 self.pace *= ratio ** PACE_GAIN
-        elif self.behind_since is None or lag < self.behind_since[0] - self.pace * BEHIND_TOLERANCE:
-            self.behind_since = (lag, received)
-        elif received - self.behind_since[1] > CATCH_UP_BOUND:
-            self.trusted, self.behind_since = (stamp, received), None     # a constant lag: the stream paused
+        else:
+            step = self.pace * BEHIND_TOLERANCE
+            if self.behind_since is None or lag < self.behind_since[0] - step:
+                self.behind_since = self.constant_since = (lag, received)      # catching up
+            elif abs(lag - self.constant_since[0]) > step:
+                self.constant_since = (lag, received)   # the lag grows: queued states taken slowly
+            if (received - self.constant_since[1] > CATCH_UP_BOUND         # a constant lag: the stream paused
+                    or received - self.behind_since[1] > NOT_CATCHING_UP_BOUND):
+                self.trusted, self.behind_since, self.constant_since = (stamp, received), None, None
 
     def stale_reason(self, now, state_timeout):
         """Why the samples are stale at steady time ``now`` [s], or "" when they are not (or none came yet)."""

@@ -80,19 +80,22 @@ def _unraisable(unraisable):
     """A stop signal's KeyboardInterrupt that lands in a callback Python cannot raise from (e.g.
     importlib's module-lock clean-up during a deferred import) is the stop, already flagged in
     :mod:`.stop_request` for :func:`~.base.run_node`: not printed as "Exception ignored". Neither
-    is what it leaves behind: an rclpy Future (an executor's Task) whose ``__init__`` it
-    interrupted fails in ``__del__`` on an attribute never set (CI, Jazzy, controller stopped
-    under load: "AttributeError: 'Task' object has no attribute '_exception'")."""
+    is what it leaves behind: an rclpy object whose ``__init__`` it interrupted fails in ``__del__``
+    on an attribute never set (CI, Jazzy: a Future, an executor's Task, of the controller stopped
+    under load, "AttributeError: 'Task' object has no attribute '_exception'"; an executor of a
+    node that the bringup stopped while it was being built, "'SingleThreadedExecutor' object has
+    no attribute '_sigint_gc'")."""
     if stop_request.requested.is_set() and (isinstance(unraisable.exc_value, KeyboardInterrupt)
-                                            or _half_built_future(unraisable)):
+                                            or _half_built_rclpy_object(unraisable)):
         return
     sys.__unraisablehook__(unraisable)
 
 
-def _half_built_future(unraisable):
+def _half_built_rclpy_object(unraisable):
     where = unraisable.object
-    return (isinstance(unraisable.exc_value, AttributeError) and getattr(where, "__qualname__", "") == "Future.__del__"
-            and getattr(where, "__module__", "") == "rclpy.task")
+    return (isinstance(unraisable.exc_value, AttributeError)
+            and getattr(where, "__qualname__", "") in ("Future.__del__", "Executor.__del__")
+            and getattr(where, "__module__", "") in ("rclpy.task", "rclpy.executors"))
 
 
 def _exit_at_once(signum, frame):
