@@ -251,6 +251,25 @@ def test_design_noise_is_calibrated_from_the_modes_the_oma_recovered(lwr):
         np.testing.assert_allclose(a.information([0, 1]), b.information([0, 1]), rtol=1e-9)
 
 
+def _true_modes(true_model, qs, loop, relative_std, reference_model=None, leave_out=0) -> MeasuredModes:
+    """The exact modes of ``true_model``'s ``loop`` at the configurations ``qs`` as measured modes
+    (σ_f = relative_std · f, σ_ζ = relative_std), indexed by the modes of ``reference_model``'s loop
+    (default: the truth's own), which they are tracked to (MAC); the last ``leave_out`` reference
+    modes left out."""
+    config, f, z, idx, refs = [], [], [], [], []
+    for i, q in enumerate(qs):
+        truth = loop_modes(true_model, q, loop)
+        ref = truth if reference_model is None else loop_modes(reference_model, q, loop)
+        order = track_modes([ref, truth])[0][1]
+        refs.append(ref)
+        for j in range(ref.num_modes - leave_out):
+            config.append(i), idx.append(j)
+            f.append(truth.frequencies_hz[order[j]]), z.append(truth.damping_ratios[order[j]])
+    f, z = np.array(f), np.array(z)
+    return MeasuredModes(qs, np.array(config), f, z, relative_std * f, np.full(f.size, relative_std), np.array(idx),
+                         tuple(refs))
+
+
 @pytest.mark.parametrize("max_rounds", [None, 1])
 def test_weighted_fit_recovers_the_truth_and_flags_the_unidentifiable(scompi, max_rounds, monkeypatch):
     """Synthetic measured modes (the true sampled loop's, noise of their stated σ): k and d_f
@@ -267,18 +286,9 @@ def test_weighted_fit_recovers_the_truth_and_flags_the_unidentifiable(scompi, ma
     truth = nominal * np.concatenate([rng.uniform(0.8, 1.2, 6), rng.uniform(0.6, 1.6, 12)])
     true_model = unknowns.apply(scompi, truth)
     qs = candidate_configurations(scompi, 4, seed=7)
-    config, f, z, idx, refs = [], [], [], [], []
-    for i, q in enumerate(qs):
-        ref, tm = loop_modes(scompi, q, loop), loop_modes(true_model, q, loop)
-        order, _ = track_modes([ref, tm])
-        refs.append(ref)
-        for j in range(ref.num_modes - 1):                    # the 850 Hz mode is above Nyquist
-            config.append(i), idx.append(j)
-            f.append(tm.frequencies_hz[order[1][j]]), z.append(tm.damping_ratios[order[1][j]])
-    f, z = np.array(f), np.array(z)
-    sf, sz = 2e-4 * f, np.full(f.size, 2e-4)
-    meas = MeasuredModes(qs, np.array(config), f + rng.normal(size=f.size) * sf, z + rng.normal(size=f.size) * sz,
-                         sf, sz, np.array(idx), tuple(refs))
+    exact = _true_modes(true_model, qs, loop, 2e-4, reference_model=scompi, leave_out=1)   # 850 Hz: above Nyquist
+    meas = dataclasses.replace(exact, frequency_hz=exact.frequency_hz + rng.normal(size=exact.size) * exact.std_frequency_hz,
+                   damping_ratio=exact.damping_ratio + rng.normal(size=exact.size) * exact.std_damping_ratio)
     bounds = (0.5 * nominal, 2.0 * nominal)
     fit = fit_parameters(scompi, unknowns, meas, loop, nominal, bounds)
     kinds = np.array(unknowns.kinds)
@@ -301,17 +311,7 @@ def test_held_gain_matches_refits_with_the_held_value_moved(lwr):
     rng = np.random.default_rng(3)
     truth = nominal * np.concatenate([rng.uniform(0.8, 1.2, 7), rng.uniform(0.7, 1.4, 7)])
     truth_model = unknowns.apply(model, truth)
-    qs = candidate_configurations(model, 2, seed=5)
-    config, f, z, idx, refs = [], [], [], [], []
-    for i, q in enumerate(qs):
-        ref = loop_modes(truth_model, q, CONTINUOUS)
-        refs.append(ref)
-        config += [i] * ref.num_modes
-        idx += list(range(ref.num_modes))
-        f += list(ref.frequencies_hz)
-        z += list(ref.damping_ratios)
-    f, z = np.array(f), np.array(z)
-    meas = MeasuredModes(qs, np.array(config), f, z, 1e-4 * f, np.full(f.size, 1e-4), np.array(idx), tuple(refs))
+    meas = _true_modes(truth_model, candidate_configurations(model, 2, seed=5), CONTINUOUS, 1e-4)
     held = unknowns.names.index("d_fm/joint_2")
     free = np.ones(unknowns.size, bool)
     free[held] = False
