@@ -23,6 +23,7 @@ from fuzz_requests import RequestFuzzer
 
 FUZZ_REQUESTS = 1000
 HANG_S = 10.0
+MAX_MESSAGE = 2000       # characters of a refusal: one line, user values cut (core.validation.shown)
 THREE_LINK_JOINTS = ["joint_1", "joint_2", "joint_3"]
 MODAL = "/fuzz/modal_analysis"
 
@@ -65,6 +66,8 @@ def fuzz(ros, process, client, fuzzer, count=FUZZ_REQUESTS, every_50=None):
         else:
             campaign.refused += 1
             assert response.message, f"refused without a reason: {request}"
+            assert "\n" not in response.message and len(response.message) < MAX_MESSAGE, (
+                f"refused with {len(response.message)} characters: {response.message[:300]!r}")
             if response.message.startswith("internal error"):
                 kind = response.message.split(" at ")[-1].split(")")[0] + ": " + response.message[16:90]
                 campaign.internal[kind] = campaign.internal.get(kind, 0) + 1
@@ -357,3 +360,57 @@ def test_expansion_files_stay_in_the_output_directory(ros, ros_process, tmp_path
     assert (out / "sub" / "dir" / "coefficients.npz").stat().st_size > 1000
     assert not expand("sub/dir/coefficients.npz").success                # written once, never replaced
     assert process.running()
+
+
+class _GoalAsRequest:
+    """The fuzzer builds ``Request`` messages: an action's goal stands in for one."""
+
+    def __init__(self, action_type):
+        self.Request = action_type.Goal
+
+
+@pytest.mark.slow
+def test_fuzz_calibration_goals(ros, ros_process, tmp_path, canary):
+    """200 hostile ~/calibrate goals to a calibration node without a robot behind it: every goal
+    ends within HANG_S — refused with the field named, or, if valid, aborted because no joint
+    state arrives (margin_s) — never with an internal error, with a one-line message of bounded
+    length; the node alive throughout, nothing written outside output_dir."""
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+
+    from flexmodal_interfaces.action import Calibrate
+
+    process = ros_process(["calibration_server", "--ros-args", "-r", "__ns:=/fuzz", "-p", "robot:=planar_2r",
+                           "-p", "max_budget:=3", "-p", "max_candidates:=40", "-p", "margin_s:=0.2",
+                           "-p", f"output_dir:={tmp_path / 'out'}"])
+    node = ros.node("flexmodal_fuzz_client")
+    client = ActionClient(node, Calibrate, "/fuzz/calibration/calibrate")
+    ros.spin_until(lambda: client.wait_for_server(timeout_sec=0.1), 60.0, "calibration action server")
+
+    def valid():
+        return Calibrate.Goal(budget=1, validation=0, pulses_per_configuration=1, candidates=8, seed=1)
+
+    fuzzer = RequestFuzzer(_GoalAsRequest(Calibrate), valid, seed=33,
+                           names=["k", "d_f", "d_fm", "joint_1", "joint_2", "run_1"])
+    outcomes, slowest = {}, 0.0
+    for k in range(200):
+        goal = fuzzer()
+        sent = time.monotonic()
+        accepted = client.send_goal_async(goal)
+        ros.spin_until(accepted.done, HANG_S, f"goal {k} accepted")
+        result = accepted.result().get_result_async()
+        try:
+            ros.spin_until(result.done, HANG_S, f"result of goal {k}")
+        except TimeoutError:
+            pytest.fail(f"no result within {HANG_S} s for goal {k}: {goal}\n{process.log()}")
+        slowest = max(slowest, time.monotonic() - sent)
+        assert process.running(), f"the node died on goal {k}: {goal}\n{process.log()}"
+        answer = result.result()
+        message = answer.result.message
+        assert answer.status == GoalStatus.STATUS_ABORTED and not answer.result.success, (goal, message)
+        assert message and "\n" not in message and len(message) < MAX_MESSAGE, (goal, message)
+        assert not message.startswith(("internal error", "calibration failed")), (goal, message)
+        kind = "no joint state" if "none arrived" in message else message.split(":")[0]
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+    print(f"calibration goals: {outcomes}, slowest {slowest:.2f} s")
+    assert outcomes.get("no joint state", 0) > 0 and len(outcomes) > 3     # valid goals and refusals of several fields

@@ -13,6 +13,7 @@ from ..core.workers import Interrupted
 from ..identification.inverse_eigen import KINDS, parse_unknowns
 from .eigen_sensitivity import Unknowns
 from .experiment_design import DAMPING_FLOOR, FREQUENCY_FLOOR
+from ..core.validation import shown
 
 MAX_BUDGET = 100
 MAX_VALIDATION = 20
@@ -107,7 +108,7 @@ def check_settings(model, s: CalibrationSettings, sample_rate_hz: float) -> Cali
         if not (np.isfinite(v) and v > 0):
             raise InputError(f"{name}: must be > 0, got {v}")
     if s.design not in DESIGNS:
-        raise InputError(f"design: must be one of {', '.join(DESIGNS)}, got {s.design!r}")
+        raise InputError(f"design: must be one of {', '.join(DESIGNS)}, got {shown(s.design)}")
     factor = s.experiment_kd_scale
     if factor is not None and not (np.isfinite(factor) and 0 < factor <= 1):
         raise InputError(f"experiment_kd_scale: must be in (0, 1], got {s.experiment_kd_scale}")

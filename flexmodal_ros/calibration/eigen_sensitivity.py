@@ -40,6 +40,7 @@ from ..identification.inverse_eigen import KINDS
 from ..modes.modeset import ModeSet, modes_from_eigen
 from ..modes.uncertainty import mode_derivatives
 from ..robot.model import create_data, with_overrides
+from ..core.validation import shown
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class LoopModel:
 
     def __post_init__(self):
         if self.hold not in HOLDS:
-            raise InputError(f"hold: must be one of {', '.join(HOLDS)}, got {self.hold!r}")
+            raise InputError(f"hold: must be one of {', '.join(HOLDS)}, got {shown(self.hold)}")
         if self.rate_hz is not None and not (np.isfinite(self.rate_hz) and self.rate_hz > 0):
             raise InputError(f"controller_rate_hz: must be > 0 Hz, got {self.rate_hz}")
 
@@ -90,7 +91,7 @@ class Unknowns:
             for j in joints:
                 if isinstance(j, str):
                     if j not in model.joint_names:
-                        raise InputError(f"joints: unknown joint {j!r}; robot has {', '.join(model.joint_names)}")
+                        raise InputError(f"joints: unknown joint {shown(j)}; robot has {', '.join(model.joint_names)}")
                     j = model.joint_names.index(j)
                 if not 0 <= int(j) < model.n:
                     raise InputError(f"joints: index {j} outside 0..{model.n - 1}")

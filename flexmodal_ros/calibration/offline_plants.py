@@ -33,6 +33,7 @@ from ..robot.model import create_data, with_overrides
 from ..robot.trajectory import ETA_PEAKS
 from ..simulation import FlexibleJointPlant, Simulator, rest_state
 from .eigen_sensitivity import LoopModel
+from ..core.validation import shown
 
 CHANNELS = ("both", "motor", "link")
 ENGINES = ("sim", "mujoco")
@@ -59,7 +60,7 @@ class PlantOptions:
         if self.command_delay_cycles not in (0, 1):
             raise InputError(f"command_delay_cycles: must be 0 or 1, got {self.command_delay_cycles}")
         if self.channels not in CHANNELS:
-            raise InputError(f"channels: must be one of {', '.join(CHANNELS)}, got {self.channels!r}")
+            raise InputError(f"channels: must be one of {', '.join(CHANNELS)}, got {shown(self.channels)}")
         if not (np.isfinite(self.control_rate_hz) and self.control_rate_hz > 0):
             raise InputError(f"control_rate_hz: must be > 0 Hz, got {self.control_rate_hz}")
 
@@ -283,6 +284,6 @@ class MujocoPlant(ClosedLoopPlant):
 def make_plant(engine, true_model, controller_model, q0, options=PlantOptions(), limits=SafetyLimits()):
     """A :class:`SimPlant` (``engine`` "sim") or :class:`MujocoPlant` ("mujoco")."""
     if engine not in ENGINES:
-        raise InputError(f"plant: must be one of {', '.join(ENGINES)} offline, got {engine!r}")
+        raise InputError(f"plant: must be one of {', '.join(ENGINES)} offline, got {shown(engine)}")
     cls = SimPlant if engine == "sim" else MujocoPlant
     return cls(true_model, controller_model, q0, options, limits)

@@ -22,6 +22,7 @@ from ..robot.registry import resolve_model
 from .oma import parse_noise
 from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
                       model_from_args, parse_floats, print_json)
+from ..core.validation import shown
 
 PLANTS = ("sim", "mujoco", "ros")
 
@@ -92,9 +93,9 @@ def _ranges(text):
         try:
             lo, hi = (float(v) for v in parts)
         except ValueError:
-            raise InputError(f"--ranges: expected KIND=LOWER:UPPER, got {item!r}") from None
+            raise InputError(f"--ranges: expected KIND=LOWER:UPPER, got {shown(item)}") from None
         if key.strip() not in DEFAULT_RANGES:
-            raise InputError(f"--ranges: unknown kind {key.strip()!r} (k, d_f, d_fm)")
+            raise InputError(f"--ranges: unknown kind {shown(key.strip())} (k, d_f, d_fm)")
         out[key.strip()] = (lo, hi)
     return out
 
@@ -132,7 +133,7 @@ def settings_from_args(args, model, noise):
         try:
             scale = float(scale)
         except ValueError:
-            raise InputError(f"--experiment-kd-scale: expected a number or auto, got {scale!r}") from None
+            raise InputError(f"--experiment-kd-scale: expected a number or auto, got {shown(scale)}") from None
     per_joint = lambda text, name: None if text is None else parse_floats(text, name)
     std = None
     if noise is not None:

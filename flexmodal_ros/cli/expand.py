@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.validation import write_output
+from ..core.validation import write_output, shown
 from ..modes import frequencies_and_damping, mac
 from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
                       model_from_args, parse_floats, print_json)
@@ -120,7 +120,7 @@ def _system(args):
 def _integers(text, field):
     values = parse_floats(text, field)
     if np.any(values != np.round(values)):
-        raise InputError(f"{field}: expected integers, got {text!r}")
+        raise InputError(f"{field}: expected integers, got {shown(text)}")
     return values.astype(int)
 
 
@@ -193,7 +193,7 @@ def _paper(args):
     else:
         model = bundled_erls(args.robot or "erls_2link")
         if model is None:
-            raise InputError(f"--robot: {args.robot!r} is not a bundled flexible-link (ERLS) arm")
+            raise InputError(f"--robot: {shown(args.robot)} is not a bundled flexible-link (ERLS) arm")
     result = validation_task(model)
     summary = result.summary()
     summary["plots"] = [str(p) for p in write_output(args.plot_dir, "--plot-dir",

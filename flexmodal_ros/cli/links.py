@@ -12,7 +12,7 @@ from ..core.errors import InputError
 from ..links import BEAM_MODELS, JOINT_MODELS, link_arm_from_model, link_modes, with_joints, with_thickness
 from ..links.sweeps import joint_stiffness_sweep, link_modal_map
 from ..links.solve import MAX_MODES, REGIMES, check_request
-from ..core.validation import write_output
+from ..core.validation import write_output, shown
 from ..modes import plot_tracked
 from .options import (add_json_option, add_model_options, add_sweep_output_options, checked_output_dir,
                       configurations_from_args, file_option, model_from_args, parse_floats, print_crossings,
@@ -130,7 +130,8 @@ def _run_sweep(args, model, arm):
 def _run_kt_sweep(args, arm, q):
     start, stop, num = parse_floats(args.kt_sweep.replace(":", ","), "--kt-sweep")
     if num < 2 or num != int(num) or not stop > start:
-        raise InputError(f"--kt-sweep: expected E0:E1:NUM with E1 > E0 and integer NUM >= 2, got {args.kt_sweep!r}")
+        raise InputError("--kt-sweep: expected E0:E1:NUM with E1 > E0 and integer NUM >= 2, "
+                         f"got {shown(args.kt_sweep)}")
     stiffness = 10.0 ** np.linspace(start, stop, int(num))
     mmap = joint_stiffness_sweep(arm, q, stiffness, args.modes, args.model, args.regime)
     files = write_map_outputs(mmap, args.out_dir, "link_modes_vs_kt", "", plot=False)

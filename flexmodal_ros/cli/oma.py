@@ -13,7 +13,7 @@ import numpy as np
 from ..robot.params import Tool
 from ..core.errors import InputError
 from ..robot.model import with_overrides
-from ..core.validation import output_file, write_output
+from ..core.validation import output_file, write_output, shown
 from ..oma.bags import read_joint_states, write_joint_states
 from ..oma.impact import AXES, CHANNEL_SETS, DYNAMICS, HOLDS, EncoderNoise, Impulse, simulate_impact
 from ..oma.estimators import METHODS
@@ -81,9 +81,9 @@ def parse_orders(text):
     try:
         values = [int(v) for v in parts]
     except ValueError:
-        raise InputError(f"--orders: expected START:STOP[:STEP] integers, got {text!r}") from None
+        raise InputError(f"--orders: expected START:STOP[:STEP] integers, got {shown(text)}") from None
     if len(values) not in (2, 3) or values[0] < 2 or values[1] < values[0] or (len(values) == 3 and values[2] < 1):
-        raise InputError(f"--orders: expected 2 <= START <= STOP and STEP >= 1, got {text!r}")
+        raise InputError(f"--orders: expected 2 <= START <= STOP and STEP >= 1, got {shown(text)}")
     return list(range(values[0], values[1] + 1, values[2] if len(values) == 3 else 1))
 
 
@@ -93,7 +93,7 @@ def parse_noise(text):
     for item in str(text).split(","):
         key, sep, value = item.partition("=")
         if not sep or key.strip() not in ("counts", "std", "seed"):
-            raise InputError(f"--noise: expected counts=N,std=S[,seed=K], got {text!r}")
+            raise InputError(f"--noise: expected counts=N,std=S[,seed=K], got {shown(text)}")
         value = value.strip()
         try:
             if "^" in value:
@@ -102,7 +102,7 @@ def parse_noise(text):
             else:
                 fields[key.strip()] = float(value)
         except ValueError:
-            raise InputError(f"--noise: {key.strip()} is not a number: {value!r}") from None
+            raise InputError(f"--noise: {key.strip()} is not a number: {shown(value)}") from None
     return EncoderNoise(fields.get("counts"), fields.get("std", 0.0), int(fields.get("seed", 0)))
 
 
@@ -121,7 +121,7 @@ def parse_axes(text):
     axes = tuple(a.strip() for a in str(text).split(","))
     unknown = [a for a in axes if a not in AXES]
     if unknown or len(set(axes)) != len(axes):
-        raise InputError(f"--impulse-axis: expected distinct axes among {', '.join(AXES)}, got {text!r}")
+        raise InputError(f"--impulse-axis: expected distinct axes among {', '.join(AXES)}, got {shown(text)}")
     return axes
 
 

@@ -27,7 +27,7 @@ def file_option(parser, *flags, kind, **kwargs):
     """``parser.add_argument(*flags, **kwargs)`` for an option naming a file or directory, tagged
     with ``file_kind`` = ``kind`` (one of FILE_KINDS)."""
     if kind not in FILE_KINDS:
-        raise ValueError(f"kind: expected one of {FILE_KINDS}, got {kind!r}")
+        raise ValueError(f"kind: expected one of {FILE_KINDS}, got {shown(kind)}")
     action = parser.add_argument(*flags, **kwargs)
     action.file_kind = kind
     return action

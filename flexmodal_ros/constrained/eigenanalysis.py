@@ -66,7 +66,7 @@ from ..core.blas import single_blas_thread
 from ..core.errors import InputError
 from ..linalg.lapack import complex_vectors, generalized_eig
 from ..modes import ModeSet, is_real, lowest_modes, modes_from_eigen
-from ..core.validation import finite_scalar, frozen
+from ..core.validation import finite_scalar, frozen, shown
 from .equilibrium import Equilibrium
 from .linearizations import (METHODS, DescriptorSystem, Penalty, SecondOrderSystem, _dense,
                         _row_norms, mcs_linearization, rcs_linearization, ucs_linearization)
@@ -150,9 +150,9 @@ def modal_analysis(system, equilibrium: Equilibrium, method="rcs", *, num_modes=
     coordinates (``num_modes_field`` names the mode count in that error, e.g. "--modes").
     """
     if method not in METHODS:
-        raise InputError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+        raise InputError(f"method: expected one of {', '.join(METHODS)}, got {shown(method)}")
     if solver not in SOLVERS:
-        raise InputError(f"solver: expected one of {', '.join(SOLVERS)}, got {solver!r}")
+        raise InputError(f"solver: expected one of {', '.join(SOLVERS)}, got {shown(solver)}")
     sparse = num_modes is not None
     check_dense_size(system, num_modes, num_modes_field)
     if sparse:

@@ -41,7 +41,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..core.errors import InputError
-from ..core.validation import positive
+from ..core.validation import positive, shown
 from .equilibrium import RANK_RTOL, Equilibrium, penalty_equilibrium
 
 METHODS = ("mcs", "rcs", "ucs")
@@ -190,7 +190,7 @@ def mcs_linearization(system, eq: Equilibrium, basis="auto", independent=None, r
     :class:`SingularConfigurationError` at a singular configuration when ``reselect`` is False
     and the given coordinates are invalid."""
     if basis not in ("auto", "orthonormal", "partition"):
-        raise InputError(f"basis: expected auto, orthonormal or partition, got {basis!r}")
+        raise InputError(f"basis: expected auto, orthonormal or partition, got {shown(basis)}")
     preferred = tuple(system.independent if independent is None else independent)
     for name in preferred:
         system.index(name)

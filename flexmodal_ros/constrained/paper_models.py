@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import ConfigError, FlexmodalError
-from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping, reject_unknown_keys
+from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping, reject_unknown_keys, shown
 from .fourbar import FourBarParameters, fourbar_guess, fourbar_system
 from .linearizations import Penalty
 from .pendulum import PendulumParameters, pendulum_guess, pendulum_system
@@ -95,7 +95,7 @@ def _checked_parameters(name_or_path, option_names, overrides):
     raw = load_yaml_mapping(path, "model file", ConfigError)
     kind = raw.get("model")
     if kind not in _KINDS:
-        raise ConfigError(f"model: expected one of {', '.join(_KINDS)} in {path}, got {kind!r}")
+        raise ConfigError(f"model: expected one of {', '.join(_KINDS)} in {path}, got {shown(kind)}")
     cls, guess_key, _ = _KINDS[kind]
     fields = [f.name for f in dataclasses.fields(cls)]
     allowed = set(fields) | {"model", guess_key, "penalty"}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.validation import finite_array, finite_scalar, finite_vector, per_joint
+from ..core.validation import finite_array, finite_scalar, finite_vector, per_joint, shown
 
 KINDS = ("pulse", "chirp")
 MAX_DURATION = 10.0          # [s] no excitation lasts longer (a pulse lasts milliseconds)
@@ -44,7 +44,7 @@ class MotorExcitation:
     def __post_init__(self):
         object.__setattr__(self, "torque", finite_vector(self.torque, None, "torque"))
         if self.kind not in KINDS:
-            raise InputError(f"kind: must be one of {', '.join(KINDS)}, got {self.kind!r}")
+            raise InputError(f"kind: must be one of {', '.join(KINDS)}, got {shown(self.kind)}")
         for name in ("start", "duration", "f0", "f1"):
             finite_scalar(getattr(self, name), name)
         if not self.duration > 0:

@@ -31,8 +31,8 @@ stamps stopped while the clock went on — and is then trusted from there, while
 being worked off have a lag that moves and keep the start waiting until the fresh ones arrive. The
 lag shrinks when they are taken faster than the stream; it grows when they are taken slower (a
 cycle starved right after the stall, e.g. while the node's other thread works off its own queue:
-Jazzy CI, a start was taken 30 ms after a stamp 1 s old, as the former rule — a lag that does not
-shrink for CATCH_UP_BOUND — allows when 15 queued states take 0.25 s). A lag that has not shrunk
+Jazzy CI, a start was taken 30 ms after a stamp 1 s old; the former rule — trusted once the lag
+has not shrunk for CATCH_UP_BOUND — allowed that if 15 queued states took 0.25 s). A lag that has not shrunk
 for ``NOT_CATCHING_UP_BOUND`` s is trusted as well: a stream that resumed at a slower pace than
 the one learned looks the same, and a "start now" must not wait for ever.
 """
@@ -130,7 +130,7 @@ class MeasuredState:
             return
         lag, tolerance = self.lag(stamp, received)
         if lag <= tolerance:
-            self.trusted, self.behind_since = (stamp, received), None
+            self.trusted, self.behind_since, self.constant_since = (stamp, received), None, None
             ratio = dt / dr / self.pace if dr > 0.0 else math.inf
             if PACE_RANGE[0] <= ratio <= PACE_RANGE[1]:
                 self.pace *= ratio ** PACE_GAIN

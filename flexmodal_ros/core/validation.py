@@ -122,9 +122,11 @@ def shown(value, limit=MAX_ECHO):
 
 
 def shown_names(names, limit=10):
-    """Comma-separated names for a message: each through :func:`shown` if long, at most ``limit``."""
+    """Comma-separated names for a message, at most ``limit``: each as it is, or through :func:`shown`
+    (quoted, cut) if it is long, empty, blank at an end or not printable."""
     names = list(names)
-    parts = [n if isinstance(n, str) and len(n) <= MAX_ECHO else shown(n) for n in names[:limit]]
+    parts = [n if isinstance(n, str) and 0 < len(n) <= MAX_ECHO and n.isprintable() and n.strip() == n else shown(n)
+             for n in names[:limit]]
     return ", ".join(parts) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
 
 

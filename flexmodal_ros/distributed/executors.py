@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 
 from ..core.errors import FlexmodalError, InputError
 from ..flexible_joint.ama import default_workers
+from ..core.validation import shown
 
 DEFAULT_TIMEOUT_S = 10.0   # connecting to a scheduler, waiting for its first worker
 WORKER_CLOSE_S = 10.0     # closing a local cluster: longest wait for its workers to close first
@@ -43,7 +44,7 @@ def parse_scheduler(spec: str) -> tuple[str, object]:
         return "local", n
     if _REMOTE.match(text):
         return "tcp", text
-    raise InputError(f"--scheduler: expected tcp://HOST:PORT or local:N, got {text!r}")
+    raise InputError(f"--scheduler: expected tcp://HOST:PORT or local:N, got {shown(text)}")
 
 
 class LocalExecutor:

@@ -14,6 +14,7 @@ from ..modes import ModalMap, map_modes, progress_bar
 from .chunks import KERNEL_BATCH, ChunkOptions, analyse_rows, compute_chunk
 from .executors import DEFAULT_TIMEOUT_S, map_chunks, open_executor
 from .store import finalize, map_identity, open_for_writing
+from ..core.validation import shown
 
 DEFAULT_CHUNK = 4096   # configurations per task: 16 kernel batches, ~1 s of one core for 7 joints
 
@@ -36,7 +37,7 @@ def _piece(source, start, stop):
 
 def _check_chunk(chunk_size):
     if isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or int(chunk_size) < 1:
-        raise InputError(f"chunk_size: must be a positive integer, got {chunk_size!r}")
+        raise InputError(f"chunk_size: must be a positive integer, got {shown(chunk_size)}")
     return int(chunk_size)
 
 

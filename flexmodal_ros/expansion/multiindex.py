@@ -36,6 +36,7 @@ from math import comb, factorial
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.validation import shown
 
 MAX_ORDER = 6                        # total degree t of one expansion (module docstring)
 MAX_TERMS = 1000                     # addends C(p + t, t)
@@ -64,7 +65,7 @@ def check_expansion_size(system, order, field: str = "order", pairs=None, error=
     the error names ``field`` (the request field or CLI option as the user wrote it) and the
     largest order allowed for this system."""
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
-        raise error(f"{field}: the Taylor order t must be an integer >= 1, got {order!r}")
+        raise error(f"{field}: the Taylor order t must be an integer >= 1, got {shown(order)}")
     p = len(system.parameter_names)
     reason = _size_problem(system, p, int(order), pairs)
     if reason is None:

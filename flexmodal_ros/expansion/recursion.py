@@ -38,7 +38,7 @@ from ..core.blas import single_blas_thread
 from ..core.errors import InputError
 from ..core.workers import StopToken
 from ..modes import classify_stability, is_real, lowest_modes, match_eigenvalues
-from ..core.validation import finite_array
+from ..core.validation import finite_array, shown
 from .eigen import eigenpairs
 from .multiindex import MultiIndexSet, check_expansion_size
 from .polynomial import ModalPolynomial, trust_radius
@@ -191,7 +191,7 @@ def select_pairs(pairs, modes=None, field="modes"):
     else:
         numbers = np.asarray(modes)
         if numbers.ndim != 1 or numbers.size == 0 or not np.issubdtype(numbers.dtype, np.integer):
-            raise InputError(f"{field}: expected a non-empty list of integer mode numbers, got {modes!r}")
+            raise InputError(f"{field}: expected a non-empty list of integer mode numbers, got {shown(modes)}")
         bad = [int(m) for m in numbers if not 1 <= m <= total]
         if bad:
             raise InputError(f"{field}: mode number(s) {bad} out of range 1..{total} "

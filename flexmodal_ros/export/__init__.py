@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import ConfigError
 from ..core.lazy import lazy_exports
+from ..core.validation import shown
 
 if TYPE_CHECKING:  # the annotation only; the module is imported on first use below
     from .tree import ExportedRobot
@@ -56,7 +57,7 @@ def export_files(model, fmt, output, rotor=None, link_damping=None, gear_ratio=N
     YAML (default ``<stem>_controllers.yaml``) and the world SDF (default ``<stem>_world.sdf``)
     next to it. ``rotor``/``link_damping`` default per format (DEFAULTS)."""
     if fmt not in FORMATS:
-        raise ConfigError(f"format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise ConfigError(f"format: expected one of {', '.join(FORMATS)}, got {shown(fmt)}")
     default_rotor, default_damping = DEFAULTS[fmt]
     rotor, link_damping = rotor or default_rotor, link_damping or default_damping
     if fmt == "mjcf" and rotor == "gear":

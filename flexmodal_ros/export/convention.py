@@ -12,6 +12,7 @@
 import numpy as np
 
 from ..core.errors import ConfigError
+from ..core.validation import shown
 
 LINK_STATES = ("absolute", "deflection")
 
@@ -19,7 +20,7 @@ LINK_STATES = ("absolute", "deflection")
 def check_link_state(value, field="link_state", error=ConfigError):
     """``value`` if it is one of LINK_STATES, else ``error`` naming the field."""
     if value not in LINK_STATES:
-        raise error(f"{field}: expected one of {', '.join(LINK_STATES)}, got {value!r}")
+        raise error(f"{field}: expected one of {', '.join(LINK_STATES)}, got {shown(value)}")
     return value
 
 

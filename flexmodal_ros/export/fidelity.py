@@ -26,7 +26,7 @@ from ..flexible_joint.linear_model import motor_equilibrium, state_matrix
 from ..flexible_joint.ama import modal_analysis
 from ..robot.model import create_data
 from ..modes import modes_from_eigenpairs
-from ..core.validation import finite_array
+from ..core.validation import finite_array, shown
 from .tree import MOTOR_SUFFIX
 from ..flexible_joint.linear_model import state_matrix as ama_matrix
 from ..flexible_joint.ama import linearized_batch
@@ -210,7 +210,7 @@ def damping_mapping_fidelity(model, configurations, link_damping):
     elif link_damping == "motor":
         rate[:, n:] = np.diag(1 / W)
     else:
-        raise ConfigError(f"link_damping: expected elastic or motor, got {link_damping!r}")
+        raise ConfigError(f"link_damping: expected elastic or motor, got {shown(link_damping)}")
     D = Dbar.copy()
     D[:, :n, :n] -= np.diag(d_f)
     D += rate.T @ np.diag(d_f) @ rate

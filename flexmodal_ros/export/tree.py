@@ -35,6 +35,7 @@ import pinocchio as pin
 
 from ..robot.params import load_config
 from ..core.errors import ConfigError
+from ..core.validation import shown
 
 MOTOR_SUFFIX = "_motor"
 ROTOR_SUFFIX = "_rotor"
@@ -155,9 +156,9 @@ def build_export(model, rotor="armature", link_damping="tendon", gear_ratio=None
     ``gear_ratio``: N for ``rotor="gear"`` where the params YAML gives B only (default: the YAML's N).
     """
     if rotor not in ROTOR_MODES:
-        raise ConfigError(f"rotor: expected one of {', '.join(ROTOR_MODES)}, got {rotor!r}")
+        raise ConfigError(f"rotor: expected one of {', '.join(ROTOR_MODES)}, got {shown(rotor)}")
     if link_damping not in LINK_DAMPING_MODES:
-        raise ConfigError(f"link_damping: expected one of {', '.join(LINK_DAMPING_MODES)}, got {link_damping!r}")
+        raise ConfigError(f"link_damping: expected one of {', '.join(LINK_DAMPING_MODES)}, got {shown(link_damping)}")
     if model.urdf_path is None:
         raise ConfigError("urdf: the model has no URDF file to export")
     root = check_source_urdf(model.urdf_path)
@@ -288,7 +289,7 @@ def _floats(text, count, default):
         return default
     values = tuple(float(v) for v in text.split())
     if len(values) != count:
-        raise ConfigError(f"urdf: expected {count} numbers, got {text!r}")
+        raise ConfigError(f"urdf: expected {count} numbers, got {shown(text)}")
     return values
 
 

@@ -29,7 +29,7 @@ from flexmodal_ros.flexible_joint.linear_model import (assemble, closed_loop_sta
                                      single_state_matrix, state_template)
 from flexmodal_ros.robot.model import create_data
 from flexmodal_ros.modes import ModeSet, SpectrumModes, first_mode_set, mode_sets
-from flexmodal_ros.core.validation import finite_array, finite_vector
+from flexmodal_ros.core.validation import finite_array, finite_vector, shown_names
 
 @dataclass(frozen=True, kw_only=True)
 class ModalResult(ModeSet):
@@ -106,7 +106,8 @@ def configuration_from_names(model, joint_names: Sequence[str], values, field="p
     names = list(joint_names)
     unknown = sorted(set(names) - set(model.joint_names))
     if unknown:
-        raise InputError(f"joint_names: unknown joint(s) {unknown}; robot has {list(model.joint_names)}")
+        raise InputError(f"joint_names: unknown joint(s) {shown_names(unknown)}; robot has "
+                         f"{', '.join(model.joint_names)}")
     if len(set(names)) != len(names) or len(names) != model.n:
         raise InputError(f"joint_names: need each of the {model.n} joints exactly once, got {names}")
     if values.size != model.n:

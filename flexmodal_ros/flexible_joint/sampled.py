@@ -31,7 +31,7 @@ from .linear_model import linearize, state_matrix
 from .ama import ModalResult, check_configurations
 from ..robot.model import create_data
 from ..modes import TWO_PI, is_oscillatory, is_real, modes_from_eigenpairs
-from ..core.validation import finite_scalar, finite_vector
+from ..core.validation import finite_scalar, finite_vector, shown
 from scipy.linalg import expm
 
 HOLDS = ("zoh", "zoh-delay")
@@ -56,7 +56,7 @@ class SampledModalResult(ModalResult):
 
 def check_hold(hold: str) -> str:
     if hold not in HOLDS:
-        raise InputError(f"hold: must be one of {', '.join(HOLDS)}, got {hold!r}")
+        raise InputError(f"hold: must be one of {', '.join(HOLDS)}, got {shown(hold)}")
     return hold
 
 

@@ -44,7 +44,7 @@ from ..flexible_joint.linear_model import assemble, load_stiffness, state_matrix
 from ..robot.model import create_data, mass_matrix
 from ..flexible_joint.ama import check_configurations
 from ..modes import TWO_PI, eigenvalues_from, is_oscillatory, is_real, mode_order
-from ..core.validation import shown
+from ..core.validation import shown, shown_names
 from .measurements import ModalData, bound
 
 KINDS = ("k", "d_f", "d_fm")
@@ -97,7 +97,7 @@ def parse_unknowns(unknowns) -> tuple:
     items = [u for u in items if u]
     bad = sorted(set(items) - set(KINDS))
     if bad:
-        raise InputError(f"unknowns: unknown parameter(s) {bad} (choose from k, d_f, d_fm)")
+        raise InputError(f"unknowns: unknown parameter(s) {shown_names(bad)} (choose from k, d_f, d_fm)")
     return tuple(k for k in KINDS if k in items) or KINDS
 
 

@@ -47,6 +47,7 @@ from ..robot.registry import resolve_model
 from ..core.validation import (finite_vector, frozen, load_yaml_mapping, positive, reject_unknown_keys,
                           require_keys)
 from .beam import Beam, Section, hollow_rectangle, make_beam, rectangle
+from ..core.validation import shown
 
 JOINT_MODELS = ("rigid", "elastic", "servo")
 LINKS_KEYS = {"thickness_factor", "joint_model", "beams"}
@@ -130,7 +131,7 @@ def with_joints(arm: LinkArm, joint_model: str, stiffness=None, motor_stiffness=
     ``motor_stiffness`` overrides k_m of the ``servo`` model; otherwise the YAML's k and k_p.
     """
     if joint_model not in JOINT_MODELS:
-        raise InputError(f"joint_model: expected one of {', '.join(JOINT_MODELS)}, got {joint_model!r}")
+        raise InputError(f"joint_model: expected one of {', '.join(JOINT_MODELS)}, got {shown(joint_model)}")
     n = arm.n
     if joint_model == "rigid":
         if stiffness is not None or motor_stiffness is not None:
@@ -163,7 +164,7 @@ def _stiffness(values, n, field, error=InputError):
     try:
         arr = np.array(values, dtype=float)
     except (TypeError, ValueError):
-        raise error(f"{field}: expected numbers, got {values!r}") from None
+        raise error(f"{field}: expected numbers, got {shown(values)}") from None
     if arr.ndim == 0 or arr.size == 1:
         arr = np.full(n, float(arr.reshape(-1)[0]))
     if arr.shape != (n,):
@@ -221,7 +222,7 @@ def link_arm_from_model(model) -> LinkArm:
 
 def _joint_model(value):
     if value not in JOINT_MODELS:
-        raise ConfigError(f"links.joint_model: expected one of {', '.join(JOINT_MODELS)}, got {value!r}")
+        raise ConfigError(f"links.joint_model: expected one of {', '.join(JOINT_MODELS)}, got {shown(value)}")
     return value
 
 
@@ -289,7 +290,7 @@ def _section(spec, field) -> Section:
     shape = spec.get("shape")
     if shape not in SECTION_KEYS:
         raise ConfigError(f"{field}.shape: expected rectangle or hollow_rectangle (or area and "
-                          f"second_moment without a shape), got {shape!r}")
+                          f"second_moment without a shape), got {shown(shape)}")
     allowed = SECTION_KEYS[shape]
     reject_unknown_keys(spec, allowed, field, ConfigError)
     missing = sorted(allowed - set(spec) - {"shape"})

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from .beam import BEAM_MODELS
+from ..core.validation import shown
 
 # Rows of a link state vector (link_basis)
 V, PSI, SHEAR, MOMENT, U, NORMAL = range(6)
@@ -44,7 +45,7 @@ def section_constants(beam, model: str) -> tuple:
     """(EI, kGS, ρS, ρI, ES) of a beam [N m², N, kg/m, kg m, N] for a beam model; kGS = inf and
     ρI = 0 for the Euler-Bernoulli models (Appendix B has no rotary inertia), ES = inf for EB‡."""
     if model not in BEAM_MODELS:
-        raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {model!r}")
+        raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {shown(model)}")
     EI, rhoS = beam.E * beam.I, beam.rho * beam.S
     if model == "timoshenko":
         return EI, beam.shear_factor * beam.G * beam.S, rhoS, beam.rho * beam.I, beam.E * beam.S

@@ -22,6 +22,7 @@ from scipy.sparse.linalg import eigsh
 
 from ..core.errors import InputError
 from ..modes import frequencies_and_damping
+from ..core.validation import shown
 
 FE_MODELS = ("timoshenko", "euler-bernoulli")
 _G2 = (np.array([-1.0, 1.0]) / np.sqrt(3.0), np.array([1.0, 1.0]))
@@ -103,7 +104,7 @@ class _Assembler:
 def fe_matrices(arm, q, model: str = "timoshenko", elements: int = 50):
     """Sparse (K, M) of the arm at joint angles ``q`` [rad] with ``elements`` per link."""
     if model not in FE_MODELS:
-        raise InputError(f"model: the FE cross-check supports {', '.join(FE_MODELS)}, got {model!r}")
+        raise InputError(f"model: the FE cross-check supports {', '.join(FE_MODELS)}, got {shown(model)}")
     if int(elements) < 1:
         raise InputError(f"elements: must be >= 1, got {elements}")
     asm = _Assembler()

@@ -44,6 +44,7 @@ from .beam import BEAM_MODELS
 from .characteristic import characteristic_matrix, equilibrate, section_constants, singular_check
 from .shapes import LinkModes, assemble_modes
 from .stiffness import build_frame, count_below, determinant
+from ..core.validation import shown
 
 MAX_MODES = 50         # per request; see "Size limits" in the module docstring
 MAX_FRAME_UNKNOWNS = 240   # nodal unknowns of the Wittrick–Williams frame (cost ∝ unknowns³ per count)
@@ -63,12 +64,12 @@ def check_request(num_modes, model, regime, field="num_modes"):
     """InputError naming the field for a bad mode count (``field``: the request field or CLI
     option as the user wrote it), beam model or regime."""
     if model not in BEAM_MODELS:
-        raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {model!r}")
+        raise InputError(f"model: expected one of {', '.join(BEAM_MODELS)}, got {shown(model)}")
     if regime not in REGIMES:
-        raise InputError(f"regime: expected one of {', '.join(REGIMES)}, got {regime!r}")
+        raise InputError(f"regime: expected one of {', '.join(REGIMES)}, got {shown(regime)}")
     if isinstance(num_modes, bool) or not isinstance(num_modes, (int, np.integer)) \
             or not 1 <= num_modes <= MAX_MODES:
-        raise InputError(f"{field}: expected an integer from 1 to {MAX_MODES}, got {num_modes!r}")
+        raise InputError(f"{field}: expected an integer from 1 to {MAX_MODES}, got {shown(num_modes)}")
 
 
 def _stop_token(stop, deadline):

@@ -304,7 +304,7 @@ def confined_path(root, requested, field, overwrite=False, suffix=""):
     try:
         raw = requested.encode("utf-8")
     except UnicodeEncodeError:
-        raise FlexmodalError(f"{field}: not valid UTF-8: {requested!r}") from None
+        raise FlexmodalError(f"{field}: not valid UTF-8: {shown(requested)}") from None
     if len(raw) > PATH_MAX_BYTES or any(len(part.encode()) > NAME_MAX_BYTES for part in Path(requested).parts):
         raise FlexmodalError(f"{field}: the path or one of its names is too long (names <= {NAME_MAX_BYTES} "
                              f"bytes, paths <= {PATH_MAX_BYTES} bytes)")
@@ -314,10 +314,10 @@ def confined_path(root, requested, field, overwrite=False, suffix=""):
         path = path.with_name(path.name + suffix)
     resolved = Path(os.path.realpath(root / path))
     if resolved != root and root not in resolved.parents:
-        raise FlexmodalError(f"{field}: {requested!r} resolves to {str(resolved)!r}, outside the node's output "
+        raise FlexmodalError(f"{field}: {shown(requested)} resolves to {str(resolved)!r}, outside the node's output "
                              f"directory {str(root)!r} (parameter output_dir); give a path inside it")
     if resolved == root:
-        raise FlexmodalError(f"{field}: {requested!r} is the output directory itself; name a file or folder in it")
+        raise FlexmodalError(f"{field}: {shown(requested)} is the output directory itself; name a file or folder in it")
     if os.path.lexists(resolved) and not overwrite:
         raise FlexmodalError(f"{field}: {str(resolved)!r} already exists (the node's parameter overwrite_outputs "
                              "is false: files are never replaced)")

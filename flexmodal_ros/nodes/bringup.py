@@ -32,6 +32,7 @@ from pathlib import Path
 from ..core.errors import ConfigError, FlexmodalError
 from ..core.fastdds import profile_variable
 from ..robot.registry import robot_paths, share_dir
+from ..core.validation import shown
 
 DEFAULT_ROBOT = "kuka_lwr4"
 # The variable the installed Fast DDS reads its profile from: FASTRTPS_DEFAULT_PROFILES_FILE on 2.x
@@ -121,14 +122,14 @@ def check_namespace(namespace):
         validate_namespace("/" + text)
     except Exception as exc:            # noqa: BLE001 - rclpy raises several types for a bad name
         reason = str(exc).strip().splitlines()[0].split(", at /")[0]
-        raise FlexmodalError(f"namespace: {text!r} is not a valid ROS namespace ({reason})") from None
+        raise FlexmodalError(f"namespace: {shown(text)} is not a valid ROS namespace ({reason})") from None
     return "/" + text
 
 
 def nodes_for(engine):
     """(executable, node name) table of ``engine`` ("builtin" or "mujoco")."""
     if engine not in ENGINES:
-        raise FlexmodalError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+        raise FlexmodalError(f"engine: expected one of {', '.join(ENGINES)}, got {shown(engine)}")
     return ENGINES[engine]
 
 
@@ -226,7 +227,7 @@ def _parse_params(items):
         head, sep, value = item.partition(":=")
         node, dot, key = head.partition(".")
         if not sep or not dot:
-            raise FlexmodalError(f"--param: expected node.name:=value, got {item!r}")
+            raise FlexmodalError(f"--param: expected node.name:=value, got {shown(item)}")
         params.setdefault(node, {})[key] = value
     return params
 

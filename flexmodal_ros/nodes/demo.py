@@ -43,6 +43,7 @@ from ..simulation import (THESIS_VELOCITY_SCALE, ClosedLoopResult, run_closed_lo
 from ..robot.trajectory import PiecewiseC4Trajectory
 from . import bringup
 from ..export.mujoco_plant import run_closed_loop_mujoco
+from ..core.validation import shown
 
 DEFAULT_OUTPUT = "flexmodal_output/demo"
 ROS_TOLERANCE_RAD = 5e-3
@@ -272,7 +273,7 @@ def tracking_start_time(status):
     """Start time [s] in the controller's "tracking: tracking started at t=<s> s" status."""
     found = re.search(r"tracking started at t=([0-9.]+) s", status)
     if found is None:
-        raise FlexmodalError(f"controller status without a start time: {status!r}")
+        raise FlexmodalError(f"controller status without a start time: {shown(status)}")
     return float(found.group(1))
 
 

@@ -70,7 +70,7 @@ class ModalTestNode(GuardedNode):
         self.timeout_factor = declare_typed(self, "wall_timeout_factor", 3.0)
         self.timeout_margin = declare_typed(self, "wall_timeout_margin_s", 5.0)
         if self.storage not in ("sqlite3", "mcap"):
-            raise FlexmodalError(f"storage: must be sqlite3 or mcap, got {self.storage!r}")
+            raise FlexmodalError(f"storage: must be sqlite3 or mcap, got {shown(self.storage)}")
         for name, value in (("max_duration_s", self.max_duration), ("wall_timeout_factor", self.timeout_factor),
                             ("wall_timeout_margin_s", self.timeout_margin)):
             if not 0 < value < float("inf"):

@@ -44,6 +44,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, qos_profile_services_default
 
 from ..core.errors import FlexmodalError
+from ..core.validation import shown
 
 try:        # Jazzy's rclpy 7.1.6 and Kilted's 9.1.2 have it; older ones do not
     from rclpy.experimental import EventsExecutor
@@ -66,7 +67,7 @@ def executor_kind():
     whether this rclpy has the EventsExecutor. FlexmodalError naming the variable for other values."""
     wanted = os.environ.get(EXECUTOR_ENV, "").strip().lower() or "events"
     if wanted not in ("events", "single"):
-        raise FlexmodalError(f"{EXECUTOR_ENV}: expected events or single, got {wanted!r}")
+        raise FlexmodalError(f"{EXECUTOR_ENV}: expected events or single, got {shown(wanted)}")
     return "events" if wanted == "events" and EventsExecutor is not None else "single"
 
 
@@ -354,7 +355,7 @@ class PolledClient:
 
     def _checked_timeout(self, timeout):
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise ValueError(f"{self.name}: timeout must be a positive number of seconds, got {timeout!r}")
+            raise ValueError(f"{self.name}: timeout must be a positive number of seconds, got {shown(timeout)}")
         return timeout
 
     def destroy(self):

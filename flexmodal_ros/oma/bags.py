@@ -22,6 +22,7 @@ import json
 
 from ..core.errors import InputError
 from .record import Record, checked_metadata, make_record
+from ..core.validation import shown
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
 STORAGES = ("sqlite3", "mcap")
@@ -158,7 +159,7 @@ def write_serialized(path, messages, topic: str = "/joint_states", storage: str 
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     if storage not in STORAGES:
-        raise InputError(f"storage: must be one of {', '.join(STORAGES)}, got {storage!r}")
+        raise InputError(f"storage: must be one of {', '.join(STORAGES)}, got {shown(storage)}")
     path = Path(path)
     if path.exists():
         raise InputError(f"bag: {path} already exists")

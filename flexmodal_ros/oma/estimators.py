@@ -43,6 +43,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ..core.errors import InputError
+from ..core.validation import shown
 
 METHODS = ("era", "ssi-cov", "var")
 
@@ -68,7 +69,7 @@ def check_orders(orders, num_channels: int, num_samples: int, method: str) -> np
     try:
         arr = np.unique(np.asarray(orders, dtype=float).reshape(-1))
     except (TypeError, ValueError):
-        raise InputError(f"orders: expected integers, got {orders!r}") from None
+        raise InputError(f"orders: expected integers, got {shown(orders)}") from None
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
         raise InputError(f"orders: expected integers, got {np.asarray(orders).tolist()}")
     arr = arr.astype(int)
@@ -225,8 +226,13 @@ def ssi_cov_poles(y, fs, orders, block_rows=None) -> list[OrderPoles]:
 ESTIMATORS = {"era": era_poles, "ssi-cov": ssi_cov_poles, "var": var_poles}
 
 
+def check_method(method):
+    """InputError naming the field unless ``method`` is one of :data:`METHODS`."""
+    if method not in ESTIMATORS:
+        raise InputError(f"method: must be one of {', '.join(METHODS)}, got {shown(method)}")
+
+
 def estimate_poles(method: str, y, fs, orders, **options) -> list[OrderPoles]:
     """Dispatch to the estimator named ``method`` (one of :data:`METHODS`)."""
-    if method not in ESTIMATORS:
-        raise InputError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
+    check_method(method)
     return ESTIMATORS[method](y, fs, orders, **options)

@@ -42,7 +42,7 @@ from ..flexible_joint.linear_model import state_matrix
 from ..modes import is_oscillatory, is_real
 from ..robot.model import create_data, ee_jacobian, with_overrides
 from ..simulation import FlexibleJointPlant, SetpointLaw, rest_state
-from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping
+from ..core.validation import finite_scalar, finite_vector, load_yaml_mapping, shown
 from .record import Record, make_record
 from ..flexible_joint.sampled import open_loop
 
@@ -66,7 +66,7 @@ class Impulse:
 
     def __post_init__(self):
         if self.axis not in AXES:
-            raise InputError(f"impulse_axis: must be one of {', '.join(AXES)}, got {self.axis!r}")
+            raise InputError(f"impulse_axis: must be one of {', '.join(AXES)}, got {shown(self.axis)}")
         finite_scalar(self.force, "impulse")
         if not (np.isfinite(self.start) and self.start >= 0):
             raise InputError(f"t_impulse: must be >= 0 s, got {self.start}")
@@ -124,7 +124,7 @@ def gear_ratios(model) -> np.ndarray | None:
 def channel_names(model, channels: str) -> list[str]:
     """Channel names of a channel set: ``<joint>_motor`` (motor_positions) or ``<joint>``."""
     if channels not in CHANNEL_SETS:
-        raise InputError(f"channels: must be one of {', '.join(CHANNEL_SETS)}, got {channels!r}")
+        raise InputError(f"channels: must be one of {', '.join(CHANNEL_SETS)}, got {shown(channels)}")
     suffix = MOTOR_SUFFIX if channels == "motor_positions" else ""
     return [j + suffix for j in model.joint_names]
 
@@ -140,9 +140,9 @@ def simulate_impact(model, q, impulse: Impulse = Impulse(), duration: float = 2.
     record is taken at the control instants) and held (``hold``)."""
     q = finite_vector(q, model.n, "q")
     if dynamics not in DYNAMICS:
-        raise InputError(f"dynamics: must be one of {', '.join(DYNAMICS)}, got {dynamics!r}")
+        raise InputError(f"dynamics: must be one of {', '.join(DYNAMICS)}, got {shown(dynamics)}")
     if hold not in HOLDS:
-        raise InputError(f"hold: must be one of {', '.join(HOLDS)}, got {hold!r}")
+        raise InputError(f"hold: must be one of {', '.join(HOLDS)}, got {shown(hold)}")
     fs = finite_scalar(sample_rate_hz, "sample_rate_hz")
     duration = finite_scalar(duration, "duration")
     if fs <= 0 or duration <= 0:

@@ -30,7 +30,7 @@ from ..core.blas import single_blas_thread
 from ..core.errors import InputError
 from ..modes import (ModeSet, classify_stability, frequencies_and_damping, frequency_damping_std,
                      is_oscillatory, normalize_shapes, pair_covariances)
-from .estimators import METHODS, as_segments, estimate_poles
+from .estimators import as_segments, check_method, estimate_poles
 from .record import Record, free_decay_start
 from .record_noise import colored_information, noise_level, quantization_step
 from .stabilization import (NOISY_CRITERIA, SelectionCriteria, StabilizationDiagram, build_diagram,
@@ -280,8 +280,7 @@ def identify_modes(record, method: str = "era", orders=None, criteria: Selection
 
 
 def _identify(records, method, orders, criteria, free_decay, snr_min, refine, block_rows):
-    if method not in METHODS:
-        raise InputError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
+    check_method(method)
     if not (np.isfinite(snr_min) and snr_min > 0):
         raise InputError(f"snr_min: must be > 0, got {snr_min}")
     starts, ys = analysis_segments(records, free_decay)

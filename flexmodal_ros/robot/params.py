@@ -290,7 +290,7 @@ def _loop_closures(spec):
             raise ConfigError(f"{field_name}.frames: expected two different URDF frame names")
         kind = str(item["type"])
         if kind not in CLOSURE_TYPES:
-            raise ConfigError(f"{field_name}.type: expected one of {', '.join(CLOSURE_TYPES)}, got {kind!r}")
+            raise ConfigError(f"{field_name}.type: expected one of {', '.join(CLOSURE_TYPES)}, got {shown(kind)}")
         normal = np.zeros(3)
         if kind == "planar":
             normal = finite_vector(item.get("normal", [0.0, 0.0, 1.0]), 3, f"{field_name}.normal",

@@ -27,6 +27,7 @@ from .shapers import (DEFAULT_TOLERANCE, KINDS, Shaper, convolve, design, ei, in
 from .shaper_design import DEFAULT_DESIGN, DESIGNS, DesignChoice, check_design, shape_with_design
 from .shapers import ei_table
 from ..expansion.flexible_joint import segment_taylor_map
+from ..core.validation import shown
 
 SHAPING_CHOICES = ("none",) + KINDS
 
@@ -34,7 +35,7 @@ SHAPING_CHOICES = ("none",) + KINDS
 def check_shaping(kind, error=InputError):
     """``kind`` if it is one of none, zv, zvd, ei; else ``error`` naming the choices."""
     if kind not in SHAPING_CHOICES:
-        raise error(f"shaping: unknown value {kind!r} (choose from {', '.join(SHAPING_CHOICES)})")
+        raise error(f"shaping: unknown value {shown(kind)} (choose from {', '.join(SHAPING_CHOICES)})")
     return kind
 
 

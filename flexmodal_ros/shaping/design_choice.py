@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.validation import shown
 
 DESIGNS = ("fixed", "robust", "time-varying", "auto")
 DEFAULT_DESIGN = "auto"
@@ -58,7 +59,7 @@ _TIE_ORDER = ("fixed", "time-varying", "robust", "robust-long", "robust-coriolis
 def check_design(value, error=InputError, field="shaper_design"):
     """``value`` if it is one of fixed, robust, time-varying, auto; else ``error`` naming the choices."""
     if value not in DESIGNS:
-        raise error(f"{field}: unknown value {value!r} (choose from {', '.join(DESIGNS)})")
+        raise error(f"{field}: unknown value {shown(value)} (choose from {', '.join(DESIGNS)})")
     return value
 
 

@@ -23,6 +23,7 @@ from .prediction import _path_parameter, copy_amplitudes
 from .reference import ShaperSchedule
 from .schedule import shaper_schedule
 from .shapers import DEFAULT_TOLERANCE, convolve, design
+from ..core.validation import shown
 
 ROBUST_DELTA = 0.10            # eigenvalues scaled by 1 ± this in the robust design's constraints
 ROBUST_WEIGHT = 0.5            # weight of those constraints against the nominal ones
@@ -91,5 +92,5 @@ def design_schedule(pm, path, kind, shaper_design, tolerance=DEFAULT_TOLERANCE) 
         return robust_schedule(pm, path, kind, tolerance, LONG_LENGTH, LONG_DELTA)
     if shaper_design in ("fixed", "time-varying"):
         return shaper_schedule(pm, kind, tolerance, fixed=shaper_design == "fixed")
-    raise InputError(f"shaper_design: {shaper_design!r} is not an explicit design (fixed, robust, time-varying)")
+    raise InputError(f"shaper_design: {shown(shaper_design)} is not an explicit design (fixed, robust, time-varying)")
 

@@ -69,6 +69,7 @@ from ..expansion.path import follow_path_modes
 from ..robot.trajectory import PiecewiseC4Trajectory
 from .reference import ShapedTrajectory, ShaperSchedule, path_samples
 from .shapers import DEFAULT_TOLERANCE, KINDS, convolve, design
+from ..core.validation import shown
 
 DEFAULT_AMA_RATE_HZ = 100.0
 DEFAULT_THRESHOLD = 0.1
@@ -122,7 +123,7 @@ class PathModes:
 def check_modal(modal, error=InputError):
     """``modal`` if it is "exact" or "polynomial"; else ``error`` naming the choices."""
     if modal not in MODAL_CHOICES:
-        raise error(f"modal: unknown value {modal!r} (choose from {', '.join(MODAL_CHOICES)})")
+        raise error(f"modal: unknown value {shown(modal)} (choose from {', '.join(MODAL_CHOICES)})")
     return modal
 
 # Configurations per batched AMA call in path_modes: small chunks keep both threads busy (one chunk
@@ -291,7 +292,7 @@ def _checked_override(modes, count):
     picked = []
     for k in np.atleast_1d(np.asarray(modes)).tolist():
         if not isinstance(k, int) or not 0 <= k < count:
-            raise InputError(f"modes: {k!r} is not a mode index in 0..{count - 1}")
+            raise InputError(f"modes: {shown(k)} is not a mode index in 0..{count - 1}")
         picked.append(k)
     if len(set(picked)) != len(picked):
         raise InputError(f"modes: repeated index in {picked}")
@@ -343,7 +344,7 @@ def shaper_schedule(modes: PathModes, kind: str, tolerance=DEFAULT_TOLERANCE, fi
     """The configuration-dependent shaper of the selected modes at every sample (module docstring);
     ``fixed``: the first sample's shaper everywhere. InputError if no mode is selected."""
     if kind not in KINDS:
-        raise InputError(f"shaping: unknown shaper {kind!r} (choose from none, {', '.join(KINDS)})")
+        raise InputError(f"shaping: unknown shaper {shown(kind)} (choose from none, {', '.join(KINDS)})")
     if not modes.selected:
         raise InputError("modes: no mode selected for shaping")
     f = modes.frequencies_hz[:, modes.selected]

@@ -45,6 +45,7 @@ from .schedule import DEFAULT_AMA_RATE_HZ, DEFAULT_MAX_DAMPING, DEFAULT_THRESHOL
 from .schedule import DEFAULT_EXPANSION_ORDER, DEFAULT_EXPANSION_TOLERANCE
 from .shapers import DEFAULT_TOLERANCE, KINDS
 from .untreated import coulomb_band, modal_forcing, second_order, untreated_parts
+from ..core.validation import shown
 
 MAX_SHAPED_MODES = 4           # convolved shapers of more modes: ≥ 3⁵ impulses (ZVD), a long delay
 
@@ -129,7 +130,7 @@ def shape_with_design(model, path: PiecewiseC4Trajectory, kind: str, shaper_desi
     selected, PathModes, DesignChoice or None); the ShapedTrajectory carries both as ``design``
     and ``path_modes``, and its summary says the design, why and the predicted residual."""
     if kind not in KINDS:
-        raise InputError(f"shaping: unknown shaper {kind!r} (choose from none, {', '.join(KINDS)})")
+        raise InputError(f"shaping: unknown shaper {shown(kind)} (choose from none, {', '.join(KINDS)})")
     check_design(shaper_design)
     if path.times.size < 2:
         raise InputError("trajectory: at least 2 waypoints are needed to shape a motion")

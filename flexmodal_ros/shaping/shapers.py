@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.validation import finite_array
+from ..core.validation import finite_array, shown
 
 KINDS = ("zv", "zvd", "ei")
 DEFAULT_TOLERANCE = 0.05     # EI vibration tolerance V (5 %)
@@ -204,7 +204,7 @@ def design(kind, frequency_hz, damping_ratio, tolerance=DEFAULT_TOLERANCE) -> Sh
         return zvd(frequency_hz, damping_ratio)
     if kind == "ei":
         return ei(frequency_hz, damping_ratio, tolerance)
-    raise InputError(f"shaper: unknown kind {kind!r} (choose from {', '.join(KINDS)})")
+    raise InputError(f"shaper: unknown kind {shown(kind)} (choose from {', '.join(KINDS)})")
 
 
 def convolve(*shapers: Shaper) -> Shaper:

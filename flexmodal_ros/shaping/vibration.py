@@ -50,6 +50,7 @@ from .reference import DEFAULT_KNOT_RATE_HZ, ShapedTrajectory
 from ..robot.model import gravity_torque
 from . import ReferenceShaper, check_design, check_shaping
 from ..robot.trajectory import ETA_PEAKS
+from ..core.validation import shown
 
 LAWS = ("pd", "feedforward", "pd_only")
 DEFAULT_WINDOW = 1.0
@@ -235,7 +236,7 @@ def simulate_move(plant_model, times, positions, shaping="none", law="pd", stiff
     ``reference``: an already shaped reference of these waypoints (e.g. from
     ``~/shape_trajectory``) tracked as is (``shaping`` only labels it)."""
     if law not in LAWS:
-        raise InputError(f"law: unknown controller {law!r} (choose from {', '.join(LAWS)})")
+        raise InputError(f"law: unknown controller {shown(law)} (choose from {', '.join(LAWS)})")
     ctrl_model = controller_model(plant_model, stiffness_scale)
     if reference is None:
         reference = prepare_reference(plant_model, times, positions, shaping, law, stiffness_scale,

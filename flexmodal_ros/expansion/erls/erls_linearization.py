@@ -30,7 +30,7 @@ import casadi as ca
 import numpy as np
 
 from ...core.errors import InputError
-from ...core.validation import finite_vector
+from ...core.validation import finite_vector, shown
 from . import erls_model as erls
 from ..taylor import TaylorMap
 from ..eigen import eigenpairs_batch
@@ -123,7 +123,7 @@ def operating_point(model, q_r, qd_r=None, qdd_r=None, payload_mass=None, deflec
     artefact of the ERLS coordinates); hence "none" is the default.
     """
     if deflection not in DEFLECTIONS:
-        raise InputError(f"deflection: expected one of {', '.join(DEFLECTIONS)}, got {deflection!r}")
+        raise InputError(f"deflection: expected one of {', '.join(DEFLECTIONS)}, got {shown(deflection)}")
     nr, nf = model.n_r, model.n_f
     q_r = finite_vector(q_r, nr, "q_r")
     qd_r = np.zeros(nr) if qd_r is None else finite_vector(qd_r, nr, "qd_r")

@@ -42,7 +42,7 @@ import casadi as ca
 import numpy as np
 
 from ...core.errors import ConfigError, InputError
-from ...core.validation import finite_vector, load_yaml_mapping, nonnegative, positive, reject_unknown_keys
+from ...core.validation import finite_vector, load_yaml_mapping, nonnegative, positive, reject_unknown_keys, shown
 
 TOP_KEYS = {"model", "name", "gravity", "rayleigh", "payload", "links"}
 LINK_KEYS = {"length", "elements", "youngs_modulus", "area", "second_moment", "mass_per_length",
@@ -134,7 +134,7 @@ def _link(raw, field_name, error) -> ErlsLink:
         raise error(f"{field_name}: missing {', '.join(missing)}")
     elements = raw["elements"]
     if not isinstance(elements, int) or isinstance(elements, bool) or elements < 1:
-        raise error(f"{field_name}.elements: must be an integer >= 1, got {elements!r}")
+        raise error(f"{field_name}.elements: must be an integer >= 1, got {shown(elements)}")
     values = {k: float(positive(raw[k], f"{field_name}.{k}", error))
               for k in ("length", "youngs_modulus", "area", "second_moment", "mass_per_length")}
     hubs = {k: float(nonnegative(raw.get(k, 0.0), f"{field_name}.{k}", error)) for k in ("hub_mass", "hub_inertia")}
@@ -166,7 +166,7 @@ def load_erls(path) -> ErlsModel:
     raw = load_yaml_mapping(path, "erls model", ConfigError)
     reject_unknown_keys(raw, TOP_KEYS, f"erls model {path}", ConfigError)
     if raw.get("model") != "erls":
-        raise ConfigError(f"{path}: model: expected 'erls', got {raw.get('model')!r}")
+        raise ConfigError(f"{path}: model: expected 'erls', got {shown(raw.get('model'))}")
     rayleigh = raw.get("rayleigh", {}) or {}
     payload = raw.get("payload", {}) or {}
     for key, value, allowed in (("rayleigh", rayleigh, {"alpha", "beta"}), ("payload", payload, {"mass", "inertia"})):

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...calibration.campaign import CalibrationSettings
 from ...core.errors import InputError
+from ...core.validation import shown_names
 from ...identification.inverse_eigen import parse_unknowns
 
 
@@ -20,7 +21,8 @@ def calibration_goal_to_core(model, goal, defaults):
     if list(goal.joints):
         unknown = [j for j in goal.joints if j not in model.joint_names]
         if unknown:
-            raise InputError(f"joints: unknown joint(s) {unknown}; robot has {list(model.joint_names)}")
+            raise InputError(f"joints: unknown joint(s) {shown_names(unknown)}; robot has "
+                             f"{', '.join(model.joint_names)}")
         changes["joints"] = tuple(goal.joints)
     for field, name in (("budget", "budget"), ("validation", "validation"),
                         ("pulses_per_configuration", "pulses_per_configuration"), ("candidates", "candidates")):

@@ -10,6 +10,7 @@ from .flexible_joint_service import check_map_request_size
 from ..conversions import (closed_chain_map_request_to_core, closed_chain_map_to_response,
                           closed_chain_request_to_core, closed_chain_result_to_msg,
                           joint_state_to_closed_chain)
+from ...core.validation import shown
 
 METHODS = ("mcs", "rcs", "ucs")
 DEFAULT_METHOD = "mcs"
@@ -21,7 +22,7 @@ class ClosedChainService:
     def __init__(self, robot, method, max_map):
         method = method or DEFAULT_METHOD
         if method not in METHODS:
-            raise FlexmodalError(f"parameters: method must be one of {', '.join(METHODS)}, got {method!r}")
+            raise FlexmodalError(f"parameters: method must be one of {', '.join(METHODS)}, got {shown(method)}")
         self.robot, self.method, self.max_map, self.guess = robot, method, max_map, None
 
     def parameters(self, request, response, stamp):

@@ -8,6 +8,7 @@ from ...flexible_joint.ama import modal_analysis
 from ...robot.model import create_data
 from ..base import confined_path
 from ..conversions import expansion_request_to_core, expansion_to_response
+from ...core.validation import shown
 
 MODAL_METHODS = ("exact", "polynomial")
 # Default of the node's max_expansion_terms: the expansion's work grows with its number of terms
@@ -24,7 +25,7 @@ def expansion_terms(joints, order):
 def check_expansion_options(method, order, tolerance, radius, max_terms):
     """The node's expansion parameters; FlexmodalError naming the parameter."""
     if method not in MODAL_METHODS:
-        raise FlexmodalError(f"parameter modal_method: must be 'exact' or 'polynomial', got {method!r}")
+        raise FlexmodalError(f"parameter modal_method: must be 'exact' or 'polynomial', got {shown(method)}")
     for name, value, ok in (("expansion_order", order, order >= 1),
                             ("expansion_tolerance", tolerance, 0 <= tolerance < math.inf),
                             ("trust_radius", radius, 0 <= radius < math.inf),
