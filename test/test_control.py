@@ -220,18 +220,25 @@ def _stream(ctrl, model, q, stamps, receipts):
     return command
 
 
+PERIOD = 0.002          # the joint-state stream of the start-now tests: 500 Hz, pace 1
+
+
+def _running(ctrl_factory, model):
+    """A controller that took 0.2 s of samples at rest at pace 1 (stamps 0 … 0.2 s received at
+    steady 10.0 … 10.2 s); (controller, q0, waypoint times, positions of a 0.05 rad move)."""
+    ctrl, q0 = ctrl_factory(), np.zeros(model.n)
+    before = np.arange(0, 101) * PERIOD
+    _stream(ctrl, model, q0, before, 10.0 + before)
+    return ctrl, q0, [0.0, 0.6], np.array([q0, np.full(model.n, 0.05)])
+
+
 def test_start_now_waits_for_the_states_queued_during_a_stall(lwr, ctrl_factory):
     """A 1 s stall of the controller: the states published meanwhile arrive in a burst (stamps
     2 ms apart, receipts 10 µs apart), and a "start now" trajectory accepted in the burst starts at
     the first sample after it — from its beginning — not at an old stamp of the burst (which
     would put the robot 0.05 rad behind the reference at once; Jazzy CI, issue 28)."""
-    ctrl = ctrl_factory()
-    q0 = np.zeros(lwr.n)
-    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
-    period = 0.002
-    before = np.arange(0, 101) * period                        # 0 … 0.2 s at pace 1
-    _stream(ctrl, lwr, q0, before, 10.0 + before)
-    burst = 0.2 + np.arange(1, 501) * period                   # published during the stall
+    ctrl, q0, times, positions = _running(ctrl_factory, lwr)
+    burst = 0.2 + np.arange(1, 501) * PERIOD                   # published during the stall
     burst_receipts = 11.2 + np.arange(500) * 1e-5
     _stream(ctrl, lwr, q0, burst[:3], burst_receipts[:3])      # the first queued states are taken
     assert "trajectory accepted" in ctrl.set_trajectory(times, positions, now=burst_receipts[2])
@@ -242,8 +249,8 @@ def test_start_now_waits_for_the_states_queued_during_a_stall(lwr, ctrl_factory)
         age = burst_receipts[3 + 10 * first] - 10.0 - burst[3 + 10 * first]
         assert 0.0 < age <= 0.1
     assert modes[:40] == [Mode.HOLD] * 40                      # not started on a queued state
-    fresh = burst[-1] + np.arange(1, 4) * period
-    command = _stream(ctrl, lwr, q0, fresh[:1], burst_receipts[-1] + np.arange(1, 2) * period)
+    fresh = burst[-1] + np.arange(1, 4) * PERIOD
+    command = _stream(ctrl, lwr, q0, fresh[:1], burst_receipts[-1] + np.arange(1, 2) * PERIOD)
     assert command.mode == Mode.TRACKING
     if first is None:           # the first fresh sample starts it, from the beginning
         np.testing.assert_allclose(command.q_ref, positions[0], atol=1e-12)
@@ -255,14 +262,9 @@ def test_start_now_waits_for_queued_states_taken_at_ordinary_gaps(lwr, ctrl_fact
     time apart against the stream's 2 ms (a slow cycle on a loaded machine): every pair looks
     ordinary, but each state is still behind; the start waits for the lag to close (Jazzy CI: the
     start was taken 12 ms after an old stamp, and the move began ~1 s into its reference)."""
-    ctrl = ctrl_factory()
-    q0 = np.zeros(lwr.n)
-    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
-    period = 0.002
-    before = np.arange(0, 101) * period
-    _stream(ctrl, lwr, q0, before, 10.0 + before)
+    ctrl, q0, times, positions = _running(ctrl_factory, lwr)
     k = np.arange(1, 4000)
-    stamps, receipts = 0.2 + k * period, 11.2 + k * 0.0015    # queued since 10.2 s, worked off
+    stamps, receipts = 0.2 + k * PERIOD, 11.2 + k * 0.0015    # queued since 10.2 s, worked off
     fresh = np.flatnonzero(stamps >= receipts - 10.0 - 1e-9)[0]
     ctrl.set_trajectory(times, positions, now=receipts[0])
     modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(stamps[:fresh + 30], receipts[:fresh + 30])]
@@ -278,14 +280,9 @@ def test_start_now_waits_for_queued_states_taken_slower_than_the_stream(lwr, ctr
     off its own queue): the lag grows, which is not a paused stream's constant lag — the start
     waits for the fresh states (Jazzy CI: 15 queued states in 0.25 s were trusted as a paused
     stream, and the move began on a state 1 s old)."""
-    ctrl = ctrl_factory()
-    q0 = np.zeros(lwr.n)
-    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
-    period = 0.002
-    before = np.arange(0, 101) * period
-    _stream(ctrl, lwr, q0, before, 10.0 + before)
+    ctrl, q0, times, positions = _running(ctrl_factory, lwr)
     k = np.arange(1, 51)
-    stamps, receipts = 0.2 + k * period, 11.2 + k * 0.017      # 1 s of queued states, 50 taken slowly
+    stamps, receipts = 0.2 + k * PERIOD, 11.2 + k * 0.017      # 1 s of queued states, 50 taken slowly
     _stream(ctrl, lwr, q0, stamps[:1], receipts[:1])           # the first one is taken,
     ctrl.set_trajectory(times, positions, now=receipts[0])     # then the trajectory that waited meanwhile
     modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(stamps[1:], receipts[1:])]
@@ -303,32 +300,27 @@ def test_start_now_after_a_paused_stream_and_at_another_pace(lwr, ctrl_factory):
     learned, starts at the first cycle, and one 50× faster than ever learned at once (its stamps
     are ahead, never behind)."""
     from flexmodal_ros.control.measured import CATCH_UP_BOUND, NOT_CATCHING_UP_BOUND
-    q0 = np.zeros(lwr.n)
-    times, positions = [0.0, 0.6], np.array([q0, np.full(lwr.n, 0.05)])
-    period = 0.002
-    ctrl = ctrl_factory()
-    _stream(ctrl, lwr, q0, np.arange(0, 101) * period, 10.0 + np.arange(0, 101) * period)
-    resumed = 0.202 + np.arange(200) * period                  # after a 1 s pause
-    receipts = 11.2 + np.arange(200) * period
+    ctrl, q0, times, positions = _running(ctrl_factory, lwr)
+    resumed = 0.202 + np.arange(200) * PERIOD                  # after a 1 s pause
+    receipts = 11.2 + np.arange(200) * PERIOD
     _stream(ctrl, lwr, q0, resumed[:1], receipts[:1])
     ctrl.set_trajectory(times, positions, now=receipts[0])
     modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(resumed[1:], receipts[1:])]
     first = 1 + modes.index(Mode.TRACKING)
-    assert receipts[first] - receipts[0] == pytest.approx(CATCH_UP_BOUND, abs=1.5 * period)
-    ctrl = ctrl_factory()                                      # resumed at half the pace learned before
-    _stream(ctrl, lwr, q0, np.arange(0, 101) * period, 10.0 + np.arange(0, 101) * period)
-    receipts = 11.2 + np.arange(800) * 2 * period
+    assert receipts[first] - receipts[0] == pytest.approx(CATCH_UP_BOUND, abs=1.5 * PERIOD)
+    ctrl = _running(ctrl_factory, lwr)[0]                      # resumed at half the pace learned before
+    receipts = 11.2 + np.arange(800) * 2 * PERIOD
     _stream(ctrl, lwr, q0, resumed[:1], receipts[:1])
     ctrl.set_trajectory(times, positions, now=receipts[0])
-    modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(0.202 + np.arange(1, 800) * period, receipts[1:])]
+    modes = [_stream(ctrl, lwr, q0, [t], [r]).mode for t, r in zip(0.202 + np.arange(1, 800) * PERIOD, receipts[1:])]
     first = 1 + modes.index(Mode.TRACKING)
-    assert receipts[first] - receipts[0] == pytest.approx(NOT_CATCHING_UP_BOUND, abs=2.5 * period)
+    assert receipts[first] - receipts[0] == pytest.approx(NOT_CATCHING_UP_BOUND, abs=2.5 * PERIOD)
     for pace in (0.5, 3.0):
         ctrl = ctrl_factory()
-        stamps = np.arange(0, 301) * period
+        stamps = np.arange(0, 301) * PERIOD
         _stream(ctrl, lwr, q0, stamps, 10.0 + stamps / pace)
         ctrl.set_trajectory(times, positions, now=10.0 + stamps[-1] / pace)
-        assert _stream(ctrl, lwr, q0, [stamps[-1] + period], [10.0 + (stamps[-1] + period) / pace]).mode == Mode.TRACKING
+        assert _stream(ctrl, lwr, q0, [stamps[-1] + PERIOD], [10.0 + (stamps[-1] + PERIOD) / pace]).mode == Mode.TRACKING
     ctrl = ctrl_factory()                                      # 50× real time from the first sample
     stamps = np.arange(0, 800) * 0.02                          # 0.4 ms of steady time apart
     receipts = 10.0 + stamps / 50.0

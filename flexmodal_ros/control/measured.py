@@ -32,9 +32,9 @@ being worked off have a lag that moves and keep the start waiting until the fres
 lag shrinks when they are taken faster than the stream; it grows when they are taken slower (a
 cycle starved right after the stall, e.g. while the node's other thread works off its own queue:
 Jazzy CI, a start was taken 30 ms after a stamp 1 s old; the former rule — trusted once the lag
-has not shrunk for CATCH_UP_BOUND — allowed that if 15 queued states took 0.25 s). A lag that has not shrunk
-for ``NOT_CATCHING_UP_BOUND`` s is trusted as well: a stream that resumed at a slower pace than
-the one learned looks the same, and a "start now" must not wait for ever.
+has not shrunk for CATCH_UP_BOUND — allowed that if 15 queued states took 0.25 s). A lag that
+has not shrunk for ``NOT_CATCHING_UP_BOUND`` s is trusted as well: a stream that resumed at a
+slower pace than the one learned looks the same, and a "start now" must not wait for ever.
 """
 import math
 

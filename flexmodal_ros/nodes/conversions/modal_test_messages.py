@@ -5,8 +5,8 @@ from ...core.errors import InputError
 from .joint_states import MOTOR_SUFFIX
 from ...robot.params import Tool
 from ...robot.model import with_overrides
-from ...oma.estimators import METHODS
-from ...core.validation import finite_scalar, finite_vector, shown
+from ...oma.estimators import check_method
+from ...core.validation import finite_scalar, finite_vector
 
 
 # --- modal test (RunModalTest) -----------------------------------------------------------------
@@ -27,8 +27,7 @@ def modal_test_request_to_core(model, request):
     if request.trigger_impulse and (impulse_duration <= 0 or not wrench.any()):
         raise InputError("wrench/impulse_duration: a triggered impulse needs a nonzero wrench and a duration > 0 s")
     method = request.method or "era"
-    if method not in METHODS:
-        raise InputError(f"method: must be one of {', '.join(METHODS)}, got {shown(method)}")
+    check_method(method)
     channels = list(request.channels) or [j + MOTOR_SUFFIX for j in model.joint_names]
     target = model
     if request.override_tool:
