@@ -156,6 +156,21 @@ class RosHarness:
         self.spin_until(future.done, timeout, f"response from {client.srv_name}")
         return future.result()
 
+    def send_goal(self, client, goal, feedback_callback=None, attempts: int = 5, wait: float = 6.0):
+        """Send ``goal`` on the ActionClient ``client`` and return its goal handle. A goal sent right
+        after ``wait_for_server`` can lose its response: the server's reply writer may not have
+        matched this client's reader yet (rmw: "failed to send response (timeout): client will not
+        receive response"). The goal is then sent again, up to ``attempts`` times ``wait`` s; the
+        callers' goals are independent of one another (a lost first one may make the server busy)."""
+        for _ in range(attempts):
+            sent = client.send_goal_async(goal, feedback_callback=feedback_callback)
+            try:
+                self.spin_until(sent.done, wait, "goal response")
+                return sent.result()
+            except TimeoutError:
+                continue
+        raise TimeoutError(f"no goal response after {attempts} attempts of {wait} s")
+
     def shutdown(self):
         import rclpy
 

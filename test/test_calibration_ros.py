@@ -58,18 +58,7 @@ def _send(ros, client, goal, on_feedback=None, timeout=240.0):
         if on_feedback is not None:
             on_feedback(msg.feedback)
 
-    # A goal sent right after wait_for_server can lose its response: the server's reply writer may
-    # not have matched this client's reader yet (rmw: "failed to send response (timeout): client
-    # will not receive response"). The goal is then sent again; the test's goals are independent.
-    for _ in range(5):
-        sent = client.send_goal_async(goal, feedback_callback=keep)
-        try:
-            ros.spin_until(sent.done, 6.0, "goal accepted")
-            break
-        except TimeoutError:
-            continue
-    ros.spin_until(sent.done, 1.0, "goal accepted (5 attempts)")
-    handle = sent.result()
+    handle = ros.send_goal(client, goal, keep)
     assert handle.accepted
     result = handle.get_result_async()
     return handle, result, feedback
