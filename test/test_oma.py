@@ -335,7 +335,8 @@ def test_uneven_stamps_are_resampled_with_a_warning():
 
 @pytest.mark.parametrize("case,match", [
     ("short", "too short"), ("constant", "constant"), ("nan", "NaN"),
-    ("stamps", "not strictly increasing"), ("orders", "orders"), ("order_range", "orders")])
+    ("stamps", "not strictly increasing"), ("orders", "orders"), ("order_range", "orders"),
+    ("fractional_orders", r"orders: expected integers, got <list of 3000 items>$")])
 def test_bad_records_and_options(case, match):
     t = np.arange(600) / 1000.0
     y = np.exp(-3 * t)[:, None] * np.sin(2 * np.pi * np.array([7.0, 11.0]) * t[:, None])
@@ -354,6 +355,8 @@ def test_bad_records_and_options(case, match):
             make_record(tt, y, ["a", "b"])
         elif case == "orders":
             identify_modes(make_record(t, y, ["a", "b"]), "era", [1, 2, 3])
+        elif case == "fractional_orders":      # a long list is named, not echoed
+            check_orders([2.5] * 3000, 2, 600, "ssi")
         else:
             check_orders(range(2, 5000), 2, 600, "var")
 

@@ -71,7 +71,7 @@ def check_orders(orders, num_channels: int, num_samples: int, method: str) -> np
     except (TypeError, ValueError):
         raise InputError(f"orders: expected integers, got {shown(orders)}") from None
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-        raise InputError(f"orders: expected integers, got {np.asarray(orders).tolist()}")
+        raise InputError(f"orders: expected integers, got {shown(np.asarray(orders).tolist())}")
     arr = arr.astype(int)
     if arr[0] < 2:
         raise InputError(f"orders: must be >= 2, got {arr[0]}")
