@@ -193,7 +193,7 @@ def test_controller_holds_a_robot_outside_its_limits_and_recovers(ros, ros_proce
     ns = "/outside"
     ros_process(["flexible_joint_simulator", "--ros-args", "-r", f"__ns:={ns}", "-p", "robot:=planar_2r",
                  "-p", "initial_positions:=[0.3,3.5]"])
-    ros_process(["feedforward_pd_controller", "--ros-args", "-r", f"__ns:={ns}", "-p", "robot:=planar_2r"])
+    controller = ros_process(["feedforward_pd_controller", "--ros-args", "-r", f"__ns:={ns}", "-p", "robot:=planar_2r"])
     probe = ros.node("flexmodal_outside_probe")
     statuses, states = [], []
     probe.create_subscription(String, f"{ns}/feedforward_pd_controller/status", lambda m: statuses.append(m.data),
@@ -218,7 +218,12 @@ def test_controller_holds_a_robot_outside_its_limits_and_recovers(ros, ros_proce
     assert "trajectory rejected" in statuses[-1] and "outside the limits" in statuses[-1], statuses[-1]
     answer = ros.call(recover, Trigger.Request())
     assert answer.success and answer.message.startswith("recovery accepted"), answer.message
-    ros.spin_until(lambda: any(s.startswith("hold: trajectory finished") for s in statuses), 30.0, "recovered")
+    try:
+        ros.spin_until(lambda: any(s.startswith("hold: trajectory finished") for s in statuses), 30.0, "recovered")
+    except TimeoutError:
+        pytest.fail(f"not recovered within 30 s ({answer.message}); statuses since the recovery: "
+                    f"{statuses[count:][-20:]}; last state {states[-1].header.stamp.sec}.{states[-1].header.stamp.nanosec:09d} "
+                    f"{list(states[-1].position)}\n{controller.log()}")
     end = time.monotonic() + 0.5
     ros.spin_until(lambda: time.monotonic() > end, 5.0, "settle")
     assert states[-1].position[1] < math.pi + 1e-3, states[-1].position

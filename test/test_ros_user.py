@@ -26,6 +26,7 @@ import pytest
 
 from flexmodal_ros.core.errors import ConfigError
 from flexmodal_ros.nodes.bringup import NODES, ROBOT_ARGUMENTS, launch_robot_parameters
+from ros_stops import stalled_in_rclpy_teardown
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "flexmodal_ros"
@@ -267,7 +268,9 @@ def test_every_receiving_udp_socket_is_bound_to_loopback(node_group):
 
 def test_one_ctrl_c_ends_every_node_cleanly(node_group):
     """Item 4: SIGINT to the process group (the terminal's Ctrl-C), then SIGINT to each node
-    (what ros2 launch does on Ctrl-C): exit code 0, no traceback, no error output."""
+    (what ros2 launch does on Ctrl-C): exit code 0, no traceback, no error output — or, as in
+    test_shutdown.py, exit code 1 with the stop bound's dump of a clean-up the middleware stalled
+    inside rclpy's destruction (ros_stops.py; docs/ros_robustness.md, "Shutdown")."""
     os.killpg(node_group.pgid, signal.SIGINT)
     time.sleep(0.1)
     for p in node_group.processes.values():
@@ -279,9 +282,12 @@ def test_one_ctrl_c_ends_every_node_cleanly(node_group):
             codes[name] = p.wait(30)
         except subprocess.TimeoutExpired:
             codes[name] = "still running after 30 s"
-    assert codes == {name: 0 for name in codes}, {n: (c, node_group.output(n)[-2000:]) for n, c in codes.items()}
-    for name in node_group.processes:
+    for name, code in codes.items():
         text = node_group.output(name)
+        if code == 1 and stalled_in_rclpy_teardown(text):
+            print(f"{name}: the middleware stalled its clean-up; ended at the stop bound")
+            continue
+        assert code == 0, f"{name}: exit code {code}\n{text[-3000:]}"
         for bad in ("Traceback", "KeyboardInterrupt", "[ERROR]", "Failed to publish", "context is invalid"):
             assert bad not in text, f"{name} printed {bad!r}:\n{text[-3000:]}"
 
