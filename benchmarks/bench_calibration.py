@@ -188,19 +188,17 @@ def design_actual(args):
                                                    gear_ratios(load_robot(robot))))
     print(f"  actual (RK4 plant): targets k {100 * base.target_k:g} %, d {100 * base.target_d:g} %, "
           f"noise {args.actual_noise or 'none'}", flush=True)
-    rows = []
     pools = [int(v) for v in args.design_seeds.split(",")]
-    designs = []
+    designs, randoms = [], []
     for pool in pools:
         designed, truth, wall, _ = one_run(robot, "sim", replace(base, seed=pool), TRUTH_SEEDS[robot], level)
         designs.append((f"designed, pool {pool}" if len(pools) > 1 else "designed", designed, wall))
-    rows.append(designs[0])
     budget = 2 * max(len(d.configurations) for _, d, _ in designs)     # enough to tell whether random needs >= 2 K
     for seed in range(args.random_runs):
         settings = replace(base, design="random", seed=seed, budget=budget)
         result, truth, wall, _ = one_run(robot, "sim", settings, TRUTH_SEEDS[robot], level)
-        rows.append((f"random seed {seed}", result, wall))
-    rows[1:1] = designs[1:]
+        randoms.append((f"random seed {seed}", result, wall))
+    rows = designs + randoms
     out = []
     for label, result, wall in rows:
         acc = accuracy(result, truth)
@@ -220,7 +218,6 @@ def design_actual(args):
                   flush=True)
         out.append({"label": label, "configurations": n, "targets_reached": reached, "accuracy": acc, "wall_s": wall,
                     "prediction_agreement": agreement})
-    randoms = rows[len(designs):]
     needed = [r["configurations"] if r["targets_reached"] else np.inf for r in out[len(designs):]]
     if needed:
         median = float(np.median(needed))

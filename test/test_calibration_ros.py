@@ -50,7 +50,7 @@ def _goal(**fields):
     return goal
 
 
-def _send(ros, client, goal, on_feedback=None, timeout=240.0):
+def _send(ros, client, goal, on_feedback=None):
     feedback = []
 
     def keep(msg):

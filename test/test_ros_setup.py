@@ -225,7 +225,7 @@ def test_controller_holds_a_robot_outside_its_limits_and_recovers(ros, ros_proce
     try:
         ros.spin_until(lambda: any(s.startswith("hold: trajectory finished") for s in statuses), 30.0, "recovered")
     except TimeoutError:
-        pytest.fail(f"not recovered within 30 s ({answer.message}); statuses since the recovery: "
+        pytest.fail(f"not recovered within 30 s ({answer.message}); statuses since the refused trajectory: "
                     f"{statuses[count:][-20:]}; last state {states[-1].header.stamp.sec}.{states[-1].header.stamp.nanosec:09d} "
                     f"{list(states[-1].position)}\n{controller.log()}")
     end = time.monotonic() + 0.5
