@@ -15,8 +15,9 @@ Parts (``--part``):
   against 5 random draws from the same candidate pool, on the worst predicted σ/scale over the
   unknowns the pool can identify and on its geometric mean ("mean"). Acceptance (issue 31): the
   median random draw needs ≥ 2 K configurations to reach the designed set's value (ratio
-  K / median ≤ 0.5). ``--actual``: also the loop itself on the RK4 plant (kuka_lwr4, minutes):
-  configurations until the reported σ meet the targets, designed once and random
+  K / median ≤ 0.5). ``--actual``: also the loop itself on the RK4 plant (``--actual-robot``,
+  default kuka_lwr4; minutes): configurations until the reported σ meet the targets, designed once
+  and random
   (``--random-runs``, default 5), and the actual errors; per K, the worst σ the designed loop
   reported after K configurations and how many each random loop needed to report the same
   (ratio K / median); how far the designed loop's predicted σ were from the reported ones
@@ -173,11 +174,12 @@ def design(args):
 
 
 def design_actual(args):
-    """Designed vs random on the RK4 plant (kuka_lwr4, the offline part's truth): configurations the
-    loop needs until every unknown's reported σ is below its target (--target-k/-d), the designed
-    loop once, the random one (settings.design = "random") with ``--random-runs`` pools/draws; budget
-    2 × the designed count K (whether random needs ≥ 2 K); the actual largest errors at the end."""
-    robot = "kuka_lwr4"
+    """Designed vs random on the RK4 plant (``--actual-robot``, default kuka_lwr4; the offline
+    part's truth): configurations the loop needs until every unknown's reported σ is below its
+    target (--target-k/-d), the designed loop once per ``--design-seeds`` pool, the random one
+    (settings.design = "random") with ``--random-runs`` pools/draws; budget 2 × the designed count K
+    (whether random needs ≥ 2 K); the actual largest errors at the end."""
+    robot = args.actual_robot
     base = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
                                random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d)
     level = None
@@ -425,6 +427,8 @@ def main():
     p.add_argument("--sensor-std", type=float, help="part design: the sensor noise std [rad] the design assumes "
                    "(default: a 20-bit encoder; 1e-9: the noise-free records of the simulated plants)")
     p.add_argument("--actual-only", action="store_true", help="part design: only the loop (--actual), not the fast path")
+    p.add_argument("--actual-robot", default="kuka_lwr4", choices=sorted(TRUTH_SEEDS),
+                   help="part design --actual: the robot of the loop (default kuka_lwr4)")
     p.add_argument("--random-runs", type=int, default=5, help="part design --actual: random runs")
     p.add_argument("--design-seeds", default="2", help="part design --actual: comma-separated seeds of the "
                    "designed loops' candidate pools (the median ratio over them is printed)")
