@@ -25,7 +25,8 @@ Parts (``--part``):
   ``--design-seeds 2,3,...``: the designed loop once per candidate pool (the pool's seed; default
   2), against the same random loops, and per K the median ratio over the pools (one pool's ratio
   varies by ±0.3 from pool to pool); ``--actual-only`` skips the fast path,
-  ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it).
+  ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it);
+  ``--experiment-kd-scale`` fixes the K_D factor of the records (also for part noise).
   ``--sensor-std``: the noise the fast path's design assumes (default a 20-bit encoder; 1e-9 for
   the noise-free records the simulated plants give, where every mode is visible).
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
@@ -181,7 +182,8 @@ def design_actual(args):
     (whether random needs ≥ 2 K); the actual largest errors at the end."""
     robot = args.actual_robot
     base = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
-                               random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d)
+                               random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d,
+                               experiment_kd_scale=args.experiment_kd_scale)
     level = None
     if args.actual_noise:       # noise in the records, and the design told it (as the CLI's --noise does)
         kv = dict(item.split("=") for item in args.actual_noise.split(","))
@@ -299,7 +301,8 @@ def prediction_agreement(history) -> dict | None:
 
 def noise(args):
     settings = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
-                                   random_seeds=0, tracking=False, pulse_repeats=args.pulse_repeats)
+                                   random_seeds=0, tracking=False, pulse_repeats=args.pulse_repeats,
+                                   experiment_kd_scale=args.experiment_kd_scale)
     out = []
     for text in ["none"] + args.noise_levels.split(";"):
         level, run_settings = None, settings
@@ -440,6 +443,9 @@ def main():
                    "records (the design is told it); default none")
     p.add_argument("--noise-levels", default="counts=1048576,std=1e-6;counts=65536,std=1e-5",
                    help="';'-separated counts=..,std=.. of the encoder noise (part noise)")
+    p.add_argument("--experiment-kd-scale", type=float,
+                   help="parts design --actual and noise: K_D factor during the records (default: chosen by the "
+                        "calibration, 0.2 for kuka_lwr4)")
     p.add_argument("--pulse-repeats", type=int, default=1,
                    help="part noise: records per excitation, averaged (noise std / sqrt(repeats))")
     p.add_argument("--robots", default="kuka_lwr4,scompi", help="part ros: the robots, comma-separated")
