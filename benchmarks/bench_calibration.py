@@ -26,7 +26,8 @@ Parts (``--part``):
   2), against the same random loops, and per K the median ratio over the pools (one pool's ratio
   varies by ±0.3 from pool to pool); ``--actual-only`` skips the fast path,
   ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it);
-  ``--experiment-kd-scale`` fixes the K_D factor of the records (also for part noise).
+  ``--experiment-kd-scale`` fixes the K_D factor of the records and ``--truth-seed`` the hidden
+  truth (both also for part noise).
   ``--sensor-std``: the noise the fast path's design assumes (default a 20-bit encoder; 1e-9 for
   the noise-free records the simulated plants give, where every mode is visible).
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
@@ -72,6 +73,11 @@ TRUTH_SEEDS = {"kuka_lwr4": 11, "scompi": 4}
 def load_average():
     """The 1/5/15-minute load averages (the machine is shared: wall times depend on them)."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def truth_seed(args, robot):
+    """The hidden truth's seed: ``--truth-seed``, else the robot's in TRUTH_SEEDS."""
+    return TRUTH_SEEDS[robot] if args.truth_seed is None else args.truth_seed
 
 
 def one_run(robot, engine, settings, seed, noise=None):
@@ -195,12 +201,12 @@ def design_actual(args):
     pools = [int(v) for v in args.design_seeds.split(",")]
     designs, randoms = [], []
     for pool in pools:
-        designed, truth, wall, _ = one_run(robot, "sim", replace(base, seed=pool), TRUTH_SEEDS[robot], level)
+        designed, truth, wall, _ = one_run(robot, "sim", replace(base, seed=pool), truth_seed(args, robot), level)
         designs.append((f"designed, pool {pool}" if len(pools) > 1 else "designed", designed, wall))
     budget = 2 * max(len(d.configurations) for _, d, _ in designs)     # enough to tell whether random needs >= 2 K
     for seed in range(args.random_runs):
         settings = replace(base, design="random", seed=seed, budget=budget)
-        result, truth, wall, _ = one_run(robot, "sim", settings, TRUTH_SEEDS[robot], level)
+        result, truth, wall, _ = one_run(robot, "sim", settings, truth_seed(args, robot), level)
         randoms.append((f"random seed {seed}", result, wall))
     rows = designs + randoms
     out = []
@@ -312,7 +318,7 @@ def noise(args):
             model = load_robot("kuka_lwr4")      # the design is told the sensors' noise, as the CLI does
             run_settings = replace(settings, sensor_std=sensor_std(model, "both", level.counts_per_rev, level.std,
                                                                    gear_ratios(model)))
-        result, truth, wall, robot_time = one_run("kuka_lwr4", "sim", run_settings, TRUTH_SEEDS["kuka_lwr4"], level)
+        result, truth, wall, robot_time = one_run("kuka_lwr4", "sim", run_settings, truth_seed(args, "kuka_lwr4"), level)
         out.append(report(f"kuka_lwr4 noise {text}", result, truth, [wall], robot_time))
     return out
 
@@ -446,6 +452,8 @@ def main():
     p.add_argument("--experiment-kd-scale", type=float,
                    help="parts design --actual and noise: K_D factor during the records (default: chosen by the "
                         "calibration, 0.2 for kuka_lwr4)")
+    p.add_argument("--truth-seed", type=int,
+                   help="parts design --actual and noise: seed of the hidden truth (default 11 for kuka_lwr4, 4 for scompi)")
     p.add_argument("--pulse-repeats", type=int, default=1,
                    help="part noise: records per excitation, averaged (noise std / sqrt(repeats))")
     p.add_argument("--robots", default="kuka_lwr4,scompi", help="part ros: the robots, comma-separated")
