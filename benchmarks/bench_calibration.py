@@ -17,8 +17,7 @@ Parts (``--part``):
   median random draw needs ≥ 2 K configurations to reach the designed set's value (ratio
   K / median ≤ 0.5). ``--actual``: also the loop itself on the RK4 plant (``--actual-robot``,
   default kuka_lwr4; minutes): configurations until the reported σ meet the targets, designed once
-  and random
-  (``--random-runs``, default 5), and the actual errors; per K, the worst σ the designed loop
+  and random (``--random-runs``, default 5), and the actual errors; per K, the worst σ the designed loop
   reported after K configurations and how many each random loop needed to report the same
   (ratio K / median); how far the designed loop's predicted σ were from the reported ones
   (median and 90th percentile of the factor, from the second configuration on);
@@ -187,6 +186,7 @@ def design_actual(args):
     (settings.design = "random") with ``--random-runs`` pools/draws; budget 2 × the designed count K
     (whether random needs ≥ 2 K); the actual largest errors at the end."""
     robot = args.actual_robot
+    nominal = load_robot(robot)
     base = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
                                random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d,
                                experiment_kd_scale=args.experiment_kd_scale)
@@ -194,8 +194,8 @@ def design_actual(args):
     if args.actual_noise:       # noise in the records, and the design told it (as the CLI's --noise does)
         kv = dict(item.split("=") for item in args.actual_noise.split(","))
         level = EncoderNoise(float(kv["counts"]) if "counts" in kv else None, float(kv.get("std", 0.0)), 0)
-        base = replace(base, sensor_std=sensor_std(load_robot(robot), "both", level.counts_per_rev, level.std,
-                                                   gear_ratios(load_robot(robot))))
+        base = replace(base, sensor_std=sensor_std(nominal, "both", level.counts_per_rev, level.std,
+                                                   gear_ratios(nominal)))
     print(f"  actual (RK4 plant): targets k {100 * base.target_k:g} %, d {100 * base.target_d:g} %, "
           f"noise {args.actual_noise or 'none'}", flush=True)
     pools = [int(v) for v in args.design_seeds.split(",")]
@@ -239,7 +239,7 @@ def design_actual(args):
                   f"-> ratio {out[0]['configurations'] / median:.2f}", flush=True)
     out_k, per_k = [], {}
     if randoms:
-        targets = base.targets(Unknowns.build(load_robot(robot)))
+        targets = base.targets(Unknowns.build(nominal))
         for label, designed, _ in designs:
             rows_k = reported_against_random(designed, [r for _, r, _ in randoms], truth, targets)
             out_k.append({"label": label, "rows": rows_k})
