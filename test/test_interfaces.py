@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
 
 from flexmodal_interfaces.msg import ModalParameters
+from ros_stops import stalled_in_rclpy_teardown
 from flexmodal_interfaces.srv import (ApplyWrench, ComputeModalMap, ComputeModalParameters,
                                       IdentifyJointParameters)
 
@@ -129,7 +129,10 @@ def test_compute_modal_parameters_round_trip_across_processes(ros, ros_process):
                          wait_for_service=(ECHO_SERVICE, ComputeModalParameters))
     client = ros.node("flexmodal_test_client").create_client(ComputeModalParameters, ECHO_SERVICE)
     assert_echoed(ros.call(client, make_request()))
-    assert server.stop() == 0, server.log()
+    code = server.stop()
+    if code == 1 and stalled_in_rclpy_teardown(server.log_path.read_text(errors="replace")):
+        return          # the middleware stalled the clean-up: cut at the stop bound (ros_stops.py)
+    assert code == 0, server.log()
 
 
 def source_env_script(tmp_path, **overrides):
@@ -158,22 +161,19 @@ def test_env_script_keeps_ros_on_loopback_and_exposes_the_interfaces(tmp_path):
 
 
 def main():
-    """Echo server node for the cross-process test (environment from the ros_process fixture)."""
-    rclpy.init()
-    node = rclpy.create_node("flexmodal_test_echo_server")
-    node.create_service(ComputeModalParameters, ECHO_SERVICE, echo_modal_parameters)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # rclpy 7.1 (Jazzy): the stop signal's context shutdown can land between the executor's
-        # checks and its next wait set ("the given context is not valid"): that is the stop
-        if rclpy.ok():
-            raise
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    """Echo server node for the cross-process test (environment from the ros_process fixture), run
+    as the product's nodes are (nodes/entry_points.run_main, nodes/base.run_node): its stop is bounded
+    by STOP_BOUND_S, so a clean-up the middleware stalls ends with exit code 1 and the stack dump
+    (a plain rclpy.spin script once outlived the fixture's 10 s and was killed: CI, Kilted)."""
+    from flexmodal_ros.nodes.base import run_node
+    from flexmodal_ros.nodes.entry_points import run_main
+
+    def echo_server():
+        node = rclpy.create_node("flexmodal_test_echo_server")
+        node.create_service(ComputeModalParameters, ECHO_SERVICE, echo_modal_parameters)
+        return node
+
+    run_main(lambda: lambda: run_node(echo_server, "test_interfaces.py"))
 
 
 if __name__ == "__main__":

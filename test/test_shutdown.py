@@ -107,3 +107,36 @@ def test_one_ctrl_c_under_load_ends_every_node(tmp_path, ros_env):
             b.wait()
     print(f"Ctrl-C under load: " + ", ".join(f"{n} {t:.2f} s" for n, t in ended.items()))
     nodes.check(ended, "under load")
+
+
+def _dump(*frames):
+    """The stop bound's faulthandler dump of a main thread whose innermost frame comes first."""
+    return ("[INFO] ready\nTimeout (0:00:01.500000)!\nThread 0x00007f425722c740 (most recent call first):\n"
+            + "".join(f'  File "{path}", line {line} in {name}\n' for path, line, name in frames))
+
+
+def test_the_stall_recognizer_accepts_only_a_stall_in_native_clean_up():
+    """ros_stops.stalled_in_rclpy_teardown: a dump in rclpy's destroy or in run_node's clean-up lines
+    with nothing above them counts (CI, Jazzy: identification_server at base.py's ``except ...: pass``);
+    run_node inside its spin loop, or the project's own clean-up code above run_node, does not."""
+    import inspect
+    from flexmodal_ros.nodes import base, entry_points
+    lines, first = inspect.getsourcelines(base.run_node)
+    line_of = {text.strip(): first + i for i, text in enumerate(lines)}
+    base_py, entry_py = base.__file__, entry_points.__file__
+    outer = [(base_py, None, "run_node"), ("/x/flexmodal_ros/nodes/identification_server.py", 205, "main"),
+             (entry_py, 58, "run_main")]
+
+    def dump_at(*innermost, run_node_line):
+        return _dump(*innermost, *[(p, run_node_line if n == "run_node" else line, n) for p, line, n in outer])
+
+    release = line_of["pass"]
+    destroy = line_of["node.destroy_node()"]
+    spin = line_of["executor.spin_once(timeout_sec=SHUTDOWN_CHECK_S)"]
+    assert stalled_in_rclpy_teardown(dump_at(run_node_line=release))
+    assert stalled_in_rclpy_teardown(dump_at(("/v/lib/python3.11/site-packages/rclpy/node.py", 2000, "destroy_node"),
+                                             run_node_line=destroy))
+    assert not stalled_in_rclpy_teardown(dump_at(run_node_line=spin))
+    assert not stalled_in_rclpy_teardown(dump_at(("/x/flexmodal_ros/core/workers.py", 90, "shutdown_all"),
+                                                 run_node_line=line_of["workers.shutdown_all()"]))
+    assert not stalled_in_rclpy_teardown(dump_at(run_node_line=release).replace("Timeout (", "Stopped ("))
