@@ -16,11 +16,11 @@ from flexmodal_ros.calibration.experiment_design import (DEFAULT_SENSOR_STD, Exc
                                                          candidate_configurations,
                                                          choose_experiment_gains, evaluate_pool,
                                                          greedy_design, loop_damping, parameter_scale,
-                                                         prior_information)
+                                                         logdet, predicted_std, prior_information, worst_focus)
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.calibration import weighted_fit
-from flexmodal_ros.calibration.visibility_calibration import noise_factor, observe, rescale_noise
+from flexmodal_ros.calibration.visibility_calibration import noise_factor, observe, rescale_noise, visibility_rule
 from flexmodal_ros.calibration.weighted_fit import MeasuredModes, fit_parameters
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit, pulse_on
 from flexmodal_ros.control import FailSafeController, JointSample, Mode
@@ -29,7 +29,7 @@ from flexmodal_ros.core.errors import InputError
 from flexmodal_ros.core.workers import NO_STOP
 from flexmodal_ros.modes import track_modes
 from flexmodal_ros.modes.uncertainty import frequency_damping_jacobian
-from flexmodal_ros.oma.visibility import cramer_rao, single_mode_bounds
+from flexmodal_ros.oma.visibility import cramer_rao, single_mode_bounds, spectral_dominance
 from flexmodal_ros.robot.model import with_overrides
 from flexmodal_ros.robot.registry import load_robot
 
@@ -209,6 +209,35 @@ def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
     assert np.all(np.diff(comparison.designed[1:]) <= 1e-12)          # more data, less uncertainty
 
 
+def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_them(lwr):
+    """worst_focus: the unknowns above FOCUS_SHARE of the worst σ/target and those without a finite
+    σ; None when that is every one. With targets the design's step holds at least as much
+    information about those unknowns (Ds criterion) as the D-optimal step (their gain on the actual
+    loop: bench_calibration --part design --actual, docs/calibration.md)."""
+    target = np.array([0.01, 0.01, 0.1, 0.1])
+    np.testing.assert_array_equal(worst_focus(np.array([0.02, 0.1, 0.2, 0.75]), target, 0.7), [1, 3])
+    np.testing.assert_array_equal(worst_focus(np.array([0.05, np.inf, 0.2, 0.3]), target, 0.7), [0, 1])
+    assert worst_focus(np.array([0.1, 0.1, 1.0, 1.0]), target, 0.7) is None
+    model = with_overrides(lwr, kd=lwr.kd * 0.5)
+    unknowns = Unknowns.build(model)
+    nominal = unknowns.values(model)
+    ranges = (np.where(nominal > 0, 0.5 * nominal, 0.0), np.where(nominal > 0, 2 * nominal, 10.0))
+    scale = parameter_scale(model, unknowns, ranges)
+    rows = list(range(2 * model.n))
+    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
+    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    pool = evaluate_pool(model, candidate_configurations(model, 20, seed=5), unknowns, CONTINUOUS, plan,
+                         MeasurementModel(), scale)
+    targets = np.where(np.array(unknowns.kinds) == "k", 0.005, 0.03)
+    prior = prior_information(scale, ranges)
+    focus = worst_focus(predicted_std(prior, scale) / scale, targets)
+    assert focus is not None and 0 < focus.size < targets.size
+    with single_blas_thread():
+        d_optimal = greedy_design(pool, 1, scale, prior)[0]
+        focused = greedy_design(pool, 1, scale, prior, target=targets)[0]
+    assert logdet(prior + focused.information, focus) >= logdet(prior + d_optimal.information, focus) - 1e-9
+
+
 def test_design_against_random_fast_path_beats_random_draws_of_the_same_size(lwr):
     """The benchmark's fast path (no record): after K designed configurations the worst predicted
     relative std is below the median of random sets of K, and falls with K."""
@@ -249,6 +278,63 @@ def test_design_noise_is_calibrated_from_the_modes_the_oma_recovered(lwr):
     for a, b in zip(pool, fresh):
         assert np.array_equal(np.isinf(a.var_f), np.isinf(b.var_f))
         np.testing.assert_allclose(a.information([0, 1]), b.information([0, 1]), rtol=1e-9)
+
+
+def test_spectral_dominance_is_the_peak_over_the_rest_of_the_numeric_spectrum():
+    """spectral_dominance against the Fourier transform of the decay computed numerically (a long
+    record, trapezoid rule, each pole's term taken in magnitude as the function does): two close
+    heavily damped modes, the weaker one below 1, the stronger above; a lone light mode far above;
+    an unexcited mode 0."""
+    lam = np.array([-0.25 * 2 * np.pi * 6 + 2j * np.pi * 6, -0.2 * 2 * np.pi * 7 + 2j * np.pi * 7,
+                    -0.01 * 2 * np.pi * 40 + 2j * np.pi * 40, -0.05 * 2 * np.pi * 20 + 2j * np.pi * 20])
+    a = np.array([[1.0, 0.2], [0.4, 0.1], [0.05, 0.3], [0.0, 0.0]]) * np.exp(1j * np.array([[0.3], [1.1], [-0.4], [0]]))
+    t = np.linspace(0.0, 40.0, 400001)
+    expected = np.zeros(lam.size)
+    for r in range(lam.size):
+        w = lam[r].imag
+        ft = lambda coef, pole: abs(np.trapezoid(coef * np.exp((pole - 1j * w) * t), t))
+        per_channel = []
+        for c in range(a.shape[1]):
+            rest = sum(ft(a[s, c], lam[s]) for s in range(lam.size) if s != r)
+            rest += sum(ft(np.conj(a[s, c]), np.conj(lam[s])) for s in range(lam.size))
+            per_channel.append(ft(a[r, c], lam[r]) / rest if rest > 0 else np.inf)
+        expected[r] = max(per_channel)
+    got = spectral_dominance(lam, a)
+    np.testing.assert_allclose(got[:3], expected[:3], rtol=1e-3)
+    assert got[1] < 1.0 < got[0] and got[2] > 10.0 and got[3] == 0.0
+
+
+def test_design_dominance_gate_is_learned_from_the_modes_the_oma_recovered(lwr):
+    """Records that lose exactly the modes below dominance 1.5 (of those the noise rule shows) teach
+    the design that gate; records showing every mode the noise rule shows teach it one that removes
+    none of them (the largest such, the most conservative); a pool
+    screened at a gate has no visible mode below it, and the same modes as the rule without it
+    above it."""
+    model = with_overrides(lwr, kd=lwr.kd * 0.2)
+    unknowns = Unknowns.build(model)
+    nominal = unknowns.values(model)
+    scale = parameter_scale(model, unknowns, (0.5 * nominal, np.where(nominal > 0, 2 * nominal, 10.0)))
+    rows = list(range(2 * model.n))
+    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
+    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    qs = candidate_configurations(model, 3, seed=2)
+    pool = evaluate_pool(model, qs, unknowns, CONTINUOUS, plan, MeasurementModel(dominance_min=0.0), scale)
+    options = (4, 3)
+    probe = [observe(c, options, []) for c in pool]
+    f_of = [c.frequencies_hz[c.usable] for c in pool]
+    strong = [observe(c, options, f[o.visible(1.0) & (o.dominance >= 1.5)]) for c, f, o in zip(pool, f_of, probe)]
+    assert any((o.visible(1.0) & (o.dominance < 1.5)).any() for o in strong)        # the gate has modes to remove
+    assert visibility_rule(strong, (1.0,)) == (1.0, 1.5)
+    every = [observe(c, options, f[o.visible(1.0)]) for c, f, o in zip(pool, f_of, probe)]
+    c, delta = visibility_rule(every, (1.0,))
+    assert c == 1.0 and delta < 1.5 and all(np.array_equal(o.visible(1.0, delta), o.visible(1.0)) for o in every)
+    gated = [dataclasses.replace(c, var_f=c.var_f.copy(), var_z=c.var_z.copy(), snr=c.snr.copy()) for c in pool]
+    rescale_noise(gated, DEFAULT_SENSOR_STD * np.ones(2 * model.n), 1.5)
+    for c, g in zip(pool, gated):
+        idx = np.flatnonzero(c.usable)
+        kept = np.isfinite(g.var_f[:, idx])
+        assert not (kept & (g.dominance[:, idx] < 1.5)).any()
+        assert np.array_equal(kept, np.isfinite(c.var_f[:, idx]) & (g.dominance[:, idx] >= 1.5))
 
 
 def _true_modes(true_model, qs, loop, relative_std, reference_model=None, leave_out=0) -> MeasuredModes:

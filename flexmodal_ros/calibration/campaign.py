@@ -55,7 +55,7 @@ from .design_comparison import compare_with_random, random_design
 from .experiment_design import (candidate_configurations, choose_experiment_gains, greedy_design, identifiable_mask,
                                 predicted_std, prior_information)
 from .tracking_check import tracking_trajectory, tracking_validation  # noqa: F401  (re-exported)
-from .visibility_calibration import CHANGE, noise_factor, observe, rescale_noise
+from .visibility_calibration import CHANGE, FACTORS, observe, rescale_noise, visibility_rule
 from .weighted_fit import follow_modes
 
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
@@ -198,17 +198,19 @@ def _run(run, qs, gain_table):
                      "modes_measured": len(data.modes), "values": run.estimate.tolist(),
                      "std": [None if not np.isfinite(v) else float(v) for v in run.std],
                      "predicted_std": [None if not np.isfinite(v) else float(v) for v in step.predicted_std]}
-            if s.sensor_std is None:        # noise not given: the design's assumed noise from what the OMA recovered
-                t0 = time.perf_counter()
-                observations.append(observe(pool[step.candidate], step.excitations,
-                                            [m["frequency_hz"] for m in data.modes], noise_c))
-                c = noise_factor(observations)
-                if abs(np.log(c / noise_c)) > np.log(CHANGE):
-                    noise_c = c
-                    run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * c)
-                    rescale_noise(pool, run.measurement.noise(run.model))
+            # the design's visibility rule from what the OMA recovered: the noise (when not given), the dominance gate
+            t0 = time.perf_counter()
+            observations.append(observe(pool[step.candidate], step.excitations,
+                                        [m["frequency_hz"] for m in data.modes], noise_c))
+            c, delta = visibility_rule(observations, FACTORS if s.sensor_std is None else (1.0,))
+            if abs(np.log(c / noise_c)) > np.log(CHANGE) or delta != run.measurement.dominance_min:
+                noise_c = c if abs(np.log(c / noise_c)) > np.log(CHANGE) else noise_c
+                run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * noise_c, dominance_min=delta)
+                rescale_noise(pool, run.measurement.noise(run.model), delta)
+            if s.sensor_std is None:
                 entry["design_noise_factor"] = noise_c
-                run.timed("design", t0)
+            entry["design_dominance_min"] = run.measurement.dominance_min
+            run.timed("design", t0)
             run.history.append(entry)
             run.save_state()
             run.report("configuration done", positions=data.q.tolist(), modes_measured=len(data.modes),

@@ -11,7 +11,10 @@ along an axis where the plant offers impacts):
    (:func:`~.pulse_response.pulse_decay_amplitudes`, :func:`~flexmodal_ros.oma.impact.free_decay_contributions`);
 3. the noise-floor rule of :mod:`flexmodal_ros.oma.visibility`: with the sensors' noise
    (:class:`MeasurementModel`), which modes the record will show (SNR and Cramér–Rao standard
-   deviations of f and ζ within the OMA's reporting limits) and how precisely: σ_f, σ_ζ. Screening
+   deviations of f and ζ within the OMA's reporting limits) and how precisely: σ_f, σ_ζ; and whether
+   the mode stands out of the others at its frequency (its spectral dominance in some channel ≥
+   ``dominance_min``, :func:`~flexmodal_ros.oma.visibility.spectral_dominance`: overlapping heavily
+   damped modes merge in the OMA whatever their SNR). Screening
    uses each mode's bound alone (:func:`~flexmodal_ros.oma.visibility.screen_modes`); the
    shortlisted candidates get the full rule (modes judged together with the stronger ones). Both
    add the decay of the modes judged invisible to the noise (the OMA does not hold them, so they
@@ -21,10 +24,13 @@ along an axis where the plant offers impacts):
    error, growing with ζ: :func:`measurement_floors`);
 5. the Fisher information of the configuration, F = Σ_modes J_fᵀJ_f/σ_f² + J_ζᵀJ_ζ/σ_ζ².
 
-Selection (:func:`greedy_design`) is D-optimal and sequential: starting from the information
-already held (data measured so far, or a weak prior from the parameter ranges), the configuration
-and its ``pulses_per_configuration`` excitations that raise log det(F_total) most are added one at
-a time. The predicted standard deviation of each unknown is √diag(F⁻¹) of the data's information
+Selection (:func:`greedy_design`) is sequential: starting from the information already held (data
+measured so far, or a weak prior from the parameter ranges), the configuration and its
+``pulses_per_configuration`` excitations that raise the criterion most are added one at a time.
+Without targets the criterion is D-optimal, log det(F_total); with them Ds-optimal on the unknowns
+whose predicted σ/target is within FOCUS_SHARE of the worst (:func:`worst_focus`): the loop runs
+until the worst unknown is at its target, and spreading the information over all of them (D) left
+the worst behind. The predicted standard deviation of each unknown is √diag(F⁻¹) of the data's information
 (:func:`predicted_std`; an unknown in a direction the information does not determine is reported
 as not identifiable, never given a number). :func:`~.design_comparison.random_design` draws
 configurations and excitations at random from the same pool, for comparison
@@ -42,7 +48,7 @@ from ..identification.inverse_eigen import REL_STD_LIMIT
 from ..oma.compare import channel_rows
 from ..oma.impact import AXES, Impulse, free_decay_contributions
 from ..oma.mode_estimation import SETTLE_SAMPLES, SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z
-from ..oma.visibility import screen_modes, visible_modes
+from ..oma.visibility import screen_modes, spectral_dominance, visible_modes
 from ..robot.model import create_data, with_overrides
 from .eigen_sensitivity import CONTINUOUS, Unknowns, loop_modes, mode_sensitivity
 from .offline_plants import channel_names
@@ -54,6 +60,10 @@ DEFAULT_SENSOR_STD = 2 * np.pi / 2 ** 20 / np.sqrt(12.0)
 FREQUENCY_FLOOR = 1e-4     # σ_f ≥ (this + DAMPING_SLOPE ζ)·f: OMA against model on the suite's plants,
 DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this + DAMPING_SLOPE ζ: 1e-4 for lightly damped modes, 2.5e-4
 DAMPING_SLOPE = 5e-4       # (f relative, ζ absolute) for the heavily damped ones (ζ 0.3: few cycles)
+# A visible mode has a spectral peak of its own in a channel (dominance ≥ 1) until the records say
+# otherwise (visibility_calibration.py; oma/visibility.py: what was recovered below and above 1).
+DOMINANCE_MIN = 1.0
+FOCUS_SHARE = 0.7          # Ds focus: σ/target above this share of the worst (docs/calibration.md)
 
 
 def measurement_floors(f, z, frequency_floor=FREQUENCY_FLOOR, damping_floor=DAMPING_FLOOR):
@@ -72,7 +82,8 @@ class MeasurementModel:
     """What a record shows: ``sample_rate_hz``, ``record_s`` of free decay analysed, ``channels``
     (both | motor | link positions), ``sensor_std`` [rad or m] per channel (scalar or one per
     channel), ``frequency_floor``/``damping_floor`` (module docstring), ``snr_min`` and the OMA's
-    reporting limits, ``nyquist_fraction`` (modes above it are not identifiable)."""
+    reporting limits, ``nyquist_fraction`` (modes above it are not identifiable), ``dominance_min``
+    the spectral dominance a visible mode needs (module docstring, step 3; DOMINANCE_MIN)."""
 
     sample_rate_hz: float = 1000.0
     record_s: float = 1.5
@@ -82,6 +93,7 @@ class MeasurementModel:
     damping_floor: float = DAMPING_FLOOR
     snr_min: float = SNR_MIN
     nyquist_fraction: float = 0.9
+    dominance_min: float = DOMINANCE_MIN
 
     def noise(self, model) -> np.ndarray:
         c = len(channel_names(model, self.channels))
@@ -150,7 +162,8 @@ class Candidate:
     """A configuration's modes and, per excitation option, the variances of f and ζ a record would
     give (inf: not visible). ``jf``/``jz`` (m, P) sensitivities in scaled unknowns; ``refined``:
     options whose variances are those of the full noise-floor rule (the others: the single-mode
-    screening, :func:`~flexmodal_ros.oma.visibility.screen_modes`)."""
+    screening, :func:`~flexmodal_ros.oma.visibility.screen_modes`); ``dominance`` (options, m) each
+    mode's spectral dominance in the option's record, below ``dominance_min`` not visible."""
 
     q: np.ndarray
     frequencies_hz: np.ndarray
@@ -168,6 +181,8 @@ class Candidate:
     response: list = field(default_factory=list, repr=False)     # per option: (λ, amplitudes) of the usable modes
     usable: np.ndarray = field(default=None, repr=False)
     rule: tuple = field(default=(), repr=False)                  # (noise, N, fs, snr_min)
+    dominance: np.ndarray = field(default=None, repr=False)
+    dominance_min: float = 0.0
 
     def refine(self, options):
         """Re-evaluate ``options`` with the full noise-floor rule (:func:`visible_modes`)."""
@@ -181,13 +196,15 @@ class Candidate:
                                               UNCERTAINTY_Z, remainder=True))
             self.refined.add(o)
 
-    def screen(self, noise=None):
+    def screen(self, noise=None, dominance_min=None):
         """(Re-)evaluate every option with the single-mode screening
         (:func:`~flexmodal_ros.oma.visibility.screen_modes`) at the per-channel ``noise`` [rad]
-        (None: the noise of ``rule``); full-rule refinements are dropped."""
+        and ``dominance_min`` (None: those held); full-rule refinements are dropped."""
         old, N, fs, snr_min = self.rule
         noise = old if noise is None else np.asarray(noise, float)
         self.rule = (noise, N, fs, snr_min)
+        if dominance_min is not None:
+            self.dominance_min = float(dominance_min)
         self.refined = set()
         self.var_f[:], self.var_z[:] = np.inf, np.inf
         idx = np.flatnonzero(self.usable)
@@ -198,8 +215,9 @@ class Candidate:
 
     def _store(self, option, idx, vis):
         """Variances (inf: not visible) and SNR of the usable modes ``idx`` for ``option``."""
-        self.var_f[option, idx] = np.where(vis.visible, vis.std_frequency_hz ** 2, np.inf)
-        self.var_z[option, idx] = np.where(vis.visible, vis.std_damping_ratio ** 2, np.inf)
+        visible = vis.visible & (self.dominance[option, idx] >= self.dominance_min)
+        self.var_f[option, idx] = np.where(visible, vis.std_frequency_hz ** 2, np.inf)
+        self.var_z[option, idx] = np.where(visible, vis.std_damping_ratio ** 2, np.inf)
         self.snr[option, idx] = vis.snr
 
     def information(self, chosen) -> np.ndarray:
@@ -294,10 +312,14 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
     if stable and stability_loop is not None and stability_loop != loop:
         stable = loop_damping(model, q, stability_loop, measurement, data) > 0
     shape = (len(options), f.size)
+    dominance = np.zeros(shape)
+    for o, (lm, a) in enumerate(response):
+        dominance[o, idx_usable] = spectral_dominance(lm, a)
     cand = Candidate(np.asarray(q, float).copy(), f, z, sens.d_frequency * scale, sens.d_damping * scale,
                      np.full(shape, np.inf), np.full(shape, np.inf), options,
                      *measurement_floors(f, z, measurement.frequency_floor, measurement.damping_floor),
-                     stable, np.zeros(shape), set(), response, usable, (noise, N, fs, measurement.snr_min))
+                     stable, np.zeros(shape), set(), response, usable, (noise, N, fs, measurement.snr_min),
+                     dominance, measurement.dominance_min)
     cand.screen()
     return cand
 
@@ -359,6 +381,17 @@ def predicted_std(info, scale) -> np.ndarray:
     return np.where(null, np.inf, np.sqrt(var)) * scale
 
 
+def worst_focus(relative_std, target, share=FOCUS_SHARE):
+    """The unknowns the next configuration is chosen for: those whose predicted σ/target (σ
+    relative to the scale, ``target`` (P,) relative) is above ``share`` × the worst one's, and any
+    without a finite σ; None (every unknown: D-optimal) when that is all of them."""
+    ratio = np.asarray(relative_std, float) / np.asarray(target, float)
+    finite = np.isfinite(ratio)
+    worst = ratio[finite].max(initial=0.0)
+    focus = np.flatnonzero(~finite | (ratio > share * worst))
+    return focus if focus.size < ratio.size else None
+
+
 def greedy_design(candidates, budget, scale, prior, data_information=None, exclude=(),
                   pulses_per_configuration=2, shortlist=SHORTLIST, target=None) -> list:
     """D-optimal sequential choice of ``budget`` candidates (module docstring). ``prior``: the weak
@@ -366,8 +399,8 @@ def greedy_design(candidates, budget, scale, prior, data_information=None, exclu
     ``exclude``: candidate indices already used. At each step the ``shortlist`` best candidates by
     the screening get their chosen excitations re-evaluated with the full noise-floor rule
     (:meth:`Candidate.refine`) before the choice. ``target`` (P,) relative standard deviations:
-    once some unknowns are predicted below it, the criterion is Ds-optimal on the others
-    (:func:`logdet` with the unknowns above target as ``focus``). Returns a list of
+    the criterion is Ds-optimal on the unknowns that hold the loop from its targets
+    (:func:`worst_focus`; :func:`logdet` with them as ``focus``). Returns a list of
     :class:`DesignStep`."""
     data = np.zeros_like(prior) if data_information is None else np.array(data_information)
     used, steps = set(exclude), []
@@ -375,9 +408,7 @@ def greedy_design(candidates, budget, scale, prior, data_information=None, exclu
         base = prior + data
         focus = None
         if target is not None:
-            rel = predicted_std(base, scale) / scale
-            above = np.flatnonzero(rel > target)
-            focus = above if 0 < above.size < rel.size else None
+            focus = worst_focus(predicted_std(base, scale) / scale, target)
         scores = []
         for i, cand in enumerate(candidates):
             if i in used or not cand.stable:

@@ -1,22 +1,31 @@
-"""The design's sensor noise, calibrated from the modes the OMA actually recovered.
+"""The design's visibility rule, calibrated from the modes the OMA actually recovered.
 
 The experiment design (:mod:`.experiment_design`) predicts which modes a record will show from the
-sensors' noise (the noise-floor rule of :mod:`flexmodal_ros.oma.visibility`). When the user does not
-give that noise, the design assumes a 20-bit encoder (``DEFAULT_SENSOR_STD``). A plant whose records
-are cleaner than that (the suite's noise-free simulations; a robot with better encoders) shows
-every mode at every configuration: on kuka_lwr4 the design predicted 7–11 of the 14 modes below
-Nyquist visible at its chosen configurations, the OMA recovered all 14 at each. The design then
-chooses configurations and pulses for the visibility of modes that are visible anyway, and its
-predicted σ are ~10× the σ the fit reports (docs/calibration.md, "Designed vs random").
+sensors' noise (the noise-floor rule of :mod:`flexmodal_ros.oma.visibility`) and from how far each
+mode stands out of the others at its frequency (its spectral dominance, ≥ ``dominance_min``:
+:func:`~flexmodal_ros.oma.visibility.spectral_dominance`). Both can be wrong for the plant at hand:
 
-After each measured configuration the loop calls :func:`noise_factor`: the factor c on the assumed
-noise at which the design's own rule (the screening of
-:func:`~.experiment_design.evaluate_candidate`, :func:`~flexmodal_ros.oma.visibility.screen_modes`,
-re-evaluated at c × the noise) agrees best with what was measured — per configuration and usable
-mode, predicted visible (in one of the recorded excitations) against matched in the OMA; of equally
-good factors the largest (the most conservative). :func:`rescale_noise` re-applies the rule to a
-pool at the new noise (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer
-modes than predicted) raise c the same way.
+- when the user does not give the noise, the design assumes a 20-bit encoder
+  (``DEFAULT_SENSOR_STD``). A plant whose records are cleaner than that (the suite's noise-free
+  simulations; a robot with better encoders) shows every mode at every configuration: on
+  kuka_lwr4 the design predicted 7–11 of the 14 modes below Nyquist visible at its chosen
+  configurations, the OMA recovered all 14 at each;
+- how well the OMA separates overlapping modes depends on their damping and on the records: on
+  kuka_lwr4 at K_D × 0.2 with 2²⁰-count encoders the modes with dominance below 1 were recovered
+  4–12 % of the time (the default DOMINANCE_MIN = 1 right), on a noise-free plant all of them.
+
+The design then chooses configurations and pulses for modes that will not be there, or passes
+over ones that will (docs/calibration.md, "Designed vs random").
+
+After each measured configuration the loop calls :func:`visibility_rule`: the factor c on the
+assumed noise (only when the noise was not given) and the dominance threshold δ at which the
+design's own rule (the screening of :func:`~.experiment_design.evaluate_candidate`,
+:func:`~flexmodal_ros.oma.visibility.screen_modes`, re-evaluated at c × the noise, then the
+dominance gate) agrees best with what was measured — per configuration and usable mode, predicted
+visible (in one of the recorded excitations) against matched in the OMA; of equally good rules the
+largest c, then the largest δ (the most conservative). :func:`rescale_noise` re-applies the rule to a
+pool (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer modes than
+predicted) raise c the same way.
 """
 from __future__ import annotations
 
@@ -26,9 +35,10 @@ import numpy as np
 
 from ..modes import pair_modes
 from ..oma.mode_estimation import UNCERTAINTY_F, UNCERTAINTY_Z
-from ..oma.visibility import screen_modes
+from ..oma.visibility import screen_modes, spectral_dominance
 
 FACTORS = 10.0 ** np.arange(-4.0, 2.0 + 1e-9, 0.25)     # factors tried on the assumed noise
+DOMINANCES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # dominance thresholds tried
 MATCH_RTOL = 0.1                                        # a measured mode is a predicted one within this |Δf|/f
 CHANGE = 10.0 ** 0.25                                   # the pool is re-screened when c moves by more
 
@@ -39,7 +49,8 @@ class Observation:
     ``responses`` per option (λ (m_usable,), amplitudes (m_usable, c)) of the usable model modes of
     its :class:`~.experiment_design.Candidate`, the ``noise`` (c,) [rad] the candidate was evaluated
     at, record ``samples`` at ``sample_rate_hz`` and ``snr_min`` —, ``frequencies_hz`` of the usable
-    modes and ``measured`` (m_usable,) bool, matched in the OMA."""
+    modes, ``measured`` (m_usable,) bool, matched in the OMA, and ``dominance`` (m_usable,) the
+    largest spectral dominance of each mode over the recorded options."""
 
     responses: tuple
     noise: np.ndarray
@@ -48,15 +59,18 @@ class Observation:
     snr_min: float
     frequencies_hz: np.ndarray
     measured: np.ndarray
+    dominance: np.ndarray
 
-    def visible(self, factor) -> np.ndarray:
+    def visible(self, factor, dominance_min=0.0) -> np.ndarray:
         """(m_usable,) predicted visible in at least one excitation at ``factor`` × the noise the
-        observation was made at (the design's screening, :func:`screen_modes`)."""
+        observation was made at (the design's screening, :func:`screen_modes`) with a spectral
+        dominance of at least ``dominance_min`` there."""
         seen = np.zeros(self.frequencies_hz.size, bool)
         for lm, a in self.responses:
             if lm.size:
-                seen |= screen_modes(lm, a[None], self.noise * factor, [self.samples], self.sample_rate_hz,
-                                     self.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z).visible
+                seen |= (screen_modes(lm, a[None], self.noise * factor, [self.samples], self.sample_rate_hz,
+                                      self.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z).visible
+                         & (spectral_dominance(lm, a) >= dominance_min))
         return seen
 
 
@@ -69,24 +83,41 @@ def observe(candidate, options, measured_frequencies_hz, noise_factor=1.0) -> Ob
     f = candidate.frequencies_hz[idx]
     measured = np.zeros(idx.size, bool)
     measured[list(pair_modes(measured_frequencies_hz, f, frequency_gate=MATCH_RTOL))] = True
-    return Observation(tuple(candidate.response[o] for o in options), np.asarray(noise, float) / noise_factor,
-                       int(N), float(fs), float(snr_min), f, measured)
+    responses = tuple(candidate.response[o] for o in options)
+    dominance = np.max([spectral_dominance(lm, a) for lm, a in responses], axis=0, initial=0.0)
+    return Observation(responses, np.asarray(noise, float) / noise_factor, int(N), float(fs), float(snr_min),
+                       f, measured, dominance)
+
+
+def visibility_rule(observations, factors=FACTORS, dominances=DOMINANCES) -> tuple:
+    """(c, δ): the factor on the assumed noise among ``factors`` and the dominance threshold among
+    ``dominances`` whose predicted visibility agrees with the most (configuration, mode) pairs of
+    ``observations``; of equally good ones the largest c, then the largest δ (module docstring).
+    ``factors=(1.0,)`` keeps the noise (the user gave it). (1.0, None) without observations."""
+    if not observations:
+        return 1.0, None
+    best, rule = -1, (1.0, None)
+    for c in factors:
+        seen = [o.visible(c) for o in observations]
+        for delta in dominances:
+            agree = sum(int(np.sum((v & (o.dominance >= delta)) == o.measured)) for v, o in zip(seen, observations))
+            if agree >= best:
+                best, rule = agree, (float(c), float(delta))
+    return rule
 
 
 def noise_factor(observations, factors=FACTORS) -> float:
-    """The factor on the assumed noise whose predicted visibility agrees with the most
-    (configuration, mode) pairs of ``observations``; the largest of equally good ones (module
-    docstring). 1.0 without observations."""
-    if not observations:
-        return 1.0
-    agree = np.array([sum(int(np.sum(o.visible(c) == o.measured)) for o in observations) for c in factors])
-    return float(np.asarray(factors)[np.flatnonzero(agree == agree.max())[-1]])
+    """The factor on the assumed noise whose predicted visibility, the dominance gate left out,
+    agrees with the most (configuration, mode) pairs of ``observations``; the largest of equally
+    good ones. 1.0 without observations."""
+    return visibility_rule(observations, factors, (0.0,))[0]
 
 
-def rescale_noise(candidates, noise) -> None:
-    """Re-screen every candidate of the pool at the per-channel ``noise`` [rad]: variances of f and ζ
-    of every excitation option by the single-mode rule (:meth:`~.experiment_design.Candidate.screen`,
-    as :func:`~.experiment_design.evaluate_candidate` does), the full-rule refinements dropped (the
-    next design step redoes them at this noise)."""
+def rescale_noise(candidates, noise, dominance_min=None) -> None:
+    """Re-screen every candidate of the pool at the per-channel ``noise`` [rad] and ``dominance_min``
+    (None: each candidate's own): variances of f and ζ of every excitation option by the
+    single-mode rule (:meth:`~.experiment_design.Candidate.screen`, as
+    :func:`~.experiment_design.evaluate_candidate` does), the full-rule refinements dropped (the
+    next design step redoes them at this rule)."""
     for cand in candidates:
-        cand.screen(noise)
+        cand.screen(noise, dominance_min)

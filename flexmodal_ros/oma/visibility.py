@@ -36,6 +36,16 @@ docs/calibration.md, "The remainder"): four heavily damped 6–7 Hz modes the OM
 and a 14 Hz one, leave up to 1.4e-6 rad per channel; the SNR the OMA reported for the modes it
 found was 2.2–14× below the bound without the remainder, 0.4–2.2× with it.
 
+The bounds assume an estimator that separates any modes it is given; the OMA does not always.
+Heavily damped modes closer than their bandwidths merge into one peak, and the weaker ones are then
+lost whatever the SNR. :func:`spectral_dominance` measures how far a mode's own spectral peak stands
+above the rest of the record at its frequency; the experiment design requires it of a visible mode
+(:class:`~flexmodal_ros.calibration.experiment_design.MeasurementModel`, ``dominance_min``).
+Measured on kuka_lwr4 (simulated loop, K_D × 0.2, 2²⁰-count encoders, 224 (configuration, mode)
+pairs of one designed and one random loop; docs/calibration.md, "Overlapping modes"): of the modes
+with dominance ≥ 1, 64–70 % were recovered, of those below it 4–12 %; SNR alone did not separate
+them (best threshold right for 64 % of the pairs).
+
 For several references each record's amplitudes are treated as free: the bound ignores that the
 references share mode shapes, which is what separates nearly coincident poles
 (:mod:`.methods`), so it is conservative there.
@@ -203,6 +213,33 @@ def remainder_std(eigenvalues, amplitudes, hidden, lengths, fs) -> np.ndarray:
         total += np.sum((y - y.mean(axis=0)) ** 2, axis=0)
         count += N
     return np.sqrt(total / max(count, 1))
+
+
+def spectral_dominance(eigenvalues, amplitudes) -> np.ndarray:
+    """Per mode λ_r (m,) of a free decay y_c = Σ_s Re(a_sc e^{λ_s t}) with amplitudes a (m, c): the
+    height of its own spectral peak over the rest of the record's spectrum at its damped frequency
+    ω_r = Im λ_r, in the channel where that ratio is largest,
+
+        max_c (|a_rc| / σ_r) / Σ' |a_sc| / |iω_r − μ|,   σ_r = −Re λ_r,
+
+    the sum Σ' over every other pole μ of the record (the other modes λ_s and all conjugates λ̄_s,
+    its own included), magnitudes added: no cancellation assumed. ≥ 1: the mode has a peak of its
+    own in some channel; inf for an undamped or unstable mode (σ_r ≤ 0) with any amplitude; 0 for a
+    mode the excitation does not reach (module docstring)."""
+    lam = np.asarray(eigenvalues, complex)
+    amps = np.abs(np.asarray(amplitudes, complex))
+    if lam.size == 0:
+        return np.zeros(0)
+    omega, sigma = lam.imag, -lam.real
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = (1.0 / np.abs(1j * omega[:, None] - lam[None, :])
+                + 1.0 / np.abs(1j * omega[:, None] - lam.conj()[None, :]))       # (m, m): at ω_r, from pole s
+        np.fill_diagonal(gain, 1.0 / np.abs(1j * omega - lam.conj()))            # own main term left out
+        gain = np.minimum(gain, 1e300)          # an undamped pole at ω_r: the rest unbounded, yet 0 × gain = 0
+        own = np.where(sigma[:, None] > 0, amps / np.maximum(sigma, 1e-300)[:, None], np.where(amps > 0, np.inf, 0.0))
+        rest = gain @ amps
+        ratio = np.where(rest > 0, own / np.where(rest > 0, rest, 1.0), np.where(own > 0, np.inf, 0.0))
+    return ratio.max(axis=1)
 
 
 def screen_modes(eigenvalues, amplitudes, noise, lengths, fs, snr_min: float = 5.0, uncertainty_f: float = 0.005,
