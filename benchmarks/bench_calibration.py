@@ -26,7 +26,7 @@ Parts (``--part``):
   varies by ±0.3 from pool to pool); ``--actual-only`` skips the fast path,
   ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it);
   ``--experiment-kd-scale`` fixes the K_D factor of the records and ``--truth-seed`` the hidden
-  truth (both also for part noise).
+  truth (both also for part noise); ``--design worst-first`` runs the designed loops with that design.
   ``--sensor-std``: the noise the fast path's design assumes (default a 20-bit encoder; 1e-9 for
   the noise-free records the simulated plants give, where every mode is visible).
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
@@ -189,7 +189,7 @@ def design_actual(args):
     nominal = load_robot(robot)
     base = CalibrationSettings(budget=args.budget, validation=0, candidates=args.candidates, seed=2,
                                random_seeds=0, tracking=False, target_k=args.target_k, target_d=args.target_d,
-                               experiment_kd_scale=args.experiment_kd_scale)
+                               experiment_kd_scale=args.experiment_kd_scale, design=args.design)
     level = None
     if args.actual_noise:       # noise in the records, and the design told it (as the CLI's --noise does)
         kv = dict(item.split("=") for item in args.actual_noise.split(","))
@@ -197,7 +197,7 @@ def design_actual(args):
         base = replace(base, sensor_std=sensor_std(nominal, "both", level.counts_per_rev, level.std,
                                                    gear_ratios(nominal)))
     print(f"  actual (RK4 plant): targets k {100 * base.target_k:g} %, d {100 * base.target_d:g} %, "
-          f"noise {args.actual_noise or 'none'}", flush=True)
+          f"noise {args.actual_noise or 'none'}, design {args.design}", flush=True)
     pools = [int(v) for v in args.design_seeds.split(",")]
     designs, randoms = [], []
     for pool in pools:
@@ -439,6 +439,8 @@ def main():
     p.add_argument("--actual-robot", default="kuka_lwr4", choices=sorted(TRUTH_SEEDS),
                    help="part design --actual: the robot of the loop (default kuka_lwr4)")
     p.add_argument("--random-runs", type=int, default=5, help="part design --actual: random runs")
+    p.add_argument("--design", default="optimal", choices=("optimal", "worst-first"),
+                   help="part design --actual: how the designed loop chooses (CalibrationSettings.design)")
     p.add_argument("--design-seeds", default="2", help="part design --actual: comma-separated seeds of the "
                    "designed loops' candidate pools (the median ratio over them is printed)")
     p.add_argument("--target-k", type=float, default=CalibrationSettings.target_k,

@@ -211,9 +211,9 @@ def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
 
 def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_them(lwr):
     """worst_focus: the unknowns above FOCUS_SHARE of the worst σ/target and those without a finite
-    σ; None when that is every one. With targets the design's step holds at least as much
-    information about those unknowns (Ds criterion) as the D-optimal step (their gain on the actual
-    loop: bench_calibration --part design --actual, docs/calibration.md)."""
+    σ; None when that is every one. The worst-first design's step (``focus_share``) holds at least
+    as much information about those unknowns (Ds criterion) as the D-optimal step (its gain on the
+    actual loop: bench_calibration --part design --actual --design worst-first, docs/calibration.md)."""
     target = np.array([0.01, 0.01, 0.1, 0.1])
     np.testing.assert_array_equal(worst_focus(np.array([0.02, 0.1, 0.2, 0.75]), target, 0.7), [1, 3])
     np.testing.assert_array_equal(worst_focus(np.array([0.05, np.inf, 0.2, 0.3]), target, 0.7), [0, 1])
@@ -234,7 +234,7 @@ def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_the
     assert focus is not None and 0 < focus.size < targets.size
     with single_blas_thread():
         d_optimal = greedy_design(pool, 1, scale, prior)[0]
-        focused = greedy_design(pool, 1, scale, prior, target=targets)[0]
+        focused = greedy_design(pool, 1, scale, prior, target=targets, focus_share=0.7)[0]
     assert logdet(prior + focused.information, focus) >= logdet(prior + d_optimal.information, focus) - 1e-9
 
 
@@ -472,3 +472,27 @@ def test_calibration_node_is_wired_in_setup_and_launch():
     launch = ast.parse((root / "launch" / "bringup.launch.py").read_text())
     imported = {a.name for n in ast.walk(launch) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert {"OPTIONAL_ARGUMENTS", "optional_nodes"} <= imported and "calibration" in OPTIONAL_ARGUMENTS
+
+
+def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rule():
+    """The loop with design="worst-first" (CLI --design worst-first) on a noise-free planar_2r plant
+    with a hidden truth: targets reached, every unknown identified within 0.1 % of the truth, and
+    the dominance gate it designed with after each configuration in its history (learned from the
+    modes the OMA recovered, one of visibility_calibration.DOMINANCES)."""
+    from flexmodal_ros.calibration.visibility_calibration import DOMINANCES
+    from flexmodal_ros.calibration.campaign import calibrate
+    from flexmodal_ros.cli import build_parser
+    from flexmodal_ros.cli.calibrate import settings_from_args
+    nominal = load_robot("planar_2r")
+    truth_model = with_overrides(nominal, k=nominal.k * np.array([1.2, 0.85]), d_fm=nominal.d_fm * np.array([1.5, 0.7]))
+    plant = make_plant("sim", truth_model, nominal, np.zeros(nominal.n), PlantOptions())
+    settings = CalibrationSettings(budget=3, validation=0, candidates=20, random_seeds=0, tracking=False,
+                                   design="worst-first")
+    result = calibrate(nominal, plant, settings, None, truth_model=truth_model)
+    assert result.success and result.message.startswith("targets reached"), result.message
+    truth = Unknowns.build(nominal).values(truth_model)
+    assert result.identifiable.all()
+    np.testing.assert_array_less(np.abs(result.values - truth), 1e-3 * np.where(truth > 0, truth, 1.0))
+    assert all(h["design_dominance_min"] in DOMINANCES for h in result.history)
+    args = build_parser().parse_args(["calibrate", "--robot", "planar_2r", "-o", "x.yaml", "--design", "worst-first"])
+    assert settings_from_args(args, nominal, None).design == "worst-first"

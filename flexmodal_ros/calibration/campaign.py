@@ -52,10 +52,10 @@ from .campaign_settings import (DEFAULT_RANGES, FIRST_GATE, GATE, MAX_RECORD_S, 
 from .campaign_state import CampaignState
 from .eigen_sensitivity import loop_modes
 from .design_comparison import compare_with_random, random_design
-from .experiment_design import (candidate_configurations, choose_experiment_gains, greedy_design, identifiable_mask,
-                                predicted_std, prior_information)
+from .experiment_design import (FOCUS_SHARE, candidate_configurations, choose_experiment_gains, greedy_design,
+                                identifiable_mask, predicted_std, prior_information)
 from .tracking_check import tracking_trajectory, tracking_validation  # noqa: F401  (re-exported)
-from .visibility_calibration import CHANGE, FACTORS, observe, rescale_noise, visibility_rule
+from .visibility_calibration import CHANGE, DOMINANCES, FACTORS, observe, rescale_noise, visibility_rule
 from .weighted_fit import follow_modes
 
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
@@ -107,6 +107,17 @@ def _choose_gains(run, qs):
     return gain_table
 
 
+def _focus_share(s):
+    return FOCUS_SHARE if s.design == "worst-first" else None
+
+
+def _waited_for(run, reachable):
+    """The design's targets: the loop's; for the worst-first design inf for the unknowns the pool
+    cannot identify (the loop does not wait for them, so the design does not chase them:
+    experiment_design.worst_focus)."""
+    return np.where(reachable, run.targets, np.inf) if run.s.design == "worst-first" else run.targets
+
+
 def _design_pool(run, qs):
     """(validation indices, evaluated pool, prior information, the pool's predicted std, the
     unknowns the whole pool can identify)."""
@@ -129,7 +140,8 @@ def _compare_designs(run, pool, prior, validation_idx, reachable, budgets, crite
     s = run.s
     with single_blas_thread():
         steps = greedy_design(pool, max(budgets), run.scale, prior, exclude=validation_idx,
-                              pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
+                              pulses_per_configuration=s.pulses_per_configuration, target=_waited_for(run, reachable),
+                              focus_share=_focus_share(s))
     return [(K, c, compare_with_random(pool, steps[:K], run.scale, seeds=s.random_seeds,
                                        pulses_per_configuration=s.pulses_per_configuration,
                                        identifiable=reachable, seed=s.seed, exclude=validation_idx, criterion=c))
@@ -180,7 +192,8 @@ def _run(run, qs, gain_table):
                                          pulses_per_configuration=s.pulses_per_configuration)
                 else:
                     step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,
-                                         pulses_per_configuration=s.pulses_per_configuration, target=run.targets)
+                                         pulses_per_configuration=s.pulses_per_configuration,
+                                         target=_waited_for(run, reachable), focus_share=_focus_share(s))
             run.timed("design", t0)
             if not step:
                 message = "no candidate configuration left"
@@ -202,14 +215,16 @@ def _run(run, qs, gain_table):
             t0 = time.perf_counter()
             observations.append(observe(pool[step.candidate], step.excitations,
                                         [m["frequency_hz"] for m in data.modes], noise_c))
-            c, delta = visibility_rule(observations, FACTORS if s.sensor_std is None else (1.0,))
+            c, delta = visibility_rule(observations, FACTORS if s.sensor_std is None else (1.0,),
+                                       DOMINANCES if s.design == "worst-first" else (0.0,))
             if abs(np.log(c / noise_c)) > np.log(CHANGE) or delta != run.measurement.dominance_min:
                 noise_c = c if abs(np.log(c / noise_c)) > np.log(CHANGE) else noise_c
                 run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * noise_c, dominance_min=delta)
                 rescale_noise(pool, run.measurement.noise(run.model), delta)
             if s.sensor_std is None:
                 entry["design_noise_factor"] = noise_c
-            entry["design_dominance_min"] = run.measurement.dominance_min
+            if s.design == "worst-first":
+                entry["design_dominance_min"] = run.measurement.dominance_min
             run.timed("design", t0)
             run.history.append(entry)
             run.save_state()

@@ -23,7 +23,7 @@ MAX_REPEATS = 16
 DEFAULT_RANGES = {"k": (0.5, 2.0), "d_f": (0.2, 5.0), "d_fm": (0.2, 5.0)}
 ZERO_NOMINAL_SPAN = 10.0     # range [0, this] of an unknown whose nominal value is 0 [N m s/rad]
 FIRST_GATE, GATE = 0.3, 0.1  # |Δf|/f of a match before / after the first fit
-DESIGNS = ("optimal", "random")  # how the loop chooses the next configuration (random: for comparisons)
+DESIGNS = ("optimal", "worst-first", "random")  # how the loop chooses the next configuration (random: for comparisons)
 SETTLE_CHECK_S = 0.05        # settling: speeds checked this often [s] ...
 SETTLE_SPEED = 1e-3          # ... until below this [rad/s] (a 5 Hz vibration of 3e-5 rad) ...
 SETTLE_MAX_S = 3.0           # ... or this long [s]
@@ -83,7 +83,8 @@ class CalibrationSettings:
     max_duration_s: float = 3600.0           # bound on the robot time the request may take
     tracking: bool = True                    # tracking validation (plants with a known truth)
     experiment_kd_scale: float | None = None  # K_D factor during the experiments (None: chosen, KD_SCALES)
-    design: str = "optimal"                  # "random": configurations and pulses drawn from the pool (comparisons)
+    design: str = "optimal"                  # "worst-first": Ds on the worst unknowns, overlap-aware visibility
+                                             # (experiment_design.worst_focus); "random": drawn (comparisons)
 
     def targets(self, unknowns: Unknowns) -> np.ndarray:
         return np.array([self.target_k if k == "k" else self.target_d for k in unknowns.kinds])

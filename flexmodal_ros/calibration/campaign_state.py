@@ -21,7 +21,8 @@ from .campaign_results import ConfigurationData, config_dict, json_default
 from .campaign_settings import GATE, SETTLE_CHECK_S, SETTLE_SPEED, unknown_ranges
 from .configuration_measurement import match_modes, measure
 from .eigen_sensitivity import CONTINUOUS, Unknowns
-from .experiment_design import (DEFAULT_SENSOR_STD, ExcitationPlan, MeasurementModel, evaluate_pool, parameter_scale)
+from .experiment_design import (DEFAULT_SENSOR_STD, DOMINANCE_MIN, ExcitationPlan, MeasurementModel, evaluate_pool,
+                                parameter_scale)
 from .offline_plants import channel_names
 from .pulse_response import pulse_amplitudes, pulse_plan
 from .weighted_fit import MeasuredModes, fit_parameters
@@ -60,7 +61,8 @@ class CampaignState:
         sensor = np.asarray(DEFAULT_SENSOR_STD if settings.sensor_std is None else settings.sensor_std, float)
         self.measurement = MeasurementModel(self.rate, settings.record_s or 1.5, self.channels,
                                             sensor / np.sqrt(settings.pulse_repeats),
-                                            settings.frequency_floor, settings.damping_floor)
+                                            settings.frequency_floor, settings.damping_floor,
+                                            dominance_min=DOMINANCE_MIN if settings.design == "worst-first" else 0.0)
         self.configs, self.validation, self.history = [], [], []
         self.timing = {k: 0.0 for k in ("design", "move", "settle", "record", "oma", "match", "fit",
                                         "validation", "tracking", "report")}

@@ -11,10 +11,8 @@ along an axis where the plant offers impacts):
    (:func:`~.pulse_response.pulse_decay_amplitudes`, :func:`~flexmodal_ros.oma.impact.free_decay_contributions`);
 3. the noise-floor rule of :mod:`flexmodal_ros.oma.visibility`: with the sensors' noise
    (:class:`MeasurementModel`), which modes the record will show (SNR and Cramér–Rao standard
-   deviations of f and ζ within the OMA's reporting limits) and how precisely: σ_f, σ_ζ; and whether
-   the mode stands out of the others at its frequency (its spectral dominance in some channel ≥
-   ``dominance_min``, :func:`~flexmodal_ros.oma.visibility.spectral_dominance`: overlapping heavily
-   damped modes merge in the OMA whatever their SNR). Screening
+   deviations of f and ζ within the OMA's reporting limits) and how precisely: σ_f, σ_ζ (worst-first
+   design: and a spectral dominance ≥ ``dominance_min``, ``oma.visibility.spectral_dominance``). Screening
    uses each mode's bound alone (:func:`~flexmodal_ros.oma.visibility.screen_modes`); the
    shortlisted candidates get the full rule (modes judged together with the stronger ones). Both
    add the decay of the modes judged invisible to the noise (the OMA does not hold them, so they
@@ -27,14 +25,13 @@ along an axis where the plant offers impacts):
 Selection (:func:`greedy_design`) is sequential: starting from the information already held (data
 measured so far, or a weak prior from the parameter ranges), the configuration and its
 ``pulses_per_configuration`` excitations that raise the criterion most are added one at a time.
-Without targets the criterion is D-optimal, log det(F_total); with them Ds-optimal on the unknowns
-whose predicted σ/target is within FOCUS_SHARE of the worst (:func:`worst_focus`): the loop runs
-until the worst unknown is at its target, and spreading the information over all of them (D) left
-the worst behind. The predicted standard deviation of each unknown is √diag(F⁻¹) of the data's information
-(:func:`predicted_std`; an unknown in a direction the information does not determine is reported
-as not identifiable, never given a number). :func:`~.design_comparison.random_design` draws
-configurations and excitations at random from the same pool, for comparison
-(:mod:`.design_comparison`).
+The criterion is D-optimal, log det(F_total); with targets, once some unknowns are predicted
+below theirs, Ds-optimal on the others. The worst-first design (``focus_share``) is Ds-optimal on
+the unknowns whose predicted σ/target is within FOCUS_SHARE of the worst (:func:`worst_focus`):
+fewer configurations to bring the worst to its target, the others less accurate. The predicted
+σ of each unknown is √diag(F⁻¹) of the data's information (:func:`predicted_std`; an unknown in a
+direction the information does not determine is reported as not identifiable, never a number).
+:func:`~.design_comparison.random_design` draws from the same pool, for comparison.
 """
 from __future__ import annotations
 
@@ -60,10 +57,8 @@ DEFAULT_SENSOR_STD = 2 * np.pi / 2 ** 20 / np.sqrt(12.0)
 FREQUENCY_FLOOR = 1e-4     # σ_f ≥ (this + DAMPING_SLOPE ζ)·f: OMA against model on the suite's plants,
 DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this + DAMPING_SLOPE ζ: 1e-4 for lightly damped modes, 2.5e-4
 DAMPING_SLOPE = 5e-4       # (f relative, ζ absolute) for the heavily damped ones (ζ 0.3: few cycles)
-# A visible mode has a spectral peak of its own in a channel (dominance ≥ 1) until the records say
-# otherwise (visibility_calibration.py; oma/visibility.py: what was recovered below and above 1).
-DOMINANCE_MIN = 1.0
-FOCUS_SHARE = 0.7          # Ds focus: σ/target above this share of the worst (docs/calibration.md)
+DOMINANCE_MIN = 1.0        # worst-first: a visible mode's own spectral peak over the rest (oma/visibility.py)
+FOCUS_SHARE = 0.7          # worst-first: Ds on σ/target above this share of the worst (docs/calibration.md)
 
 
 def measurement_floors(f, z, frequency_floor=FREQUENCY_FLOOR, damping_floor=DAMPING_FLOOR):
@@ -83,7 +78,7 @@ class MeasurementModel:
     (both | motor | link positions), ``sensor_std`` [rad or m] per channel (scalar or one per
     channel), ``frequency_floor``/``damping_floor`` (module docstring), ``snr_min`` and the OMA's
     reporting limits, ``nyquist_fraction`` (modes above it are not identifiable), ``dominance_min``
-    the spectral dominance a visible mode needs (module docstring, step 3; DOMINANCE_MIN)."""
+    the spectral dominance a visible mode needs (step 3; worst-first: DOMINANCE_MIN)."""
 
     sample_rate_hz: float = 1000.0
     record_s: float = 1.5
@@ -93,7 +88,7 @@ class MeasurementModel:
     damping_floor: float = DAMPING_FLOOR
     snr_min: float = SNR_MIN
     nyquist_fraction: float = 0.9
-    dominance_min: float = DOMINANCE_MIN
+    dominance_min: float = 0.0
 
     def noise(self, model) -> np.ndarray:
         c = len(channel_names(model, self.channels))
@@ -382,10 +377,11 @@ def predicted_std(info, scale) -> np.ndarray:
 
 
 def worst_focus(relative_std, target, share=FOCUS_SHARE):
-    """The unknowns the next configuration is chosen for: those whose predicted σ/target (σ
-    relative to the scale, ``target`` (P,) relative) is above ``share`` × the worst one's, and any
-    without a finite σ; None (every unknown: D-optimal) when that is all of them."""
-    ratio = np.asarray(relative_std, float) / np.asarray(target, float)
+    """The unknowns the next configuration is chosen for: predicted σ/target (σ relative to the
+    scale; ``target`` (P,) relative, inf: not waited for) above ``share`` × the worst, or σ not
+    finite; None (every unknown: D-optimal) when that is all of them."""
+    target = np.asarray(target, float)
+    ratio = np.where(np.isinf(target), 0.0, np.asarray(relative_std, float) / np.where(np.isinf(target), 1.0, target))
     finite = np.isfinite(ratio)
     worst = ratio[finite].max(initial=0.0)
     focus = np.flatnonzero(~finite | (ratio > share * worst))
@@ -393,22 +389,26 @@ def worst_focus(relative_std, target, share=FOCUS_SHARE):
 
 
 def greedy_design(candidates, budget, scale, prior, data_information=None, exclude=(),
-                  pulses_per_configuration=2, shortlist=SHORTLIST, target=None) -> list:
+                  pulses_per_configuration=2, shortlist=SHORTLIST, target=None, focus_share=None) -> list:
     """D-optimal sequential choice of ``budget`` candidates (module docstring). ``prior``: the weak
     prior information; ``data_information``: what the measurements so far gave (scaled);
     ``exclude``: candidate indices already used. At each step the ``shortlist`` best candidates by
     the screening get their chosen excitations re-evaluated with the full noise-floor rule
     (:meth:`Candidate.refine`) before the choice. ``target`` (P,) relative standard deviations:
-    the criterion is Ds-optimal on the unknowns that hold the loop from its targets
-    (:func:`worst_focus`; :func:`logdet` with them as ``focus``). Returns a list of
-    :class:`DesignStep`."""
+    once some unknowns are predicted below it, Ds-optimal on the others, or with ``focus_share`` on
+    :func:`worst_focus`'s (inf: not waited for). Returns a list of :class:`DesignStep`."""
     data = np.zeros_like(prior) if data_information is None else np.array(data_information)
     used, steps = set(exclude), []
     for _ in range(int(budget)):
         base = prior + data
         focus = None
         if target is not None:
-            focus = worst_focus(predicted_std(base, scale) / scale, target)
+            rel = predicted_std(base, scale) / scale
+            if focus_share is not None:
+                focus = worst_focus(rel, target, focus_share)
+            else:
+                above = np.flatnonzero(rel > target)
+                focus = above if 0 < above.size < rel.size else None
         scores = []
         for i, cand in enumerate(candidates):
             if i in used or not cand.stable:

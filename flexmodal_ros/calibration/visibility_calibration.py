@@ -2,8 +2,9 @@
 
 The experiment design (:mod:`.experiment_design`) predicts which modes a record will show from the
 sensors' noise (the noise-floor rule of :mod:`flexmodal_ros.oma.visibility`) and from how far each
-mode stands out of the others at its frequency (its spectral dominance, ≥ ``dominance_min``:
-:func:`~flexmodal_ros.oma.visibility.spectral_dominance`). Both can be wrong for the plant at hand:
+mode stands out of the others at its frequency (the worst-first design: its spectral dominance,
+≥ ``dominance_min``, :func:`~flexmodal_ros.oma.visibility.spectral_dominance`). Both can be wrong
+for the plant at hand:
 
 - when the user does not give the noise, the design assumes a 20-bit encoder
   (``DEFAULT_SENSOR_STD``). A plant whose records are cleaner than that (the suite's noise-free
@@ -18,7 +19,8 @@ The design then chooses configurations and pulses for modes that will not be the
 over ones that will (docs/calibration.md, "Designed vs random").
 
 After each measured configuration the loop calls :func:`visibility_rule`: the factor c on the
-assumed noise (only when the noise was not given) and the dominance threshold δ at which the
+assumed noise (only when the noise was not given) and, for the worst-first design, the dominance
+threshold δ (the default design keeps δ = 0: no gate) at which the
 design's own rule (the screening of :func:`~.experiment_design.evaluate_candidate`,
 :func:`~flexmodal_ros.oma.visibility.screen_modes`, re-evaluated at c × the noise, then the
 dominance gate) agrees best with what was measured — per configuration and usable mode, predicted

@@ -57,6 +57,10 @@ def add_parser(sub):
     exp.add_argument("--pulse-duration", type=float, help="[s] (default two control periods)")
     exp.add_argument("--impacts", action="store_true", help="tool-point impacts allowed as excitations too")
     exp.add_argument("--experiment-kd-scale", help="K_D factor during the experiments, or auto (default auto)")
+    exp.add_argument("--design", choices=("optimal", "worst-first"), default="optimal",
+                     help="optimal: D/Ds-optimal on every unknown above its target (default); worst-first: on those "
+                          "near the worst σ/target, with overlapping modes judged invisible (fewer configurations "
+                          "for the worst unknown under quantized encoders, the others less accurate)")
     exp.add_argument("--target-k", type=float, default=0.005, help="stop when σ(k)/k is below (default 0.005)")
     exp.add_argument("--target-d", type=float, default=0.03, help="... and σ(d)/d below (default 0.03)")
     defaults = ", ".join(f"{k}={a:g}:{b:g}" for k, (a, b) in DEFAULT_RANGES.items())
@@ -144,7 +148,7 @@ def settings_from_args(args, model, noise):
         pulse_torque=per_joint(args.pulse_torque, "--pulse-torque"), pulse_duration=args.pulse_duration,
         impacts=args.impacts, candidates=args.candidates, target_k=args.target_k, target_d=args.target_d,
         ranges=_ranges(args.ranges), starts=args.starts, seed=args.seed, sensor_std=std,
-        random_seeds=args.random_seeds, tracking=not args.no_tracking, experiment_kd_scale=scale)
+        random_seeds=args.random_seeds, tracking=not args.no_tracking, experiment_kd_scale=scale, design=args.design)
 
 
 def run(args):

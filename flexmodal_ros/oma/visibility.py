@@ -39,8 +39,8 @@ found was 2.2–14× below the bound without the remainder, 0.4–2.2× with it.
 The bounds assume an estimator that separates any modes it is given; the OMA does not always.
 Heavily damped modes closer than their bandwidths merge into one peak, and the weaker ones are then
 lost whatever the SNR. :func:`spectral_dominance` measures how far a mode's own spectral peak stands
-above the rest of the record at its frequency; the experiment design requires it of a visible mode
-(:class:`~flexmodal_ros.calibration.experiment_design.MeasurementModel`, ``dominance_min``).
+above the rest of the record at its frequency; the worst-first experiment design requires it of a
+visible mode (:class:`~flexmodal_ros.calibration.experiment_design.MeasurementModel`, ``dominance_min``).
 Measured on kuka_lwr4 (simulated loop, K_D × 0.2, 2²⁰-count encoders, 224 (configuration, mode)
 pairs of one designed and one random loop; docs/calibration.md, "Overlapping modes"): of the modes
 with dominance ≥ 1, 64–70 % were recovered, of those below it 4–12 %; SNR alone did not separate
