@@ -188,9 +188,10 @@ def test_excitation_cancelled_when_the_controller_leaves_hold(lwr):
 
 # -- design, fit, bounds ----------------------------------------------------------------------
 
-def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
-    """Acceptance: the designed set reaches the predicted worst relative std of 4 designed
-    configurations with at most half as many as random ones (median over 5 seeds)."""
+def _lwr_design_pool(lwr, count, seed):
+    """The LWR4 at K_D × 0.5, its ranges (k × 0.5–2, dampings × 0.5–2 or 0–10), one pulse per motor
+    sized to the excitation limit, ``count`` candidates of ``seed`` evaluated with a 20-bit encoder:
+    (pool, scale, ranges, targets 0.5 % k, 3 % d)."""
     model = with_overrides(lwr, kd=lwr.kd * 0.5)
     unknowns = Unknowns.build(model)
     nominal = unknowns.values(model)
@@ -199,9 +200,15 @@ def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
     rows = list(range(2 * model.n))
     torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
     plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
-    pool = evaluate_pool(model, candidate_configurations(model, 40, seed=3), unknowns, CONTINUOUS, plan,
+    pool = evaluate_pool(model, candidate_configurations(model, count, seed=seed), unknowns, CONTINUOUS, plan,
                          MeasurementModel(), scale)
-    targets = np.where(np.array(unknowns.kinds) == "k", 0.005, 0.03)
+    return pool, scale, ranges, np.where(np.array(unknowns.kinds) == "k", 0.005, 0.03)
+
+
+def test_designed_configurations_need_at_most_half_the_random_ones(lwr):
+    """Acceptance: the designed set reaches the predicted worst relative std of 4 designed
+    configurations with at most half as many as random ones (median over 5 seeds)."""
+    pool, scale, ranges, targets = _lwr_design_pool(lwr, 40, seed=3)
     with single_blas_thread():
         steps = greedy_design(pool, 4, scale, prior_information(scale, ranges), target=targets)
     comparison = compare_with_random(pool, steps, scale, seeds=5, random_budget=40)
@@ -218,17 +225,7 @@ def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_the
     np.testing.assert_array_equal(worst_focus(np.array([0.02, 0.1, 0.2, 0.75]), target, 0.7), [1, 3])
     np.testing.assert_array_equal(worst_focus(np.array([0.05, np.inf, 0.2, 0.3]), target, 0.7), [0, 1])
     assert worst_focus(np.array([0.1, 0.1, 1.0, 1.0]), target, 0.7) is None
-    model = with_overrides(lwr, kd=lwr.kd * 0.5)
-    unknowns = Unknowns.build(model)
-    nominal = unknowns.values(model)
-    ranges = (np.where(nominal > 0, 0.5 * nominal, 0.0), np.where(nominal > 0, 2 * nominal, 10.0))
-    scale = parameter_scale(model, unknowns, ranges)
-    rows = list(range(2 * model.n))
-    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
-    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
-    pool = evaluate_pool(model, candidate_configurations(model, 20, seed=5), unknowns, CONTINUOUS, plan,
-                         MeasurementModel(), scale)
-    targets = np.where(np.array(unknowns.kinds) == "k", 0.005, 0.03)
+    pool, scale, ranges, targets = _lwr_design_pool(lwr, 20, seed=5)
     prior = prior_information(scale, ranges)
     focus = worst_focus(predicted_std(prior, scale) / scale, targets)
     assert focus is not None and 0 < focus.size < targets.size

@@ -217,8 +217,9 @@ def _run(run, qs, gain_table):
                                         [m["frequency_hz"] for m in data.modes], noise_c))
             c, delta = visibility_rule(observations, FACTORS if s.sensor_std is None else (1.0,),
                                        DOMINANCES if s.design == "worst-first" else (0.0,))
-            if abs(np.log(c / noise_c)) > np.log(CHANGE) or delta != run.measurement.dominance_min:
-                noise_c = c if abs(np.log(c / noise_c)) > np.log(CHANGE) else noise_c
+            moved = abs(np.log(c / noise_c)) > np.log(CHANGE)
+            if moved or delta != run.measurement.dominance_min:
+                noise_c = c if moved else noise_c
                 run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * noise_c, dominance_min=delta)
                 rescale_noise(pool, run.measurement.noise(run.model), delta)
             if s.sensor_std is None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..modes import pair_modes
 from ..oma.mode_estimation import UNCERTAINTY_F, UNCERTAINTY_Z
-from ..oma.visibility import screen_modes, spectral_dominance
+from ..oma.visibility import screen_modes
 
 FACTORS = 10.0 ** np.arange(-4.0, 2.0 + 1e-9, 0.25)     # factors tried on the assumed noise
 DOMINANCES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # dominance thresholds tried
@@ -51,8 +51,8 @@ class Observation:
     ``responses`` per option (λ (m_usable,), amplitudes (m_usable, c)) of the usable model modes of
     its :class:`~.experiment_design.Candidate`, the ``noise`` (c,) [rad] the candidate was evaluated
     at, record ``samples`` at ``sample_rate_hz`` and ``snr_min`` —, ``frequencies_hz`` of the usable
-    modes, ``measured`` (m_usable,) bool, matched in the OMA, and ``dominance`` (m_usable,) the
-    largest spectral dominance of each mode over the recorded options."""
+    modes, ``measured`` (m_usable,) bool, matched in the OMA, and ``option_dominance`` (options,
+    m_usable) each mode's spectral dominance in each recorded option (the candidate's)."""
 
     responses: tuple
     noise: np.ndarray
@@ -61,18 +61,23 @@ class Observation:
     snr_min: float
     frequencies_hz: np.ndarray
     measured: np.ndarray
-    dominance: np.ndarray
+    option_dominance: np.ndarray
+
+    @property
+    def dominance(self) -> np.ndarray:
+        """(m_usable,) the largest spectral dominance of each mode over the recorded options."""
+        return self.option_dominance.max(axis=0, initial=0.0)
 
     def visible(self, factor, dominance_min=0.0) -> np.ndarray:
         """(m_usable,) predicted visible in at least one excitation at ``factor`` × the noise the
         observation was made at (the design's screening, :func:`screen_modes`) with a spectral
         dominance of at least ``dominance_min`` there."""
         seen = np.zeros(self.frequencies_hz.size, bool)
-        for lm, a in self.responses:
+        for (lm, a), dominance in zip(self.responses, self.option_dominance):
             if lm.size:
                 seen |= (screen_modes(lm, a[None], self.noise * factor, [self.samples], self.sample_rate_hz,
                                       self.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z).visible
-                         & (spectral_dominance(lm, a) >= dominance_min))
+                         & (dominance >= dominance_min))
         return seen
 
 
@@ -85,10 +90,8 @@ def observe(candidate, options, measured_frequencies_hz, noise_factor=1.0) -> Ob
     f = candidate.frequencies_hz[idx]
     measured = np.zeros(idx.size, bool)
     measured[list(pair_modes(measured_frequencies_hz, f, frequency_gate=MATCH_RTOL))] = True
-    responses = tuple(candidate.response[o] for o in options)
-    dominance = np.max([spectral_dominance(lm, a) for lm, a in responses], axis=0, initial=0.0)
-    return Observation(responses, np.asarray(noise, float) / noise_factor, int(N), float(fs), float(snr_min),
-                       f, measured, dominance)
+    return Observation(tuple(candidate.response[o] for o in options), np.asarray(noise, float) / noise_factor,
+                       int(N), float(fs), float(snr_min), f, measured, candidate.dominance[np.ix_(list(options), idx)])
 
 
 def visibility_rule(observations, factors=FACTORS, dominances=DOMINANCES) -> tuple:
