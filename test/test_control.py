@@ -508,6 +508,32 @@ def test_gains_change_between_cycles_and_are_validated(lwr, ctrl_factory):
     np.testing.assert_array_equal(ctrl.law.kp, softer.kp)
 
 
+def test_gain_changes_are_checked_on_the_loop_the_controller_samples(lwr):
+    """With its rate, the controller checks new gains on the law sampled at that rate with the
+    command one period late (flexible_joint.sampled, zoh-delay): on the LWR4 at 1 kHz, 3x the
+    YAML's kd damps the continuous loop (its modal analysis stable) and destabilizes the sampled
+    one, so it is refused there and nothing changes; 1.5x is stable in both and taken."""
+    from flexmodal_ros.flexible_joint.ama import modal_analysis
+    from flexmodal_ros.flexible_joint.sampled import sampled_modal_analysis
+    from flexmodal_ros.robot.model import with_overrides
+    q = np.full(lwr.n, 0.3)
+    stiff = with_overrides(lwr, kd=3 * lwr.kd)
+    assert modal_analysis(stiff, q).stable and not sampled_modal_analysis(stiff, q, 1000.0, "zoh-delay").stable
+    ctrl = FailSafeController(lwr, compiled=False, controller_rate_hz=1000.0)
+    ctrl.update_state(at_rest(lwr, q), 0.0)
+    ctrl.compute()
+    with pytest.raises(InputError, match="sampled at 1000 Hz with its command one period late .* would be unstable"):
+        ctrl.configure(kd=3 * lwr.kd)
+    np.testing.assert_array_equal(ctrl.model.kd, lwr.kd)
+    np.testing.assert_array_equal(ctrl.law.kd, lwr.kd)
+    ctrl.configure(kd=1.5 * lwr.kd)
+    np.testing.assert_array_equal(ctrl.law.kd, 1.5 * lwr.kd)
+    # without a rate (a caller that runs the law continuously) only the continuous loop is checked
+    unsampled = FailSafeController(lwr, compiled=False)
+    unsampled.configure(kd=3 * lwr.kd)
+    np.testing.assert_array_equal(unsampled.model.kd, 3 * lwr.kd)
+
+
 def test_steady_cycle_predicts_the_cycles_that_change_only_the_sample(lwr, ctrl_factory):
     """steady_cycle() (the contract of the controller node's C cycles, nodes/native_cycle.py): a
     sample meeting its conditions whose command is not saturated (the C cycle's last check)

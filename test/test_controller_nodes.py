@@ -397,7 +397,8 @@ def test_frozen_and_backwards_stamps(controller, lwr, ros):
 def test_gains_and_thresholds_are_settable_parameters(ros, lwr):
     """Item 10: kp/kd and the fail-safe thresholds through the parameter services (what
     `ros2 param set` calls): applied between cycles, validated, type mismatches refused with a
-    reason; an integer for a double parameter is accepted at start-up and at run time."""
+    reason (gains the loop sampled at rate_hz cannot take among them); an integer for a double
+    parameter is accepted at start-up and at run time."""
     from rcl_interfaces.msg import Parameter as ParameterMsg, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
     from rclpy.parameter import Parameter
@@ -434,6 +435,10 @@ def test_gains_and_thresholds_are_settable_parameters(ros, lwr):
             ("kp", ParameterType.PARAMETER_DOUBLE_ARRAY, dict(double_array_value=[-1.0]), "kp: must be > 0"),
             ("kd", ParameterType.PARAMETER_STRING, dict(string_value="abc"), "expected a list of numbers"),
             ("kp", ParameterType.PARAMETER_DOUBLE_ARRAY, dict(double_array_value=[1.0]), "would be unstable"),
+            # 3x the YAML's kd: the continuous loop is stable, the one the node runs (1 kHz, the
+            # command one period late) is not
+            ("kd", ParameterType.PARAMETER_DOUBLE_ARRAY, dict(double_array_value=[450.0]),
+             "sampled at 1000 Hz with its command one period late at the measured position would be unstable"),
             ("velocity_scale", ParameterType.PARAMETER_DOUBLE, dict(double_value=-2.0), "velocity_scale: must be a positive number"),
             ("rate_hz", ParameterType.PARAMETER_DOUBLE, dict(double_value=500.0), "read-only")):
         refused = set_param(name, kind, **value)

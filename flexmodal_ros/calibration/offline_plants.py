@@ -103,7 +103,11 @@ class ClosedLoopPlant:
         self.true_model = true_model if options.coulomb else with_overrides(true_model, d_c=0.0, d_cm=0.0)
         self.model = controller_model
         self.period = 1.0 / options.control_rate_hz
-        self.ctrl = FailSafeController(controller_model, use_feedforward=True, limits=limits)
+        # gain changes checked on the loop sampled with the command one period late; a lockstep
+        # plant (no delay) only continuous (its experiment gains: choose_experiment_gains, on its zoh loop)
+        self.ctrl = FailSafeController(controller_model, use_feedforward=True, limits=limits,
+                                       controller_rate_hz=options.control_rate_hz
+                                       if options.command_delay_cycles == 1 else None)
         self.channels = channel_names(controller_model, options.channels)
         self._gear = self._channel_gears()
         self._records = 0

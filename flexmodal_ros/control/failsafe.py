@@ -129,8 +129,9 @@ class FailSafeController:
     state_timeout, start_tolerance = _setting("state_timeout"), _setting("start_tolerance")
 
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
-                 compiled=True, cache=None, limits=SafetyLimits()):
+                 compiled=True, cache=None, limits=SafetyLimits(), controller_rate_hz=None):
         self.law = ControlLaw(model, compiled, cache)
+        self.controller_rate_hz = controller_rate_hz     # gain changes checked on the loop sampled at it
         self.use_feedforward = use_feedforward
         self.data = create_data(model)
         self.counters = Counters(saturated_per_joint=[0] * model.n)
@@ -155,15 +156,15 @@ class FailSafeController:
         self.law.use_feedforward[0] = bool(value)
 
     def configure(self, kp=None, kd=None, limits=None, state_timeout=None, start_tolerance=None):
-        """Change gains (scalar or n values [N·m/rad], [N·m·s/rad]), :class:`SafetyLimits`,
-        state_timeout [s] and start_tolerance; None keeps the current value. Everything is checked
-        before anything changes (:func:`~.gains.configured`, InputError naming the field), with the
-        closed loop linearized at the last measured position (zeros before the first sample). New
+        """Change gains (scalar or n values [N·m/rad], [N·m·s/rad]), :class:`SafetyLimits`, state_timeout [s]
+        and start_tolerance; None keeps the current value. All is checked before anything changes
+        (:func:`~.gains.configured`, InputError naming the field; the loop linearized at the last measured
+        position, zeros before the first sample, and sampled at ``controller_rate_hz`` if given). New
         gains act from the next cycle (law and hold reference); limits from the next sample and trajectory."""
         s = self.measured.sample
         q = s.q if s is not None else np.zeros(self.model.n)
         old, self.settings = self.settings, configured(self.settings, None, self.data, q, kp, kd, limits,
-                                                       state_timeout, start_tolerance)
+                                                       state_timeout, start_tolerance, self.controller_rate_hz)
         self.measured.set_bounds(self.settings.state_bounds)
         if self.model is not old.model:
             self.law.set_gains(self.model.kp, self.model.kd)
@@ -313,15 +314,15 @@ class FailSafeController:
         return Command(tau, self.machine.mode, saturated, q_ref)
 
 
-def failsafe_controller(model, warn):
-    """The :class:`FailSafeController` of ``model`` with the generated law compiled (user code
-    generation, cached: flexmodal_ros/robot/inverse_dynamics/build.py); without a C compiler or a
-    writable cache, the same law on CasADi's virtual machine, after ``warn(text)`` saying why and
-    what it costs."""
+def failsafe_controller(model, warn, controller_rate_hz=None):
+    """The :class:`FailSafeController` of ``model`` (gain changes checked at ``controller_rate_hz``)
+    with the generated law compiled (user code generation, cached:
+    flexmodal_ros/robot/inverse_dynamics/build.py); without a C compiler or a writable cache, the
+    same law on CasADi's virtual machine, after ``warn(text)`` saying why and what it costs."""
     try:
-        return FailSafeController(model)
+        return FailSafeController(model, controller_rate_hz=controller_rate_hz)
     except BuildError as exc:
         warn(f"control law: cannot compile it ({exc}); evaluating it with CasADi's virtual machine instead: "
              "~25x the compiled law's time per cycle (~0.1 ms instead of ~4 us), and every cycle runs in "
              "Python (no native_cycle)")
-        return FailSafeController(model, compiled=False)
+        return FailSafeController(model, compiled=False, controller_rate_hz=controller_rate_hz)

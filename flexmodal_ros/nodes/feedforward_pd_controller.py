@@ -42,7 +42,8 @@ Settable at run time (``ros2 param set``; checked, refused with a reason, applie
 cycles): ``use_feedforward`` (true; false = PD only); ``kp``, ``kd`` (declared with the params
 YAML's gains, so ``ros2 param get/dump`` show the gains in use; a single number sets every joint,
 ``ros2 param set /feedforward_pd_controller kp 3000.0``; an empty list the YAML's again; refused if
-the closed loop at the measured position would not be stable); ``state_timeout_s`` (0.05);
+the closed loop at the measured position would not be stable, continuous or sampled at ``rate_hz``
+with the command one period late); ``state_timeout_s`` (0.05);
 ``start_tolerance`` (0.05 rad or m: the first waypoint must be this close to the measured
 position); ``position_margin`` (0.1), ``velocity_scale`` (1.0), ``velocity_limits`` (declared
 with the URDF's, per joint, before ``velocity_scale``: the speed limit is velocity_limits ×
@@ -133,7 +134,7 @@ class FeedforwardPdController(GuardedNode):
                 raise FlexmodalError(f"{name}: must be > 0, got {p[name]}")
         realtime = declare_realtime(self)
         self.settable = declare_settable(self, self.model)
-        self.ctrl = failsafe_controller(self.model, self.get_logger().warning)
+        self.ctrl = failsafe_controller(self.model, self.get_logger().warning, p["rate_hz"])
         self.ctrl.set_excitation_limits(p["max_excitation_torque"], p["max_excitation_duration_s"])
         self._read_state = JointStateReader(self.model, link_state)
         self._apply_parameters(self.settable.values)
