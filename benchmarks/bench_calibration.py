@@ -62,7 +62,8 @@ from flexmodal_ros.calibration.campaign import CalibrationSettings, calibrate, d
 from flexmodal_ros.calibration.eigen_sensitivity import Unknowns
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.cli.calibrate import random_truth
-from flexmodal_ros.calibration.experiment_design import sensor_std, worst_relative_std
+from flexmodal_ros.calibration.design_selection import worst_relative_std
+from flexmodal_ros.calibration.experiment_design import sensor_std
 from flexmodal_ros.oma.impact import EncoderNoise, gear_ratios
 from flexmodal_ros.robot.registry import load_robot, robot_paths
 

@@ -12,11 +12,12 @@ import pytest
 from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings, design_against_random
 from flexmodal_ros.calibration.eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
 from flexmodal_ros.calibration.design_comparison import compare_with_random
+from flexmodal_ros.calibration.design_selection import (STALL_GAIN, greedy_design, logdet, predicted_std,
+                                                        unserved_count, worst_focus)
 from flexmodal_ros.calibration.experiment_design import (DEFAULT_SENSOR_STD, ExcitationPlan, MeasurementModel,
-                                                         candidate_configurations,
-                                                         choose_experiment_gains, evaluate_pool,
-                                                         greedy_design, loop_damping, parameter_scale,
-                                                         logdet, predicted_std, prior_information, worst_focus)
+                                                         candidate_configurations, choose_experiment_gains,
+                                                         evaluate_pool, loop_damping, parameter_scale,
+                                                         prior_information)
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.calibration import weighted_fit
@@ -220,7 +221,9 @@ def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_the
     """worst_focus: the unknowns above FOCUS_SHARE of the worst σ/target and those without a finite
     σ; None when that is every one. The worst-first design's step (``focus_share``) holds at least
     as much information about those unknowns (Ds criterion) as the D-optimal step (its gain on the
-    actual loop: bench_calibration --part design --actual --design worst-first, docs/calibration.md)."""
+    actual loop: bench_calibration --part design --actual --design worst-first, docs/calibration.md);
+    a focus no candidate narrows is passed over (STALL_GAIN, STALL_SHARE), and so is, along the
+    loop, one that configurations chosen for it left in place (unserved_count)."""
     target = np.array([0.01, 0.01, 0.1, 0.1])
     np.testing.assert_array_equal(worst_focus(np.array([0.02, 0.1, 0.2, 0.75]), target, 0.7), [1, 3])
     np.testing.assert_array_equal(worst_focus(np.array([0.05, np.inf, 0.2, 0.3]), target, 0.7), [0, 1])
@@ -233,6 +236,33 @@ def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_the
         d_optimal = greedy_design(pool, 1, scale, prior)[0]
         focused = greedy_design(pool, 1, scale, prior, target=targets, focus_share=0.7)[0]
     assert logdet(prior + focused.information, focus) >= logdet(prior + d_optimal.information, focus) - 1e-9
+    # an unknown no candidate can narrow (its information already 1e8 times the prior's) and far
+    # from its target stalls the focus: the step is the one for the next in line, as if the loop
+    # did not wait for that unknown
+    worst = int(np.argmax(targets))
+    held = np.zeros_like(prior)
+    held[worst, worst] = 1e8 * prior[worst, worst]
+    stalled = targets.copy()
+    stalled[worst] = 1e-9
+    passed = targets.copy()
+    passed[worst] = np.inf
+    with single_blas_thread():
+        step = greedy_design(pool, 1, scale, prior, held, target=stalled, focus_share=0.7)[0]
+        expected = greedy_design(pool, 1, scale, prior, held, target=passed, focus_share=0.7)[0]
+        chasing = greedy_design(pool, 1, scale, prior, held, target=stalled, focus_share=0.7, stall_share=0.0)[0]
+    assert (step.candidate, step.excitations) == (expected.candidate, expected.excitations)
+    assert (chasing.candidate, chasing.excitations) != (step.candidate, step.excitations)
+    gain = lambda s: logdet(prior + s.information, [worst]) - logdet(prior + held, [worst])
+    assert 0 <= gain(step) <= gain(chasing) < STALL_GAIN
+    # along the loop: configurations chosen for an unknown that leave its σ in place are counted
+    # (two in a row: passed over); a 1 % fall resets the count, for any unknown
+    count = np.zeros(4, int)
+    count = unserved_count(count, (0, 1), np.ones(4), np.array([1.0, 0.9, 1.0, 1.0]))
+    np.testing.assert_array_equal(count, [1, 0, 0, 0])
+    count = unserved_count(count, (0,), np.ones(4), np.array([0.995, 1.0, 1.0, 1.0]))
+    np.testing.assert_array_equal(count, [2, 0, 0, 0])
+    np.testing.assert_array_equal(unserved_count(count, (1,), np.ones(4), np.array([0.98, 1.0, 1.0, 1.0])),
+                                  [0, 1, 0, 0])
 
 
 def test_design_against_random_fast_path_beats_random_draws_of_the_same_size(lwr):
@@ -302,11 +332,11 @@ def test_spectral_dominance_is_the_peak_over_the_rest_of_the_numeric_spectrum():
 
 
 def test_design_dominance_gate_is_learned_from_the_modes_the_oma_recovered(lwr):
-    """Records that lose exactly the modes below dominance 1.5 (of those the noise rule shows) teach
-    the design that gate; records showing every mode the noise rule shows teach it one that removes
-    none of them (the largest such, the most conservative); a pool
-    screened at a gate has no visible mode below it, and the same modes as the rule without it
-    above it."""
+    """Records that lose exactly the modes below dominance 1.5 (in each excitation, of those the
+    noise rule shows there: the gate as the candidates apply it) teach the design that gate;
+    records showing every mode the noise rule shows teach it one that removes none of them (the
+    largest such, the most conservative); a pool screened at a gate has no visible mode below it,
+    and the same modes as the rule without it above it."""
     model = with_overrides(lwr, kd=lwr.kd * 0.2)
     unknowns = Unknowns.build(model)
     nominal = unknowns.values(model)
@@ -319,8 +349,8 @@ def test_design_dominance_gate_is_learned_from_the_modes_the_oma_recovered(lwr):
     options = (4, 3)
     probe = [observe(c, options, []) for c in pool]
     f_of = [c.frequencies_hz[c.usable] for c in pool]
-    strong = [observe(c, options, f[o.visible(1.0) & (o.dominance >= 1.5)]) for c, f, o in zip(pool, f_of, probe)]
-    assert any((o.visible(1.0) & (o.dominance < 1.5)).any() for o in strong)        # the gate has modes to remove
+    strong = [observe(c, options, f[o.visible(1.0, 1.5)]) for c, f, o in zip(pool, f_of, probe)]
+    assert any((o.visible(1.0) & ~o.visible(1.0, 1.5)).any() for o in strong)        # the gate has modes to remove
     assert visibility_rule(strong, (1.0,)) == (1.0, 1.5)
     every = [observe(c, options, f[o.visible(1.0)]) for c, f, o in zip(pool, f_of, probe)]
     c, delta = visibility_rule(every, (1.0,))
@@ -491,5 +521,6 @@ def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rul
     assert result.identifiable.all()
     np.testing.assert_array_less(np.abs(result.values - truth), 1e-3 * np.where(truth > 0, truth, 1.0))
     assert all(h["design_dominance_min"] in DOMINANCES for h in result.history)
+    assert all(set(h["design_passed_over"]) <= set(result.unknown_names) for h in result.history)
     args = build_parser().parse_args(["calibrate", "--robot", "planar_2r", "-o", "x.yaml", "--design", "worst-first"])
     assert settings_from_args(args, nominal, None).design == "worst-first"

@@ -9,7 +9,7 @@ plant or MuJoCo, each with the controller) or a robot behind the suite's ROS top
 
 Per configuration (at most ``budget``):
 
-1. the next configuration and its excitations (:func:`~.experiment_design.greedy_design`: D-optimal
+1. the next configuration and its excitations (:func:`~.design_selection.greedy_design`: D-optimal
    on the information of the modes expected to be visible, from the current estimate; Ds-optimal on
    the unknowns still above their target once others reach it);
 2. move there through the controller (a C⁴ trajectory within the URDF limits), settle, and record
@@ -52,8 +52,8 @@ from .campaign_settings import (DEFAULT_RANGES, FIRST_GATE, GATE, MAX_RECORD_S, 
 from .campaign_state import CampaignState
 from .eigen_sensitivity import loop_modes
 from .design_comparison import compare_with_random, random_design
-from .experiment_design import (FOCUS_SHARE, candidate_configurations, choose_experiment_gains, greedy_design,
-                                identifiable_mask, predicted_std, prior_information)
+from .design_selection import FOCUS_SHARE, STALL_STEPS, greedy_design, identifiable_mask, predicted_std, unserved_count
+from .experiment_design import candidate_configurations, choose_experiment_gains, prior_information
 from .tracking_check import tracking_trajectory, tracking_validation  # noqa: F401  (re-exported)
 from .visibility_calibration import CHANGE, DOMINANCES, FACTORS, observe, rescale_noise, visibility_rule
 from .weighted_fit import follow_modes
@@ -112,9 +112,10 @@ def _focus_share(s):
 
 
 def _waited_for(run, reachable):
-    """The design's targets: the loop's; for the worst-first design inf for the unknowns the pool
-    cannot identify (the loop does not wait for them, so the design does not chase them:
-    experiment_design.worst_focus)."""
+    """The design's targets: the loop's; for the worst-first design inf for the unknowns not in
+    ``reachable`` — those the pool cannot identify (the loop does not wait for them, so the design
+    does not chase them: design_selection.worst_focus) and those passed over
+    (design_selection.unserved_count)."""
     return np.where(reachable, run.targets, np.inf) if run.s.design == "worst-first" else run.targets
 
 
@@ -179,6 +180,7 @@ def _run(run, qs, gain_table):
     random_rng = np.random.default_rng(s.seed + 1)
     design_steps, used, pool_at = [], set(), run.estimate.copy()
     observations, noise_c, assumed = [], 1.0, run.measurement
+    unserved, last = np.zeros(run.unknowns.size, int), None     # worst-first: unknowns its steps left in place
     try:
         for k in range(s.budget):
             stop.check()
@@ -191,9 +193,14 @@ def _run(run, qs, gain_table):
                     step = random_design(pool, 1, run.scale, random_rng, info, exclude=used | validation_idx,
                                          pulses_per_configuration=s.pulses_per_configuration)
                 else:
+                    now = None if info is None else predicted_std(prior + info, run.scale)
+                    if last is not None and last[1] is not None and now is not None:
+                        unserved = unserved_count(unserved, *last, now)      # only between two fits
                     step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,
                                          pulses_per_configuration=s.pulses_per_configuration,
-                                         target=_waited_for(run, reachable), focus_share=_focus_share(s))
+                                         target=_waited_for(run, reachable & (unserved < STALL_STEPS)),
+                                         focus_share=_focus_share(s))
+                    last = (step[0].focus, now) if step and s.design == "worst-first" else None
             run.timed("design", t0)
             if not step:
                 message = "no candidate configuration left"
@@ -226,6 +233,7 @@ def _run(run, qs, gain_table):
                 entry["design_noise_factor"] = noise_c
             if s.design == "worst-first":
                 entry["design_dominance_min"] = run.measurement.dominance_min
+                entry["design_passed_over"] = [run.unknowns.names[i] for i in np.flatnonzero(unserved >= STALL_STEPS)]
             run.timed("design", t0)
             run.history.append(entry)
             run.save_state()

@@ -84,7 +84,7 @@ class CalibrationSettings:
     tracking: bool = True                    # tracking validation (plants with a known truth)
     experiment_kd_scale: float | None = None  # K_D factor during the experiments (None: chosen, KD_SCALES)
     design: str = "optimal"                  # "worst-first": Ds on the worst unknowns, overlap-aware visibility
-                                             # (experiment_design.worst_focus); "random": drawn (comparisons)
+                                             # (design_selection.worst_focus); "random": drawn (comparisons)
 
     def targets(self, unknowns: Unknowns) -> np.ndarray:
         return np.array([self.target_k if k == "k" else self.target_d for k in unknowns.kinds])

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import InputError
-from .experiment_design import DesignStep, identifiable_mask, predicted_std, worst_relative_std
+from .design_selection import DesignStep, identifiable_mask, predicted_std, worst_relative_std
 
 
 def random_design(candidates, budget, scale, rng, data_information=None, exclude=(),

@@ -22,16 +22,8 @@ along an axis where the plant offers impacts):
    error, growing with ζ: :func:`measurement_floors`);
 5. the Fisher information of the configuration, F = Σ_modes J_fᵀJ_f/σ_f² + J_ζᵀJ_ζ/σ_ζ².
 
-Selection (:func:`greedy_design`) is sequential: starting from the information already held (data
-measured so far, or a weak prior from the parameter ranges), the configuration and its
-``pulses_per_configuration`` excitations that raise the criterion most are added one at a time.
-The criterion is D-optimal, log det(F_total); with targets, once some unknowns are predicted
-below theirs, Ds-optimal on the others. The worst-first design (``focus_share``) is Ds-optimal on
-the unknowns whose predicted σ/target is within FOCUS_SHARE of the worst (:func:`worst_focus`):
-fewer configurations to bring the worst to its target, the others less accurate. The predicted
-σ of each unknown is √diag(F⁻¹) of the data's information (:func:`predicted_std`; an unknown in a
-direction the information does not determine is reported as not identifiable, never a number).
-:func:`~.design_comparison.random_design` draws from the same pool, for comparison.
+Which candidates and excitations to measure, from the information of each
+(:meth:`Candidate.information`), is :mod:`.design_selection`'s.
 """
 from __future__ import annotations
 
@@ -41,12 +33,12 @@ import numpy as np
 
 from ..core.blas import single_blas_thread
 from ..core.errors import InputError
-from ..identification.inverse_eigen import REL_STD_LIMIT
 from ..oma.compare import channel_rows
 from ..oma.impact import AXES, Impulse, free_decay_contributions
 from ..oma.mode_estimation import SETTLE_SAMPLES, SNR_MIN, UNCERTAINTY_F, UNCERTAINTY_Z
 from ..oma.visibility import screen_modes, spectral_dominance, visible_modes
 from ..robot.model import create_data, with_overrides
+from .design_selection import identifiable_mask, predicted_std, worst_relative_std
 from .eigen_sensitivity import CONTINUOUS, Unknowns, loop_modes, mode_sensitivity
 from .offline_plants import channel_names
 from .pulse_response import pulse_decay_amplitudes
@@ -58,7 +50,6 @@ FREQUENCY_FLOOR = 1e-4     # σ_f ≥ (this + DAMPING_SLOPE ζ)·f: OMA against 
 DAMPING_FLOOR = 1e-4       # σ_ζ ≥ this + DAMPING_SLOPE ζ: 1e-4 for lightly damped modes, 2.5e-4
 DAMPING_SLOPE = 5e-4       # (f relative, ζ absolute) for the heavily damped ones (ζ 0.3: few cycles)
 DOMINANCE_MIN = 1.0        # worst-first: a visible mode's own spectral peak over the rest (oma/visibility.py)
-FOCUS_SHARE = 0.7          # worst-first: Ds on σ/target above this share of the worst (docs/calibration.md)
 
 
 def measurement_floors(f, z, frequency_floor=FREQUENCY_FLOOR, damping_floor=DAMPING_FLOOR):
@@ -66,9 +57,7 @@ def measurement_floors(f, z, frequency_floor=FREQUENCY_FLOOR, damping_floor=DAMP
     noise, growing with the damping ratio (a heavily damped decay holds few cycles)."""
     f, z = np.asarray(f, float), np.asarray(z, float)
     return (frequency_floor + DAMPING_SLOPE * np.abs(z)) * f, damping_floor + DAMPING_SLOPE * np.abs(z)
-RANK_RTOL = 1e-10
 PRIOR_WIDTH = 4.0          # the prior's σ: the range width / this
-SHORTLIST = 1              # candidates re-evaluated with the full noise-floor rule at each step
 MATCH_RTOL = 0.3           # a loop mode takes the continuous mode's amplitude within this |Δλ|/|λ|
 
 
@@ -317,135 +306,6 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
                      dominance, measurement.dominance_min)
     cand.screen()
     return cand
-
-
-def logdet(info, focus=None) -> float:
-    """log det of ``info``, or with ``focus`` (indices) the Ds-criterion −log det((info⁻¹)_SS):
-    the information about those unknowns with the others' uncertainty accounted for."""
-    if focus is not None and len(focus) < info.shape[0]:
-        try:
-            cov = np.linalg.inv(info)[np.ix_(focus, focus)]
-        except np.linalg.LinAlgError:
-            return -np.inf
-        sign, value = np.linalg.slogdet(cov)
-        return -value if sign > 0 else -np.inf
-    sign, value = np.linalg.slogdet(info)
-    return value if sign > 0 else -np.inf
-
-
-def best_excitations(candidate: Candidate, base, count, focus=None) -> tuple:
-    """The ``count`` excitation options of ``candidate`` chosen greedily for the largest
-    log det(base + F) (:func:`logdet` with ``focus``); returns (chosen indices, log det)."""
-    chosen, best = [], logdet(base, focus)
-    for _ in range(min(count, len(candidate.options))):
-        gains = []
-        for o in range(len(candidate.options)):
-            if o in chosen:
-                gains.append(-np.inf)
-                continue
-            gains.append(logdet(base + candidate.information(chosen + [o]), focus))
-        o = int(np.argmax(gains))
-        if chosen and gains[o] <= best + 1e-9:
-            break
-        chosen.append(o)
-        best = gains[o]
-    return tuple(chosen), best
-
-
-@dataclass(frozen=True)
-class DesignStep:
-    """One chosen configuration: ``candidate`` index, excitation option indices ``excitations``,
-    and after it the total information ``information`` (data only, scaled) and predicted
-    standard deviations ``predicted_std`` (physical units; inf = not identifiable)."""
-
-    candidate: int
-    excitations: tuple
-    information: np.ndarray
-    predicted_std: np.ndarray
-
-
-def predicted_std(info, scale) -> np.ndarray:
-    """√diag(F⁻¹) in physical units from the data information ``info`` (scaled unknowns); inf for
-    an unknown with a component in a direction F does not determine (eigenvalue below RANK_RTOL of
-    the largest)."""
-    w, v = np.linalg.eigh(0.5 * (info + info.T))
-    top = max(w.max(initial=0.0), 1e-300)
-    keep = w > RANK_RTOL * top
-    var = (v[:, keep] ** 2 / w[keep]) @ np.ones(keep.sum()) if keep.any() else np.full(info.shape[0], np.inf)
-    null = np.any(np.abs(v[:, ~keep]) > 0.1, axis=1) if (~keep).any() else np.zeros(info.shape[0], bool)
-    return np.where(null, np.inf, np.sqrt(var)) * scale
-
-
-def worst_focus(relative_std, target, share=FOCUS_SHARE):
-    """The unknowns the next configuration is chosen for: predicted σ/target (σ relative to the
-    scale; ``target`` (P,) relative, inf: not waited for) above ``share`` × the worst, or σ not
-    finite; None (every unknown: D-optimal) when that is all of them."""
-    target = np.asarray(target, float)
-    ratio = np.where(np.isinf(target), 0.0, np.asarray(relative_std, float) / np.where(np.isinf(target), 1.0, target))
-    finite = np.isfinite(ratio)
-    worst = ratio[finite].max(initial=0.0)
-    focus = np.flatnonzero(~finite | (ratio > share * worst))
-    return focus if focus.size < ratio.size else None
-
-
-def greedy_design(candidates, budget, scale, prior, data_information=None, exclude=(),
-                  pulses_per_configuration=2, shortlist=SHORTLIST, target=None, focus_share=None) -> list:
-    """D-optimal sequential choice of ``budget`` candidates (module docstring). ``prior``: the weak
-    prior information; ``data_information``: what the measurements so far gave (scaled);
-    ``exclude``: candidate indices already used. At each step the ``shortlist`` best candidates by
-    the screening get their chosen excitations re-evaluated with the full noise-floor rule
-    (:meth:`Candidate.refine`) before the choice. ``target`` (P,) relative standard deviations:
-    once some unknowns are predicted below it, Ds-optimal on the others, or with ``focus_share`` on
-    :func:`worst_focus`'s (inf: not waited for). Returns a list of :class:`DesignStep`."""
-    data = np.zeros_like(prior) if data_information is None else np.array(data_information)
-    used, steps = set(exclude), []
-    for _ in range(int(budget)):
-        base = prior + data
-        focus = None
-        if target is not None:
-            rel = predicted_std(base, scale) / scale
-            if focus_share is not None:
-                focus = worst_focus(rel, target, focus_share)
-            else:
-                above = np.flatnonzero(rel > target)
-                focus = above if 0 < above.size < rel.size else None
-        scores = []
-        for i, cand in enumerate(candidates):
-            if i in used or not cand.stable:
-                scores.append((-np.inf, ()))
-                continue
-            scores.append(best_excitations(cand, base, pulses_per_configuration, focus)[::-1])
-        for _ in range(2):                 # refined options may change the choice: until it settles
-            order = np.argsort([-s for s, _ in scores])[:shortlist]
-            stale = [int(i) for i in order if np.isfinite(scores[i][0])
-                     and not set(scores[i][1]) <= candidates[i].refined]
-            if not stale:
-                break
-            for i in stale:
-                candidates[i].refine(scores[i][1])
-                scores[i] = best_excitations(candidates[i], base, pulses_per_configuration, focus)[::-1]
-        i = int(np.argmax([s for s, _ in scores]))
-        if not np.isfinite(scores[i][0]):
-            break
-        chosen = scores[i][1]
-        data = data + candidates[i].information(list(chosen))
-        used.add(i)
-        steps.append(DesignStep(i, chosen, data.copy(), predicted_std(data, scale)))
-    return steps
-
-
-def identifiable_mask(std, scale) -> np.ndarray:
-    """Unknowns whose (predicted or estimated) std is at most REL_STD_LIMIT times their scale."""
-    std = np.asarray(std, float)
-    return np.isfinite(std) & (std <= REL_STD_LIMIT * np.asarray(scale, float))
-
-
-def worst_relative_std(std, values, identifiable=None) -> float:
-    """max σ_i/|p_i| over the unknowns (only those in ``identifiable`` if given) [-]."""
-    rel = np.asarray(std, float) / np.maximum(np.abs(values), 1e-300)
-    if identifiable is not None:
-        rel = rel[np.asarray(identifiable, bool)]
-    return float(rel.max(initial=0.0))
 
 
 def evaluate_pool(model, qs, unknowns, loop, plan, measurement, scale, stability_loop=None) -> list:

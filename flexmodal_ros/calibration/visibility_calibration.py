@@ -23,8 +23,9 @@ assumed noise (only when the noise was not given) and, for the worst-first desig
 threshold δ (the default design keeps δ = 0: no gate) at which the
 design's own rule (the screening of :func:`~.experiment_design.evaluate_candidate`,
 :func:`~flexmodal_ros.oma.visibility.screen_modes`, re-evaluated at c × the noise, then the
-dominance gate) agrees best with what was measured — per configuration and usable mode, predicted
-visible (in one of the recorded excitations) against matched in the OMA; of equally good rules the
+dominance gate, both per recorded excitation as the candidates apply them) agrees best with what was
+measured — per configuration and usable mode, predicted visible (in one of the recorded excitations)
+against matched in the OMA; of equally good rules the
 largest c, then the largest δ (the most conservative). :func:`rescale_noise` re-applies the rule to a
 pool (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer modes than
 predicted) raise c the same way.
@@ -68,17 +69,24 @@ class Observation:
         """(m_usable,) the largest spectral dominance of each mode over the recorded options."""
         return self.option_dominance.max(axis=0, initial=0.0)
 
-    def visible(self, factor, dominance_min=0.0) -> np.ndarray:
-        """(m_usable,) predicted visible in at least one excitation at ``factor`` × the noise the
-        observation was made at (the design's screening, :func:`screen_modes`) with a spectral
-        dominance of at least ``dominance_min`` there."""
-        seen = np.zeros(self.frequencies_hz.size, bool)
-        for (lm, a), dominance in zip(self.responses, self.option_dominance):
+    def option_visible(self, factor) -> np.ndarray:
+        """(options, m_usable) bool: each mode predicted visible in each recorded excitation at
+        ``factor`` × the noise the observation was made at (the design's screening,
+        :func:`screen_modes`), the dominance gate left out."""
+        seen = np.zeros((len(self.responses), self.frequencies_hz.size), bool)
+        for row, (lm, a) in zip(seen, self.responses):
             if lm.size:
-                seen |= (screen_modes(lm, a[None], self.noise * factor, [self.samples], self.sample_rate_hz,
+                row[:] = screen_modes(lm, a[None], self.noise * factor, [self.samples], self.sample_rate_hz,
                                       self.snr_min, UNCERTAINTY_F, UNCERTAINTY_Z).visible
-                         & (dominance >= dominance_min))
         return seen
+
+    def visible(self, factor, dominance_min=0.0, option_visible=None) -> np.ndarray:
+        """(m_usable,) predicted visible in at least one excitation at ``factor`` × the noise the
+        observation was made at with a spectral dominance of at least ``dominance_min`` in that same
+        excitation — the gate the design's candidates apply (:meth:`option_visible` at ``factor``,
+        when already computed, may be passed)."""
+        seen = self.option_visible(factor) if option_visible is None else option_visible
+        return np.any(seen & (self.option_dominance >= dominance_min), axis=0)
 
 
 def observe(candidate, options, measured_frequencies_hz, noise_factor=1.0) -> Observation:
@@ -103,9 +111,9 @@ def visibility_rule(observations, factors=FACTORS, dominances=DOMINANCES) -> tup
         return 1.0, None
     best, rule = -1, (1.0, None)
     for c in factors:
-        seen = [o.visible(c) for o in observations]
+        seen = [o.option_visible(c) for o in observations]
         for delta in dominances:
-            agree = sum(int(np.sum((v & (o.dominance >= delta)) == o.measured)) for v, o in zip(seen, observations))
+            agree = sum(int(np.sum(o.visible(c, delta, v) == o.measured)) for v, o in zip(seen, observations))
             if agree >= best:
                 best, rule = agree, (float(c), float(delta))
     return rule

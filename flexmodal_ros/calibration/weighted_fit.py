@@ -37,7 +37,8 @@ from ..identification.inverse_eigen import REL_STD_LIMIT
 from ..modes.tracking import track_modes
 from ..robot.model import create_data
 from .eigen_sensitivity import LoopModel, Unknowns, mode_sensitivity
-from .experiment_design import PRIOR_WIDTH, predicted_std
+from .design_selection import predicted_std
+from .experiment_design import PRIOR_WIDTH
 
 MAX_ROUNDS = 3            # fix-the-unidentifiable rounds
 OUTLIER_SIGMA = 5.0       # a measured mode whose residual exceeds this many robust standard deviations ...
