@@ -248,6 +248,22 @@ def test_bringup_runs_the_controller_on_simulation_time_and_the_demo_on_real_tim
     assert "sim_time=False" in demo                      # make demo measures real time
 
 
+def test_bringup_names_the_node_that_ended_badly(ros_process):
+    """A node of the bringup killed while running (SIGKILL, as an OOM killer would): the bringup
+    stops the others and exits with code 1, naming that node and its code."""
+    import signal
+    import psutil
+    from flexmodal_interfaces.srv import ComputeModalParameters
+    run = ros_process(["flexmodal_bringup", "--robot", "planar_2r"],
+                      wait_for_service=("/modal_analysis/compute_modal_parameters", ComputeModalParameters), timeout=120.0)
+    children = psutil.Process(run.popen.pid).children()
+    controller = [c for c in children if "feedforward_pd_controller" in " ".join(c.cmdline())]
+    assert len(controller) == 1, [c.cmdline() for c in children]
+    controller[0].send_signal(signal.SIGKILL)
+    assert run.popen.wait(timeout=30.0) == 1
+    assert f"flexmodal_bringup: node feedforward_pd_controller ended with code {-signal.SIGKILL}" in run.log(), run.log()
+
+
 def test_a_start_68_years_ahead_is_refused(ros):
     from flexmodal_ros.nodes.feedforward_pd_controller import FeedforwardPdController
 

@@ -193,7 +193,8 @@ def _run(run, qs, gain_table):
                     step = random_design(pool, 1, run.scale, random_rng, info, exclude=used | validation_idx,
                                          pulses_per_configuration=s.pulses_per_configuration)
                 else:
-                    now = None if info is None else predicted_std(prior + info, run.scale)
+                    worst_first = s.design == "worst-first" and info is not None
+                    now = predicted_std(prior + info, run.scale) if worst_first else None
                     if last is not None and last[1] is not None and now is not None:
                         unserved = unserved_count(unserved, *last, now)      # only between two fits
                     step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,

@@ -13,10 +13,10 @@ pool cannot narrow (the best candidate gives it less than STALL_GAIN and STALL_S
 average unknown gains) is passed over for the next in line; so is, by the loop, an unknown that
 STALL_STEPS measured configurations chosen for it in a row left where it was
 (:func:`unserved_count`: on scompi a d_f the fit never determined held the focus, each
-configuration predicted to narrow it and none doing so; docs/calibration.md). The predicted σ of each unknown is √diag(F⁻¹) of the data's information
-(:func:`predicted_std`; an unknown in a direction the information does not determine is reported
-as not identifiable, never a number). :func:`~.design_comparison.random_design` draws from the
-same pool, for comparison.
+configuration predicted to narrow it and none doing so; docs/calibration.md). The predicted σ
+of each unknown is √diag(F⁻¹) of the data's information (:func:`predicted_std`; an unknown in a
+direction the information does not determine is reported as not identifiable, never a number).
+:func:`~.design_comparison.random_design` draws from the same pool, for comparison.
 """
 from __future__ import annotations
 

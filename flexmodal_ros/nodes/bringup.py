@@ -189,6 +189,7 @@ def start(robot, params=None, log_dir=None, env=None, engine="builtin", namespac
         out = open(Path(log_dir) / f"{name}.log", "wb") if log_dir else None
         processes.append(subprocess.Popen(argv, env=ros_environment(env), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT if out else None))
+        processes[-1].node_name = name
     return processes
 
 
@@ -257,7 +258,9 @@ def main(argv=None):
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)     # one Ctrl-C: the clean-up is not interrupted
         stop(processes)
-    failed = [p.args[0] for p in processes if p.returncode not in (0, -signal.SIGINT)]
+    failed = [p for p in processes if p.returncode not in (0, -signal.SIGINT)]
+    for p in failed:        # which node, and how: its own log lines are above
+        print(f"flexmodal_bringup: node {p.node_name} ended with code {p.returncode}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -134,9 +134,11 @@ class _RecordGram:
             s_fit = 1.0 / np.sqrt(np.maximum(np.diag(gram)[fit], 1e-300))
             s_slope = 1.0 / np.sqrt(np.maximum(np.diag(gram)[slope], 1e-300))
             inv = np.linalg.pinv(gram[np.ix_(fit, fit)] * np.outer(s_fit, s_fit), hermitian=True)
-            variance += (np.diag(inv)[:k] * s_fit[:k] ** 2 + np.diag(inv)[k:2 * k] * s_fit[k:2 * k] ** 2) * np.sum(noise ** 2)
+            own = np.diag(inv) * s_fit ** 2                      # the unscaled inverse's diagonal
+            variance += (own[:k] + own[k:2 * k]) * np.sum(noise ** 2)
             cross = gram[np.ix_(slope, fit)] * np.outer(s_slope, s_fit)
-            H = (gram[np.ix_(slope, slope)] * np.outer(s_slope, s_slope) - cross @ inv @ cross.T) / np.outer(s_slope, s_slope)
+            scaled = gram[np.ix_(slope, slope)] * np.outer(s_slope, s_slope) - cross @ inv @ cross.T
+            H = scaled / np.outer(s_slope, s_slope)
             mix = _mode_mixing(a)
             fisher += np.tensordot(1.0 / noise ** 2, np.swapaxes(mix, 1, 2) @ H @ mix, axes=1)
         snr = np.sqrt(np.sum(np.abs(amps) ** 2, axis=(0, 2))) / np.sqrt(np.maximum(variance, 1e-300))
