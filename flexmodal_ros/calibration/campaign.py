@@ -195,13 +195,13 @@ def _run(run, qs, gain_table):
                 else:
                     worst_first = s.design == "worst-first" and info is not None
                     now = predicted_std(prior + info, run.scale) if worst_first else None
-                    if last is not None and last[1] is not None and now is not None:
+                    if last is not None and now is not None:
                         unserved = unserved_count(unserved, *last, now)      # only between two fits
                     step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,
                                          pulses_per_configuration=s.pulses_per_configuration,
                                          target=_waited_for(run, reachable & (unserved < STALL_STEPS)),
                                          focus_share=_focus_share(s))
-                    last = (step[0].focus, now) if step and s.design == "worst-first" else None
+                    last = (step[0].focus, now) if step and now is not None else None
             run.timed("design", t0)
             if not step:
                 message = "no candidate configuration left"

@@ -64,11 +64,6 @@ class Observation:
     measured: np.ndarray
     option_dominance: np.ndarray
 
-    @property
-    def dominance(self) -> np.ndarray:
-        """(m_usable,) the largest spectral dominance of each mode over the recorded options."""
-        return self.option_dominance.max(axis=0, initial=0.0)
-
     def option_visible(self, factor) -> np.ndarray:
         """(options, m_usable) bool: each mode predicted visible in each recorded excitation at
         ``factor`` × the noise the observation was made at (the design's screening,
