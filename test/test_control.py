@@ -532,6 +532,10 @@ def test_gain_changes_are_checked_on_the_loop_the_controller_samples(lwr):
     unsampled = FailSafeController(lwr, compiled=False)
     unsampled.configure(kd=3 * lwr.kd)
     np.testing.assert_array_equal(unsampled.model.kd, 3 * lwr.kd)
+    # a rate the loop cannot have is refused when the controller is built, not at its first gain change
+    for bad in (0.0, -1000.0, float("nan"), float("inf")):
+        with pytest.raises(InputError, match="controller_rate_hz"):
+            FailSafeController(lwr, compiled=False, controller_rate_hz=bad)
 
 
 def test_steady_cycle_predicts_the_cycles_that_change_only_the_sample(lwr, ctrl_factory):

@@ -7,6 +7,7 @@ own linear model propagated exactly (dynamics="linear") or short nonlinear recor
 nonlinear reproductions are marked slow.
 """
 import json
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -240,6 +241,16 @@ def test_group_bounds_from_the_record_gram_equal_the_qr_form_and_the_remainder_i
     np.testing.assert_allclose(remainder_std(lam, amps, hidden, lengths, fs),
                                np.sqrt(np.mean(np.vstack(pieces) ** 2, axis=0)), rtol=1e-12)
     assert not remainder_std(lam, amps, np.zeros(6, bool), lengths, fs).any()
+    # a mode the record does not show at all (zero amplitude): undetermined, an infinite bound,
+    # and no overflow warning on the way (the Fisher matrix's zero diagonal)
+    silent = amps.copy()
+    silent[:, 2] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        alone, pair = gram.bounds([2], silent, noise), gram.bounds([2, 3], silent, noise)
+        every = cramer_rao(lam, silent, noise, lengths, fs)
+    for std_f in (alone[1], pair[1], every[1]):
+        assert np.isinf(std_f[0 if std_f.size < 6 else 2]) and np.isfinite(std_f).sum() == std_f.size - 1
 
 
 def test_quantization_is_on_the_motor_shaft(scompi, q8):

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import BuildError, InputError
+from ..core.validation import positive
 from ..robot.model import create_data
 from .admission import AdmittedTrajectory, TrackedReference
 from .excitation import ExcitationSchedule
@@ -131,7 +132,9 @@ class FailSafeController:
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
                  compiled=True, cache=None, limits=SafetyLimits(), controller_rate_hz=None):
         self.law = ControlLaw(model, compiled, cache)
-        self.controller_rate_hz = controller_rate_hz     # gain changes checked on the loop sampled at it
+        # gain changes checked on the loop sampled at it (None: the continuous loop)
+        self.controller_rate_hz = None if controller_rate_hz is None else \
+            float(positive(controller_rate_hz, "controller_rate_hz"))
         self.use_feedforward = use_feedforward
         self.data = create_data(model)
         self.counters = Counters(saturated_per_joint=[0] * model.n)

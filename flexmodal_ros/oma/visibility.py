@@ -198,11 +198,13 @@ def _inverse(fisher):
     """Inverse of a symmetric positive semi-definite Fisher matrix scaled to a unit diagonal;
     directions it does not determine (eigenvalues below 1e-16 of the largest, i.e. at rounding)
     get a variance of 1e16 times their scale rather than being truncated away as a
-    pseudo-inverse would."""
+    pseudo-inverse would; a parameter with no information at all (a zero diagonal) gets an
+    infinite variance, which callers read as "not determined"."""
     d = np.sqrt(np.maximum(np.diag(fisher), 1e-300))
     w, v = np.linalg.eigh(fisher / np.outer(d, d))
-    w = np.maximum(w, 1e-16 * max(w.max(initial=0.0), 1e-300))
-    return (v / w) @ v.T / np.outer(d, d)
+    w = np.maximum(w, 1e-16 * max(w.max(initial=0.0), 1.0))     # the largest is >= 1 unless no information at all
+    with np.errstate(over="ignore"):    # 1/d² beyond float range: inf is the answer
+        return (v / w) @ v.T / np.outer(d, d)
 
 
 def remainder_std(eigenvalues, amplitudes, hidden, lengths, fs) -> np.ndarray:
