@@ -21,7 +21,8 @@ from flexmodal_ros.calibration.experiment_design import (DEFAULT_SENSOR_STD, Exc
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.calibration.pulse_response import pulse_amplitudes
 from flexmodal_ros.calibration import weighted_fit
-from flexmodal_ros.calibration.visibility_calibration import noise_factor, observe, rescale_noise, visibility_rule
+from flexmodal_ros.calibration.visibility_calibration import (SPREAD_SAMPLES, learned_spread, noise_factor, observe,
+                                                              rescale_noise, spread_samples, visibility_rule)
 from flexmodal_ros.calibration.weighted_fit import MeasuredModes, fit_parameters
 from flexmodal_ros.control.excitation import MotorExcitation, default_excitation_limit, pulse_on
 from flexmodal_ros.control import FailSafeController, JointSample, Mode
@@ -364,6 +365,44 @@ def test_design_dominance_gate_is_learned_from_the_modes_the_oma_recovered(lwr):
         assert np.array_equal(kept, np.isfinite(c.var_f[:, idx]) & (g.dominance[:, idx] >= 1.5))
 
 
+def test_design_spread_is_learned_from_the_sigma_the_oma_reports(lwr):
+    """Measured modes whose reported σ_f, σ_ζ are g × the design's (the recorded excitations analysed
+    together) give log g per (mode, f or ζ) whatever spread the candidate was screened at; modes the
+    design did not predict visible, or without a finite σ, give none. learned_spread is their median
+    (1 below SPREAD_SAMPLES) over the noise factor applied since. A pool re-screened at a spread has
+    its variances times its square and the same modes visible."""
+    model = with_overrides(lwr, kd=lwr.kd * 0.2)
+    unknowns = Unknowns.build(model)
+    nominal = unknowns.values(model)
+    scale = parameter_scale(model, unknowns, (0.5 * nominal, np.where(nominal > 0, 2 * nominal, 10.0)))
+    rows = list(range(2 * model.n))
+    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
+    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    pool = evaluate_pool(model, candidate_configurations(model, 1, seed=2), unknowns, CONTINUOUS, plan,
+                         MeasurementModel(), scale)
+    cand, options, g = pool[0], (4, 3), 7.5
+    idx = np.flatnonzero(cand.usable)
+    with np.errstate(divide="ignore"):                      # inf: not visible in these excitations
+        sf = 1 / np.sqrt(np.sum(1 / cand.var_f[np.ix_(options, idx)], axis=0))
+        sz = 1 / np.sqrt(np.sum(1 / cand.var_z[np.ix_(options, idx)], axis=0))
+    seen = np.isfinite(sf)
+    assert 2 <= seen.sum() < idx.size
+    modes = [{"frequency_hz": f, "oma_std_frequency_hz": g * a, "oma_std_damping_ratio": g * b}
+             for f, a, b in zip(cand.frequencies_hz[idx], sf, sz)]
+    modes[int(np.flatnonzero(seen)[0])]["oma_std_damping_ratio"] = None       # not finite in the OMA
+    before = cand.var_f.copy()
+    for spread in (1.0, 3.0):
+        rescale_noise(pool, cand.rule[0], None, spread)
+        np.testing.assert_allclose(cand.var_f[np.isfinite(before)], spread ** 2 * before[np.isfinite(before)])
+        assert np.array_equal(np.isfinite(cand.var_f), np.isfinite(before))
+        logs = spread_samples(cand, options, modes)
+        assert len(logs) == 2 * seen.sum() - 1
+        np.testing.assert_allclose(logs, np.log(g), rtol=1e-9)
+    assert learned_spread(logs[:SPREAD_SAMPLES - 1]) == 1.0
+    assert learned_spread(logs) == pytest.approx(g) and learned_spread(logs, 0.5) == pytest.approx(2 * g)
+    assert spread_samples(cand, options, []) == [] and spread_samples(cand, (), modes) == []
+
+
 def _true_modes(true_model, qs, loop, relative_std, reference_model=None, leave_out=0) -> MeasuredModes:
     """The exact modes of ``true_model``'s ``loop`` at the configurations ``qs`` as measured modes
     (σ_f = relative_std · f, σ_ζ = relative_std), indexed by the modes of ``reference_model``'s loop
@@ -521,6 +560,7 @@ def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rul
     assert result.identifiable.all()
     np.testing.assert_array_less(np.abs(result.values - truth), 1e-3 * np.where(truth > 0, truth, 1.0))
     assert all(h["design_dominance_min"] in DOMINANCES for h in result.history)
+    assert all(0 < h["design_spread"] < np.inf for h in result.history)
     assert all(set(h["design_passed_over"]) <= set(result.unknown_names) for h in result.history)
     args = build_parser().parse_args(["calibrate", "--robot", "planar_2r", "-o", "x.yaml", "--design", "worst-first"])
     assert settings_from_args(args, nominal, None).design == "worst-first"

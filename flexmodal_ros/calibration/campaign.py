@@ -55,7 +55,8 @@ from .design_comparison import compare_with_random, random_design
 from .design_selection import FOCUS_SHARE, STALL_STEPS, greedy_design, identifiable_mask, predicted_std, unserved_count
 from .experiment_design import candidate_configurations, choose_experiment_gains, prior_information
 from .tracking_check import tracking_trajectory, tracking_validation  # noqa: F401  (re-exported)
-from .visibility_calibration import CHANGE, DOMINANCES, FACTORS, observe, rescale_noise, visibility_rule
+from .visibility_calibration import (CHANGE, DOMINANCES, FACTORS, learned_spread, observe, rescale_noise,
+                                     spread_samples, visibility_rule)
 from .weighted_fit import follow_modes
 
 REEVALUATE_SHIFT = 0.1       # re-evaluate the candidate pool when an estimate moved this much (relative)
@@ -180,6 +181,7 @@ def _run(run, qs, gain_table):
     random_rng = np.random.default_rng(s.seed + 1)
     design_steps, used, pool_at = [], set(), run.estimate.copy()
     observations, noise_c, assumed = [], 1.0, run.measurement
+    spreads, spread = [], 1.0           # worst-first: log(σ OMA / σ predicted at the assumed noise)
     unserved, last = np.zeros(run.unknowns.size, int), None     # worst-first: unknowns its steps left in place
     try:
         for k in range(s.budget):
@@ -225,15 +227,23 @@ def _run(run, qs, gain_table):
                                         [m["frequency_hz"] for m in data.modes], noise_c))
             c, delta = visibility_rule(observations, FACTORS if s.sensor_std is None else (1.0,),
                                        DOMINANCES if s.design == "worst-first" else (0.0,))
+            if s.design == "worst-first":   # the σ the OMA reported against the design's (at the assumed noise)
+                spreads += [x + np.log(noise_c) for x in spread_samples(pool[step.candidate], step.excitations,
+                                                                         data.modes)]
             moved = abs(np.log(c / noise_c)) > np.log(CHANGE)
-            if moved or delta != run.measurement.dominance_min:
-                noise_c = c if moved else noise_c
-                run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * noise_c, dominance_min=delta)
-                rescale_noise(pool, run.measurement.noise(run.model), delta)
+            noise_c = c if moved else noise_c
+            g = learned_spread(spreads, noise_c)
+            spread_moved = abs(np.log(g / spread)) > np.log(CHANGE)
+            if moved or delta != run.measurement.dominance_min or spread_moved:
+                spread = g if spread_moved else spread
+                run.measurement = replace(assumed, sensor_std=assumed.noise(run.model) * noise_c, dominance_min=delta,
+                                          spread=spread)
+                rescale_noise(pool, run.measurement.noise(run.model), delta, spread)
             if s.sensor_std is None:
                 entry["design_noise_factor"] = noise_c
             if s.design == "worst-first":
                 entry["design_dominance_min"] = run.measurement.dominance_min
+                entry["design_spread"] = spread
                 entry["design_passed_over"] = [run.unknowns.names[i] for i in np.flatnonzero(unserved >= STALL_STEPS)]
             run.timed("design", t0)
             run.history.append(entry)

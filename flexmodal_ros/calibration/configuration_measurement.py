@@ -87,11 +87,16 @@ def record_durations(run, q):
     return float(np.clip(3.0 / slowest, 0.3, 1.0)), float(np.clip(4.0 / slowest, 0.5, 2.0))
 
 
+def _finite_or_none(value):
+    return float(value) if np.isfinite(value) else None
+
+
 def match_modes(run, data: ConfigurationData, model, gate):
     """Compare the OMA of ``data`` with ``model``'s loop modes (shapes and frequencies; the
     records' noise-floor status of unmatched modes is not needed here); the identified rows
     become the configuration's measured modes, their σ the OMA's combined with the measurement
-    floors (:func:`~.experiment_design.measurement_floors`). Returns True if the matching changed."""
+    floors (:func:`~.experiment_design.measurement_floors`; the OMA's own as ``oma_std_*``, None
+    where not finite). Returns True if the matching changed."""
     t0 = time.perf_counter()
     modes = loop_modes(model, data.q, run.loop)
     ident = data.identified
@@ -115,6 +120,8 @@ def match_modes(run, data: ConfigurationData, model, gate):
             sz = float(np.hypot(ident.std_damping_ratio[i], floor_z))
             measured.append({"mode_index": r.mode - 1, "frequency_hz": r.oma_frequency_hz,
                              "damping_ratio": r.oma_damping_ratio, "std_frequency_hz": sf, "std_damping_ratio": sz,
+                             "oma_std_frequency_hz": _finite_or_none(ident.std_frequency_hz[i]),
+                             "oma_std_damping_ratio": _finite_or_none(ident.std_damping_ratio[i]),
                              "mac": r.mac, "snr": r.snr})
     old = [m["mode_index"] for m in data.modes]
     changed = old != [m["mode_index"] for m in measured]

@@ -67,7 +67,9 @@ class MeasurementModel:
     (both | motor | link positions), ``sensor_std`` [rad or m] per channel (scalar or one per
     channel), ``frequency_floor``/``damping_floor`` (module docstring), ``snr_min`` and the OMA's
     reporting limits, ``nyquist_fraction`` (modes above it are not identifiable), ``dominance_min``
-    the spectral dominance a visible mode needs (step 3; worst-first: DOMINANCE_MIN)."""
+    the spectral dominance a visible mode needs (step 3; worst-first: DOMINANCE_MIN), ``spread`` the
+    factor on a visible mode's predicted σ_f, σ_ζ (worst-first: learned from the σ the OMA reports,
+    :func:`~.visibility_calibration.spread_samples`; it leaves the visibility as it is)."""
 
     sample_rate_hz: float = 1000.0
     record_s: float = 1.5
@@ -78,6 +80,7 @@ class MeasurementModel:
     snr_min: float = SNR_MIN
     nyquist_fraction: float = 0.9
     dominance_min: float = 0.0
+    spread: float = 1.0
 
     def noise(self, model) -> np.ndarray:
         c = len(channel_names(model, self.channels))
@@ -147,7 +150,8 @@ class Candidate:
     give (inf: not visible). ``jf``/``jz`` (m, P) sensitivities in scaled unknowns; ``refined``:
     options whose variances are those of the full noise-floor rule (the others: the single-mode
     screening, :func:`~flexmodal_ros.oma.visibility.screen_modes`); ``dominance`` (options, m) each
-    mode's spectral dominance in the option's record, below ``dominance_min`` not visible."""
+    mode's spectral dominance in the option's record, below ``dominance_min`` not visible;
+    ``spread`` the factor on the σ_f, σ_ζ of the visible modes (:class:`MeasurementModel`)."""
 
     q: np.ndarray
     frequencies_hz: np.ndarray
@@ -167,6 +171,7 @@ class Candidate:
     rule: tuple = field(default=(), repr=False)                  # (noise, N, fs, snr_min)
     dominance: np.ndarray = field(default=None, repr=False)
     dominance_min: float = 0.0
+    spread: float = 1.0
 
     def refine(self, options):
         """Re-evaluate ``options`` with the full noise-floor rule (:func:`visible_modes`)."""
@@ -180,15 +185,17 @@ class Candidate:
                                               UNCERTAINTY_Z, remainder=True))
             self.refined.add(o)
 
-    def screen(self, noise=None, dominance_min=None):
+    def screen(self, noise=None, dominance_min=None, spread=None):
         """(Re-)evaluate every option with the single-mode screening
-        (:func:`~flexmodal_ros.oma.visibility.screen_modes`) at the per-channel ``noise`` [rad]
-        and ``dominance_min`` (None: those held); full-rule refinements are dropped."""
+        (:func:`~flexmodal_ros.oma.visibility.screen_modes`) at the per-channel ``noise`` [rad],
+        ``dominance_min`` and ``spread`` (None: those held); full-rule refinements are dropped."""
         old, N, fs, snr_min = self.rule
         noise = old if noise is None else np.asarray(noise, float)
         self.rule = (noise, N, fs, snr_min)
         if dominance_min is not None:
             self.dominance_min = float(dominance_min)
+        if spread is not None:
+            self.spread = float(spread)
         self.refined = set()
         self.var_f[:], self.var_z[:] = np.inf, np.inf
         idx = np.flatnonzero(self.usable)
@@ -200,8 +207,8 @@ class Candidate:
     def _store(self, option, idx, vis):
         """Variances (inf: not visible) and SNR of the usable modes ``idx`` for ``option``."""
         visible = vis.visible & (self.dominance[option, idx] >= self.dominance_min)
-        self.var_f[option, idx] = np.where(visible, vis.std_frequency_hz ** 2, np.inf)
-        self.var_z[option, idx] = np.where(visible, vis.std_damping_ratio ** 2, np.inf)
+        self.var_f[option, idx] = np.where(visible, (self.spread * vis.std_frequency_hz) ** 2, np.inf)
+        self.var_z[option, idx] = np.where(visible, (self.spread * vis.std_damping_ratio) ** 2, np.inf)
         self.snr[option, idx] = vis.snr
 
     def information(self, chosen) -> np.ndarray:
@@ -303,7 +310,7 @@ def evaluate_candidate(model, q, unknowns, loop, plan, measurement, scale, data=
                      np.full(shape, np.inf), np.full(shape, np.inf), options,
                      *measurement_floors(f, z, measurement.frequency_floor, measurement.damping_floor),
                      stable, np.zeros(shape), set(), response, usable, (noise, N, fs, measurement.snr_min),
-                     dominance, measurement.dominance_min)
+                     dominance, measurement.dominance_min, measurement.spread)
     cand.screen()
     return cand
 

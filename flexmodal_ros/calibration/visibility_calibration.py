@@ -29,6 +29,17 @@ against matched in the OMA; of equally good rules the
 largest c, then the largest δ (the most conservative). :func:`rescale_noise` re-applies the rule to a
 pool (no eigenvalue or sensitivity recomputed). Records noisier than assumed (fewer modes than
 predicted) raise c the same way.
+
+How precisely a recovered mode is measured is a third thing the design can get wrong. The OMA
+reports σ_f, σ_ζ from its fit's residual (white or correlated, whichever is larger:
+:func:`~flexmodal_ros.oma.mode_estimation.refine_poles`), which holds more than the sensor noise
+(quantization correlated along a slow decay, the plant's nonlinearity, modes left out). On kuka_lwr4
+with 2²⁰-count encoders the OMA's σ were 10–40× the design's Cramér–Rao σ at the same noise (log
+ratio median 1.35 over 31 modes of one loop, quartiles 1.06–1.58 in log₁₀), scompi ~6×; without
+noise (the default noise factor learned from visibility) far below. The worst-first design learns
+that factor (:func:`spread_samples`, :func:`learned_spread`: the median over every (mode, f or ζ)
+pair measured so far) and applies it to its predicted σ, the visibility unchanged
+(docs/calibration.md, "The σ the OMA reports").
 """
 from __future__ import annotations
 
@@ -44,6 +55,7 @@ FACTORS = 10.0 ** np.arange(-4.0, 2.0 + 1e-9, 0.25)     # factors tried on the a
 DOMINANCES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # dominance thresholds tried
 MATCH_RTOL = 0.1                                        # a measured mode is a predicted one within this |Δf|/f
 CHANGE = 10.0 ** 0.25                                   # the pool is re-screened when c moves by more
+SPREAD_SAMPLES = 4                                      # measured (mode, f or ζ) pairs before the spread is learned
 
 
 @dataclass(frozen=True)
@@ -121,11 +133,42 @@ def noise_factor(observations, factors=FACTORS) -> float:
     return visibility_rule(observations, factors, (0.0,))[0]
 
 
-def rescale_noise(candidates, noise, dominance_min=None) -> None:
-    """Re-screen every candidate of the pool at the per-channel ``noise`` [rad] and ``dominance_min``
-    (None: each candidate's own): variances of f and ζ of every excitation option by the
+def rescale_noise(candidates, noise, dominance_min=None, spread=None) -> None:
+    """Re-screen every candidate of the pool at the per-channel ``noise`` [rad], ``dominance_min``
+    and ``spread`` (None: each candidate's own): variances of f and ζ of every excitation option by the
     single-mode rule (:meth:`~.experiment_design.Candidate.screen`, as
     :func:`~.experiment_design.evaluate_candidate` does), the full-rule refinements dropped (the
     next design step redoes them at this rule)."""
     for cand in candidates:
-        cand.screen(noise, dominance_min)
+        cand.screen(noise, dominance_min, spread)
+
+
+def spread_samples(candidate, options, modes) -> list:
+    """log(σ the OMA reported / σ the design predicted, its spread left out), of f and of ζ, for
+    each of the configuration's measured ``modes`` (dicts: ``frequency_hz``, ``oma_std_frequency_hz``,
+    ``oma_std_damping_ratio``) that matches a usable mode of ``candidate`` predicted visible in the
+    recorded excitation ``options`` (the σ of those analysed together, as
+    :meth:`~.experiment_design.Candidate.information` combines them, floors left out)."""
+    idx = np.flatnonzero(candidate.usable)
+    chosen = list(options)
+    if not (idx.size and chosen and modes):
+        return []
+    gain = candidate.spread ** 2
+    inv_f = np.sum(1.0 / candidate.var_f[np.ix_(chosen, idx)], axis=0) * gain
+    inv_z = np.sum(1.0 / candidate.var_z[np.ix_(chosen, idx)], axis=0) * gain
+    out = []
+    for j, i in pair_modes([m["frequency_hz"] for m in modes], candidate.frequencies_hz[idx],
+                           frequency_gate=MATCH_RTOL).items():
+        for inv, key in ((inv_f[j], "oma_std_frequency_hz"), (inv_z[j], "oma_std_damping_ratio")):
+            reported = modes[i].get(key)
+            if inv > 0 and reported is not None and 0 < reported < np.inf:
+                out.append(float(np.log(reported * np.sqrt(inv))))
+    return out
+
+
+def learned_spread(samples, noise_factor=1.0) -> float:
+    """The factor on the design's predicted σ (:class:`~.experiment_design.MeasurementModel`
+    ``spread``): exp of the median of ``samples``, :func:`spread_samples`' logs taken at the assumed
+    noise, over the measured configurations, divided by the ``noise_factor`` c the design now
+    applies (a Cramér–Rao σ is proportional to the noise); 1 with fewer than SPREAD_SAMPLES samples."""
+    return float(np.exp(np.median(samples)) / noise_factor) if len(samples) >= SPREAD_SAMPLES else 1.0

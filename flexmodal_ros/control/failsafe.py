@@ -132,9 +132,7 @@ class FailSafeController:
     def __init__(self, model, use_feedforward=True, state_timeout=0.05, start_tolerance=0.05,
                  compiled=True, cache=None, limits=SafetyLimits(), controller_rate_hz=None):
         self.law = ControlLaw(model, compiled, cache)
-        # gain changes checked on the loop sampled at it (None: the continuous loop)
-        self.controller_rate_hz = None if controller_rate_hz is None else \
-            float(positive(controller_rate_hz, "controller_rate_hz"))
+        self.controller_rate_hz = None if controller_rate_hz is None else float(positive(controller_rate_hz, "controller_rate_hz"))
         self.use_feedforward = use_feedforward
         self.data = create_data(model)
         self.counters = Counters(saturated_per_joint=[0] * model.n)
