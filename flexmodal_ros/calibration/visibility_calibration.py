@@ -166,9 +166,10 @@ def spread_samples(candidate, options, modes) -> list:
     return out
 
 
-def learned_spread(samples, noise_factor=1.0) -> float:
+def learned_spread(samples, noise_c=1.0) -> float:
     """The factor on the design's predicted σ (:class:`~.experiment_design.MeasurementModel`
     ``spread``): exp of the median of ``samples``, :func:`spread_samples`' logs taken at the assumed
-    noise, over the measured configurations, divided by the ``noise_factor`` c the design now
-    applies (a Cramér–Rao σ is proportional to the noise); 1 with fewer than SPREAD_SAMPLES samples."""
-    return float(np.exp(np.median(samples)) / noise_factor) if len(samples) >= SPREAD_SAMPLES else 1.0
+    noise, over the measured configurations, divided by the factor ``noise_c`` on that noise the
+    design now applies (a Cramér–Rao σ is proportional to the noise); 1 with fewer than
+    SPREAD_SAMPLES samples."""
+    return float(np.exp(np.median(samples)) / noise_c) if len(samples) >= SPREAD_SAMPLES else 1.0
