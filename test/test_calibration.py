@@ -279,18 +279,25 @@ def test_design_against_random_fast_path_beats_random_draws_of_the_same_size(lwr
     assert out["comparisons"][1][2].designed[-1] < out["comparisons"][0][2].designed[-1]
 
 
-def test_design_noise_is_calibrated_from_the_modes_the_oma_recovered(lwr):
-    """A record that shows more modes than the assumed noise lets the design predict (the noise-free
-    plant: every usable mode) lowers the design's noise until its rule predicts them visible; one
-    that shows exactly the predicted ones keeps it; the pool re-screened at the new noise is the pool
-    evaluated there."""
+def _design_setup(lwr):
+    """(model, unknowns, scale, plan) of the visibility-calibration tests: the LWR4 at K_D × 0.2,
+    every unknown, ranges ×0.5–2 (10 where nominal is 0), 2 ms pulses on every joint, two per
+    configuration, recorded on both channels."""
     model = with_overrides(lwr, kd=lwr.kd * 0.2)
     unknowns = Unknowns.build(model)
     nominal = unknowns.values(model)
     scale = parameter_scale(model, unknowns, (0.5 * nominal, np.where(nominal > 0, 2 * nominal, 10.0)))
     rows = list(range(2 * model.n))
     torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
-    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    return model, unknowns, scale, ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+
+
+def test_design_noise_is_calibrated_from_the_modes_the_oma_recovered(lwr):
+    """A record that shows more modes than the assumed noise lets the design predict (the noise-free
+    plant: every usable mode) lowers the design's noise until its rule predicts them visible; one
+    that shows exactly the predicted ones keeps it; the pool re-screened at the new noise is the pool
+    evaluated there."""
+    model, unknowns, scale, plan = _design_setup(lwr)
     qs = candidate_configurations(model, 2, seed=2)
     pool = evaluate_pool(model, qs, unknowns, CONTINUOUS, plan, MeasurementModel(), scale)
     cand, options = pool[0], (4, 3)
@@ -338,13 +345,7 @@ def test_design_dominance_gate_is_learned_from_the_modes_the_oma_recovered(lwr):
     records showing every mode the noise rule shows teach it one that removes none of them (the
     largest such, the most conservative); a pool screened at a gate has no visible mode below it,
     and the same modes as the rule without it above it."""
-    model = with_overrides(lwr, kd=lwr.kd * 0.2)
-    unknowns = Unknowns.build(model)
-    nominal = unknowns.values(model)
-    scale = parameter_scale(model, unknowns, (0.5 * nominal, np.where(nominal > 0, 2 * nominal, 10.0)))
-    rows = list(range(2 * model.n))
-    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
-    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    model, unknowns, scale, plan = _design_setup(lwr)
     qs = candidate_configurations(model, 3, seed=2)
     pool = evaluate_pool(model, qs, unknowns, CONTINUOUS, plan, MeasurementModel(dominance_min=0.0), scale)
     options = (4, 3)
@@ -371,13 +372,7 @@ def test_design_spread_is_learned_from_the_sigma_the_oma_reports(lwr):
     design did not predict visible, or without a finite σ, give none. learned_spread is their median
     (1 below SPREAD_SAMPLES) over the noise factor applied since. A pool re-screened at a spread has
     its variances times its square and the same modes visible."""
-    model = with_overrides(lwr, kd=lwr.kd * 0.2)
-    unknowns = Unknowns.build(model)
-    nominal = unknowns.values(model)
-    scale = parameter_scale(model, unknowns, (0.5 * nominal, np.where(nominal > 0, 2 * nominal, 10.0)))
-    rows = list(range(2 * model.n))
-    torque = pulse_amplitudes(model, np.zeros(model.n), 0.002, default_excitation_limit(model), rows)
-    plan = ExcitationPlan(torque, 0.002, tuple(range(model.n)), pulses_per_configuration=2)
+    model, unknowns, scale, plan = _design_setup(lwr)
     pool = evaluate_pool(model, candidate_configurations(model, 1, seed=2), unknowns, CONTINUOUS, plan,
                          MeasurementModel(), scale)
     cand, options, g = pool[0], (4, 3), 7.5
