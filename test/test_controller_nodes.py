@@ -465,6 +465,8 @@ def test_integer_for_a_double_parameter_starts_the_modal_server(ros):
             Parameter("robot", value="planar_2r"), Parameter("joint_state_timeout_s", value="fast")])
 
 
+# rclpy's own executor logs the handed-on exception with RcutilsLogger.warn, deprecated in Kilted
+@pytest.mark.filterwarnings("ignore:Deprecated in favor of:DeprecationWarning")
 def test_subscription_thread_takes_messages_under_the_lock_and_hands_its_failure_to_the_executor(ros):
     """nodes/polled.py SubscriptionThread (the controller's cycle thread): every message reaches
     ``on_message`` on its own thread while holding the lock (holding it elsewhere defers the

@@ -332,7 +332,7 @@ def _chandrupatla_on_m(arm, q, model, lo, hi):
         sign, logdet = scaled(w, keep[which])
         return sign * np.exp(logdet - ref[keep[which]])
 
-    out[keep] = chandrupatla(scaled_det, lo[keep], hi[keep], (sign_lo * np.exp(log_lo - ref))[keep],
+    out[keep] = chandrupatla(scaled_det, lo[keep], hi[keep], sign_lo[keep] * np.exp(log_lo[keep] - ref[keep]),
                              sign_hi[keep], POLISH_RTOL)
     return out
 

@@ -163,7 +163,7 @@ class ModalAnalysisServer(GuardedNode):
             self.publisher.publish(self.modes.live(msg, msg.header.stamp))
         except REQUEST_ERRORS as exc:
             if self._throttle():
-                self.get_logger().warn(f"ignoring joint state: {exc}")
+                self.get_logger().warning(f"ignoring joint state: {exc}")
 
     def destroy_node(self):
         if hasattr(self, "parameters_service"):
