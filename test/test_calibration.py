@@ -557,5 +557,8 @@ def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rul
     assert all(h["design_dominance_min"] in DOMINANCES for h in result.history)
     assert all(0 < h["design_spread"] < np.inf for h in result.history)
     assert all(set(h["design_passed_over"]) <= set(result.unknown_names) for h in result.history)
+    # what the design expected to see against what the OMA gave (bench_calibration prints both)
+    assert all(0 < h["modes_expected"] <= 2 * nominal.n for h in result.history)
+    assert all(0 < h["modes_measured"] <= 2 * nominal.n for h in result.history)
     args = build_parser().parse_args(["calibrate", "--robot", "planar_2r", "-o", "x.yaml", "--design", "worst-first"])
     assert settings_from_args(args, nominal, None).design == "worst-first"

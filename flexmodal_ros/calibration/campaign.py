@@ -218,6 +218,7 @@ def _run(run, qs, gain_table):
             if sum(len(c.modes) for c in run.configs) * 2 > run.unknowns.size:
                 run.refit()
             entry = {"configuration": k, "q": data.q.tolist(), "excitations": data.excitations,
+                     "modes_expected": int(pool[step.candidate].visible(step.excitations).sum()),
                      "modes_measured": len(data.modes), "values": run.estimate.tolist(),
                      "std": [None if not np.isfinite(v) else float(v) for v in run.std],
                      "predicted_std": [None if not np.isfinite(v) else float(v) for v in step.predicted_std]}
