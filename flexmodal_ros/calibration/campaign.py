@@ -250,6 +250,7 @@ def _run(run, qs, gain_table):
             run.history.append(entry)
             run.save_state()
             run.report("configuration done", positions=data.q.tolist(), modes_measured=len(data.modes),
+                       modes_expected=entry["modes_expected"],
                        names=list(run.unknowns.names), values=run.estimate.tolist(),
                        std=run.std.tolist(), predicted_std=step.predicted_std.tolist())
             done = (run.std <= run.targets * run.scale) | ~reachable

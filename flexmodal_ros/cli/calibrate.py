@@ -205,7 +205,8 @@ def _progress(info):
     if info["stage"] == "configuration done":
         worst = [s / abs(v) for s, v in zip(info["std"], info["values"]) if abs(v) > 1e-9 and np.isfinite(s)]
         print(f"[{info['elapsed_s']:7.1f} s] configuration {info['configuration']}/{info['budget']}: "
-              f"{info['modes_measured']} modes measured, worst relative std {max(worst, default=float('nan')):.3g}",
+              f"{info['modes_measured']} modes measured ({info['modes_expected']} expected by the design), "
+              f"worst relative std {max(worst, default=float('nan')):.3g}",
               flush=True)
 
 
