@@ -814,3 +814,25 @@ def test_a_destroyed_controller_leaves_no_joint_state_reader(ros, native):
     ros.spin_until(lambda: states.get_subscription_count() == 1, 10.0, "the controller's reader matched")
     node.destroy_node()
     ros.spin_until(lambda: states.get_subscription_count() == 0, 10.0, "the controller's reader gone")
+
+
+def test_a_stop_after_the_context_shut_down_logs_on_the_console_not_through_rosout(ros_env):
+    """nodes/polled.stop_logger: while the context is valid, the node's own logger; after its
+    shutdown (Ctrl-C) a console logger ``<node>.stopping``, which no /rosout publisher serves, so
+    a late "still busy" warning does not make rcl report "publisher's context is invalid"
+    (test_shutdown.py's BAD_OUTPUT)."""
+    import rclpy
+    from rclpy.context import Context
+    from flexmodal_ros.nodes.polled import stop_logger
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("stop_logger_probe", context=context)
+    try:
+        assert stop_logger(node.get_logger(), context) is node.get_logger()
+    finally:
+        rclpy.shutdown(context=context)
+    late = stop_logger(node.get_logger(), context)
+    assert late is not node.get_logger() and late.name == f"{node.get_logger().name}.stopping"
+    assert late.warning("a late warning")
+    node.destroy_node()

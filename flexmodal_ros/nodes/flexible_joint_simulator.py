@@ -85,7 +85,7 @@ from ..calibration.offline_plants import STEP_LIMIT, rk4_step
 from .base import Throttle, declare_robot_model, declare_typed, run_node
 from .guard import GuardedNode
 from .conversions import JointStateWriter, command_to_torque, excite_request_to_core
-from .polled import STOP_JOIN_S, PolledSubscription
+from .polled import STOP_JOIN_S, PolledSubscription, stop_logger
 from .realtime import TimingWindow, apply_realtime, declare_realtime
 
 STATS_WINDOW = 20_000      # publication delays kept for the statistics: the last 20 s
@@ -334,8 +334,8 @@ class FlexibleJointSimulator(GuardedNode):
         if hasattr(self, "thread"):  # construction may have failed on a bad parameter
             self.thread.join(timeout=STOP_JOIN_S)
             if self.thread.is_alive():
-                self.get_logger().warning(f"the simulation loop is still busy {STOP_JOIN_S:g} s after its stop: "
-                                          "not waited for")
+                stop_logger(self.get_logger(), self.context).warning(
+                    f"the simulation loop is still busy {STOP_JOIN_S:g} s after its stop: not waited for")
             self.commands.destroy()
         return super().destroy_node()
 

@@ -37,6 +37,7 @@ import threading
 import time
 from collections import deque
 
+import rclpy.logging
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
@@ -125,6 +126,14 @@ class _Helper:
         _helper_names.discard(self.name)
 
 
+def stop_logger(logger, context):
+    """``logger`` (a node's) while ``context`` is valid; after its shutdown (Ctrl-C) a console
+    logger named ``<node>.stopping`` that no /rosout publisher serves: through the node's logger
+    rcl would print "Failed to publish log message to rosout: publisher's context is invalid"
+    beside the message."""
+    return logger if context.ok() else rclpy.logging.get_logger(f"{logger.name}.stopping")
+
+
 class _ServingThread:
     """What :class:`SubscriptionThread`, :class:`ServiceThread` and the controller's native cycle
     share: a thread named ``name`` that serves one entity (:meth:`_serve`, until :meth:`stop`)
@@ -165,8 +174,9 @@ class _ServingThread:
             self._thread.join(STOP_JOIN_S)
         if self._thread.is_alive():
             later = "when it ends" if self.RELEASED_BY_THREAD else "at collection"
-            self._logger.warning(f"thread {self._thread.name} still busy {STOP_JOIN_S:g} s after its stop (a callback "
-                                 f"or a wait in the middleware): not waited for; its entity is released {later}")
+            stop_logger(self._logger, self._context).warning(
+                f"thread {self._thread.name} still busy {STOP_JOIN_S:g} s after its stop (a callback or a wait in "
+                f"the middleware): not waited for; its entity is released {later}")
         else:
             self._release_once()
 
