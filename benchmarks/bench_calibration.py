@@ -221,9 +221,10 @@ def design_actual(args):
               f"actual error max k {100 * acc['k_max_rel_error']:.3g} %, d {100 * acc['damping_max_rel_error']:.3g} %; "
               f"not identifiable {len(acc['not_identifiable'])}; wall {wall:.0f} s (load average {load_average()})",
               flush=True)
-        expected = sum(h.get("modes_expected", 0) for h in result.history)
-        print(f"  {'':<28} modes the design expected visible {expected}, matched from the OMA "
-              f"{sum(h['modes_measured'] for h in result.history)} (over its {n} configurations)", flush=True)
+        expected = sum(h["modes_expected"] for h in result.history)
+        measured = sum(h["modes_measured"] for h in result.history)
+        print(f"  {'':<28} modes the design expected visible {expected}, matched from the OMA {measured} "
+              f"(over its {n} configurations)", flush=True)
         agreement = prediction_agreement(result.history)
         if label.startswith("designed") and agreement:
             print(f"  {'':<28} design's σ against the reported, configurations 2-{len(result.history)}: "
@@ -232,7 +233,7 @@ def design_actual(args):
                   flush=True)
         out.append({"label": label, "configurations": n, "targets_reached": reached, "accuracy": acc, "wall_s": wall,
                     "prediction_agreement": agreement, "modes_expected": expected,
-                    "modes_measured": sum(h["modes_measured"] for h in result.history)})
+                    "modes_measured": measured})
     needed = [r["configurations"] if r["targets_reached"] else np.inf for r in out[len(designs):]]
     if needed:
         median = float(np.median(needed))
