@@ -26,7 +26,8 @@ Parts (``--part``):
   varies by ±0.3 from pool to pool); ``--actual-only`` skips the fast path,
   ``--actual-noise counts=..,std=..`` puts encoder noise in those records (the design is told it);
   ``--experiment-kd-scale`` fixes the K_D factor of the records and ``--truth-seed`` the hidden
-  truth (both also for part noise); ``--design worst-first`` runs the designed loops with that design.
+  truth (both also for part noise); ``--design worst-first`` runs the designed loops with that design,
+  ``--pulse-joints joint_5,joint_6`` lets them pulse only those joints (the random loops any).
   ``--sensor-std``: the noise the fast path's design assumes (default a 20-bit encoder; 1e-9 for
   the noise-free records the simulated plants give, where every mode is visible).
 - ``noise``: kuka_lwr4 on the RK4 plant with encoder quantization and noise in the records
@@ -198,11 +199,14 @@ def design_actual(args):
         base = replace(base, sensor_std=sensor_std(nominal, "both", level.counts_per_rev, level.std,
                                                    gear_ratios(nominal)))
     print(f"  actual (RK4 plant): targets k {100 * base.target_k:g} %, d {100 * base.target_d:g} %, "
-          f"noise {args.actual_noise or 'none'}, design {args.design}", flush=True)
+          f"noise {args.actual_noise or 'none'}, design {args.design}"
+          f"{'' if not args.pulse_joints else ', designed loops pulse only ' + args.pulse_joints}", flush=True)
     pools = [int(v) for v in args.design_seeds.split(",")]
+    pulse_joints = None if not args.pulse_joints else tuple(j.strip() for j in args.pulse_joints.split(","))
     designs, randoms = [], []
     for pool in pools:
-        designed, truth, wall, _ = one_run(robot, "sim", replace(base, seed=pool), truth_seed(args, robot), level)
+        designed, truth, wall, _ = one_run(robot, "sim", replace(base, seed=pool, pulse_joints=pulse_joints),
+                                           truth_seed(args, robot), level)
         designs.append((f"designed, pool {pool}" if len(pools) > 1 else "designed", designed, wall))
     budget = 2 * max(len(d.configurations) for _, d, _ in designs)     # enough to tell whether random needs >= 2 K
     for seed in range(args.random_runs):
@@ -447,6 +451,8 @@ def main():
     p.add_argument("--random-runs", type=int, default=5, help="part design --actual: random runs")
     p.add_argument("--design", default="optimal", choices=("optimal", "worst-first"),
                    help="part design --actual: how the designed loop chooses (CalibrationSettings.design)")
+    p.add_argument("--pulse-joints", help="part design --actual: joints the designed loops may pulse, "
+                                          "comma-separated (the random loops pulse any joint; default all)")
     p.add_argument("--design-seeds", default="2", help="part design --actual: comma-separated seeds of the "
                    "designed loops' candidate pools (the median ratio over them is printed)")
     p.add_argument("--target-k", type=float, default=CalibrationSettings.target_k,

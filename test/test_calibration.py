@@ -499,7 +499,8 @@ def test_bad_settings_are_refused_naming_the_field(lwr):
     for change, field in (({"budget": 0}, "budget"), ({"budget": 101}, "budget"), ({"target_k": -1.0}, "target_k"),
                           ({"unknowns": ("k", "x")}, "unknowns"), ({"ranges": {"k": (2.0, 3.0)}}, "ranges.k"),
                           ({"experiment_kd_scale": 2.0}, "experiment_kd_scale"), ({"record_s": 100.0}, "record_s"),
-                          ({"design": "clever"}, "design")):
+                          ({"design": "clever"}, "design"), ({"pulse_joints": ("joint_9",)}, "pulse_joints"),
+                          ({"pulse_joints": (7,)}, "pulse_joints"), ({"pulse_joints": ()}, "pulse_joints")):
         with pytest.raises(InputError, match=field):
             check_settings(lwr, CalibrationSettings(**change), 1000.0)
 
@@ -512,9 +513,12 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
     from flexmodal_ros.cli import main
     assert main(["calibrate", "--robot", "kuka_lwr4", "--joints", "joint_9", "-o", str(tmp_path / "c.yaml")]) == 2
     assert main(["calibrate", "--robot", "kuka_lwr4", "--pulse-torque", "500", "-o", str(tmp_path / "c.yaml")]) == 2
+    assert main(["calibrate", "--robot", "kuka_lwr4", "--pulse-joints", "joint_1,wrist", "-o",
+                 str(tmp_path / "c.yaml")]) == 2
     assert not (tmp_path / "c.yaml").exists()
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and "joint_9" in err[0] and "excitation limit" in err[1]
+    assert len(err) == 3 and "joint_9" in err[0] and "excitation limit" in err[1]
+    assert "--pulse-joints: unknown joint(s) wrist;" in err[2]
 
 
 def test_calibration_node_is_wired_in_setup_and_launch():
@@ -562,3 +566,26 @@ def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rul
     assert all(0 < h["modes_measured"] <= 2 * nominal.n for h in result.history)
     args = build_parser().parse_args(["calibrate", "--robot", "planar_2r", "-o", "x.yaml", "--design", "worst-first"])
     assert settings_from_args(args, nominal, None).design == "worst-first"
+
+
+def test_loop_pulses_only_the_joints_it_may_pulse():
+    """pulse_joints (CLI --pulse-joints, action field pulse_joints): every record of the loop pulses
+    one of those joints, and the loop still calibrates (planar_2r, noise-free, joint_2 only: each
+    configuration one record, the default two pulses capped at the one option)."""
+    from flexmodal_ros.calibration.campaign import calibrate
+    from flexmodal_ros.cli import build_parser
+    from flexmodal_ros.cli.calibrate import settings_from_args
+    nominal = load_robot("planar_2r")
+    truth_model = with_overrides(nominal, k=nominal.k * np.array([1.2, 0.85]))
+    plant = make_plant("sim", truth_model, nominal, np.zeros(nominal.n), PlantOptions())
+    args = build_parser().parse_args(["calibrate", "--robot", "planar_2r", "-o", "x.yaml", "--budget", "2",
+                                      "--validation", "0", "--candidates", "20", "--random-seeds", "0",
+                                      "--no-tracking", "--unknowns", "k", "--pulse-joints", "joint_2"])
+    settings = settings_from_args(args, nominal, None)
+    assert settings.pulse_joints == ("joint_2",)
+    result = calibrate(nominal, plant, settings, None, truth_model=truth_model)
+    assert result.success, result.message
+    assert [h["excitations"] for h in result.history] == [["pulse joint_2"]] * len(result.history)
+    truth = Unknowns.build(nominal, ("k",)).values(truth_model)
+    assert result.identifiable.all()
+    np.testing.assert_array_less(np.abs(result.values - truth), 1e-3 * truth)

@@ -95,7 +95,8 @@ def test_calibration_action_cancel_success_and_bad_goals(ros, ros_process, visco
     # 1. bad goals: refused with the field named, nothing moves
     for goal, field in ((_goal(budget=5), "max_budget"), (_goal(budget=1, output_name="../elsewhere"), "output_name"),
                         (_goal(budget=1, unknowns=["stiffness"]), "unknowns"),
-                        (_goal(budget=1, pulse_torque=500.0), "max_excitation_torque")):
+                        (_goal(budget=1, pulse_torque=500.0), "max_excitation_torque"),
+                        (_goal(budget=1, pulse_joints=["joint_9"]), "pulse_joints")):
         _, result, _ = _send(ros, client, goal)
         ros.spin_until(result.done, 30.0, "bad goal's result")
         assert result.result().status == GoalStatus.STATUS_ABORTED

@@ -57,6 +57,8 @@ class CalibrationSettings:
 
     unknowns: tuple = KINDS
     joints: tuple | None = None
+    pulse_joints: tuple | None = None        # joints that may be pulsed, names or indices (None: the calibrated
+                                             # joints when ``joints`` is given, else all)
     budget: int = 8
     validation: int = 2
     pulses_per_configuration: int = 2
@@ -98,6 +100,7 @@ def check_settings(model, s: CalibrationSettings, sample_rate_hz: float) -> Cali
     count(s.budget, "budget", 1, MAX_BUDGET)
     count(s.validation, "validation", 0, MAX_VALIDATION)
     count(s.pulses_per_configuration, "pulses_per_configuration", 1, max(model.n, 1) + (3 if s.impacts else 0))
+    pulse_joint_indices(model, s)
     count(s.pulse_repeats, "pulse_repeats", 1, MAX_REPEATS)
     count(s.candidates, "candidates", max(4, s.budget + s.validation), MAX_CANDIDATES)
     count(s.starts, "starts", 1, 100)
@@ -124,6 +127,26 @@ def check_settings(model, s: CalibrationSettings, sample_rate_hz: float) -> Cali
         if kind not in KINDS or len(pair) != 2 or not (0 <= pair[0] < 1 < pair[1] < np.inf):
             raise InputError(f"ranges.{kind}: expected factors (lower < 1 < upper) of the nominal value, got {pair}")
     return s
+
+
+def pulse_joint_indices(model, s: CalibrationSettings) -> tuple:
+    """The 0-based joints the experiment may pulse: ``pulse_joints`` (InputError naming the field
+    for an unknown name, an index outside the robot or none at all), else those of ``joints``,
+    else every joint."""
+    if s.pulse_joints is None:
+        return tuple(sorted(set(Unknowns.build(model, ("k",), s.joints).joints))) if s.joints else tuple(range(model.n))
+    out = []
+    for j in s.pulse_joints:
+        if isinstance(j, str):
+            if j not in model.joint_names:
+                raise InputError(f"pulse_joints: unknown joint {shown(j)}; robot has {', '.join(model.joint_names)}")
+            j = model.joint_names.index(j)
+        if isinstance(j, bool) or not float(j).is_integer() or not 0 <= int(j) < model.n:
+            raise InputError(f"pulse_joints: index {j} outside 0..{model.n - 1}")
+        out.append(int(j))
+    if not out:
+        raise InputError("pulse_joints: no joint given (leave it unset for the default)")
+    return tuple(sorted(set(out)))
 
 
 def unknown_ranges(unknowns: Unknowns, nominal, settings: CalibrationSettings):

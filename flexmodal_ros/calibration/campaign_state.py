@@ -18,7 +18,7 @@ from ..oma.compare import channel_rows
 from ..oma.record import write_csv
 from ..robot.model import with_overrides
 from .campaign_results import ConfigurationData, config_dict, json_default
-from .campaign_settings import GATE, SETTLE_CHECK_S, SETTLE_SPEED, unknown_ranges
+from .campaign_settings import GATE, SETTLE_CHECK_S, SETTLE_SPEED, pulse_joint_indices, unknown_ranges
 from .configuration_measurement import match_modes, measure
 from .eigen_sensitivity import CONTINUOUS, Unknowns
 from .experiment_design import (DEFAULT_SENSOR_STD, DOMINANCE_MIN, ExcitationPlan, MeasurementModel, evaluate_pool,
@@ -53,7 +53,7 @@ class CampaignState:
             np.asarray(settings.pulse_torque, float), (model.n,)).copy()
         self.pulse_duration = settings.pulse_duration or 2.0 / self.rate
         check_excitation(model, MotorExcitation(torque, 0.0, self.pulse_duration), self.limit)
-        pulse_joints = tuple(sorted(set(self.unknowns.joints))) if settings.joints else tuple(range(model.n))
+        pulse_joints = pulse_joint_indices(model, settings)
         self.plan = ExcitationPlan(torque, self.pulse_duration, pulse_joints,
                                    settings.impact_force if settings.impacts else None,
                                    0.006, settings.pulses_per_configuration)

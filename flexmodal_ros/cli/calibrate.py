@@ -22,7 +22,7 @@ from ..robot.registry import resolve_model
 from .oma import parse_noise
 from .options import (add_json_option, add_model_options, checked_output, checked_output_dir, file_option,
                       model_from_args, parse_floats, print_json)
-from ..core.validation import shown
+from ..core.validation import shown, shown_names
 
 PLANTS = ("sim", "mujoco", "ros")
 
@@ -37,6 +37,8 @@ def add_parser(sub):
     p.add_argument("--budget", type=int, default=8, help="most configurations measured (default 8)")
     p.add_argument("--unknowns", default="k,d_f,d_fm", help="subset of k,d_f,d_fm (default all)")
     p.add_argument("--joints", help="joints calibrated, comma-separated (default all)")
+    p.add_argument("--pulse-joints", help="joints the experiment may pulse, comma-separated (default: those of "
+                                          "--joints, else all)")
     file_option(p, "-o", "--output", kind="output", required=True, help="calibrated params YAML to write")
     file_option(p, "--report-dir", kind="output_dir", help="report, plots and the data of every configuration "
                                         "(default: <output stem>_report next to the output)")
@@ -130,6 +132,13 @@ def random_truth(model, seed):
 
 def settings_from_args(args, model, noise):
     joints = None if not args.joints else tuple(j.strip() for j in args.joints.split(",") if j.strip())
+    pulse_joints = None
+    if args.pulse_joints is not None:
+        pulse_joints = tuple(j.strip() for j in args.pulse_joints.split(",") if j.strip())
+        unknown = [j for j in pulse_joints if j not in model.joint_names]
+        if unknown or not pulse_joints:
+            raise InputError(f"--pulse-joints: unknown joint(s) {shown_names(unknown)}; robot has "
+                             f"{', '.join(model.joint_names)}" if unknown else "--pulse-joints: no joint given")
     scale = args.experiment_kd_scale
     if scale in (None, "", "auto"):
         scale = None
@@ -143,7 +152,7 @@ def settings_from_args(args, model, noise):
     if noise is not None:
         std = sensor_std(model, args.channels, noise.counts_per_rev, noise.std, gear_ratios(model))
     return CalibrationSettings(
-        unknowns=parse_unknowns(args.unknowns), joints=joints, budget=args.budget, validation=args.validation,
+        unknowns=parse_unknowns(args.unknowns), joints=joints, pulse_joints=pulse_joints, budget=args.budget, validation=args.validation,
         pulses_per_configuration=args.pulses, pulse_repeats=args.pulse_repeats, excitation_limit=per_joint(args.excitation_limit, "--excitation-limit"),
         pulse_torque=per_joint(args.pulse_torque, "--pulse-torque"), pulse_duration=args.pulse_duration,
         impacts=args.impacts, candidates=args.candidates, target_k=args.target_k, target_d=args.target_d,

@@ -18,12 +18,14 @@ def calibration_goal_to_core(model, goal, defaults):
     changes = {}
     if list(goal.unknowns):
         changes["unknowns"] = parse_unknowns(list(goal.unknowns))
-    if list(goal.joints):
-        unknown = [j for j in goal.joints if j not in model.joint_names]
-        if unknown:
-            raise InputError(f"joints: unknown joint(s) {shown_names(unknown)}; robot has "
-                             f"{', '.join(model.joint_names)}")
-        changes["joints"] = tuple(goal.joints)
+    for field in ("joints", "pulse_joints"):
+        names = list(getattr(goal, field))
+        if names:
+            unknown = [j for j in names if j not in model.joint_names]
+            if unknown:
+                raise InputError(f"{field}: unknown joint(s) {shown_names(unknown)}; robot has "
+                                 f"{', '.join(model.joint_names)}")
+            changes[field] = tuple(names)
     for field, name in (("budget", "budget"), ("validation", "validation"),
                         ("pulses_per_configuration", "pulses_per_configuration"), ("candidates", "candidates")):
         value = int(getattr(goal, field))
