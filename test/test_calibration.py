@@ -3,6 +3,7 @@ controller, the experiment design against random configurations, the weighted fi
 errors. The end-to-end runs on hidden-truth plants are in test_calibration_acceptance.py, the ROS
 action in test_calibration_ros.py."""
 import dataclasses
+import json
 import subprocess
 import sys
 
@@ -568,10 +569,12 @@ def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rul
     assert settings_from_args(args, nominal, None).design == "worst-first"
 
 
-def test_loop_pulses_only_the_joints_it_may_pulse():
+def test_loop_pulses_only_the_joints_it_may_pulse(tmp_path):
     """pulse_joints (CLI --pulse-joints, action field pulse_joints): every record of the loop pulses
     one of those joints, and the loop still calibrates (planar_2r, noise-free, joint_2 only: each
-    configuration one record, the default two pulses capped at the one option)."""
+    configuration one record, the default two pulses capped at the one option); the sidecar JSON
+    records the settings the experiment ran with."""
+    from flexmodal_ros.calibration.calibration_report import write_sidecar
     from flexmodal_ros.calibration.campaign import calibrate
     from flexmodal_ros.cli import build_parser
     from flexmodal_ros.cli.calibrate import settings_from_args
@@ -589,3 +592,5 @@ def test_loop_pulses_only_the_joints_it_may_pulse():
     truth = Unknowns.build(nominal, ("k",)).values(truth_model)
     assert result.identifiable.all()
     np.testing.assert_array_less(np.abs(result.values - truth), 1e-3 * truth)
+    recorded = json.loads(write_sidecar(result, tmp_path / "c.yaml").read_text())["settings"]
+    assert recorded["pulse_joints"] == ["joint_2"] and recorded["unknowns"] == ["k"] and recorded["budget"] == 2

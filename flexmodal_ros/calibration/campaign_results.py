@@ -2,7 +2,7 @@
 ``to_dict`` is the CLI's ``--json`` and the ROS action's)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -90,6 +90,7 @@ class CalibrationResult:
                "design_vs_random": None if self.design is None else self.design.to_dict(),
                "tracking": self.tracking, "fit": None if self.fit is None else self.fit.to_dict(),
                "timing_s": self.timing, "files": {k: str(v) for k, v in self.files.items()},
+               "settings": None if self.settings is None else asdict(self.settings),
                "experiment_kd_scale": self.experiment_kd_scale,
                "experiment_gains_predicted_std": {str(k): [None if not np.isfinite(x) else x for x in v]
                                                   for k, v in self.gain_table.items()}}
