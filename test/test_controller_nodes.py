@@ -186,6 +186,34 @@ def test_simulator_rejects_bad_commands_and_applies_wrenches(ros, lwr):
     assert np.abs(np.array(states[-1].position[:lwr.n])).max() > 1e-4           # the robot moved
 
 
+def test_a_state_the_middleware_refuses_is_dropped_and_counted_then_a_run_of_them_stops_visibly(ros, monkeypatch):
+    """A publication of the state that fails (rmw's "cannot publish data" under a slow reliable
+    reader; here: the publisher destroyed under the running loop) is a dropped sample: counted in
+    ~/statistics, the simulation goes on; PUBLISH_FAILURES_MAX in a row stop it as a fault on
+    ~/status and ~/statistics, and the node keeps serving (a CI run of test_simulator_faults saw the
+    first such failure end the simulation)."""
+    import rclpy.node
+    from rclpy.parameter import Parameter
+    from std_srvs.srv import Trigger
+    from flexmodal_ros.nodes import flexible_joint_simulator as module
+
+    monkeypatch.setattr(module, "PUBLISH_FAILURES_MAX", 200)
+    sim = module.FlexibleJointSimulator(context=ros.context, parameter_overrides=[
+        Parameter("robot", value="planar_2r")])
+    ros.add_node(sim)
+    probe = ros.node("flexmodal_test_drop_probe")
+    client = probe.create_client(Trigger, "/flexible_joint_simulator/statistics")
+    stats = lambda: json.loads(ros.call(client, Trigger.Request()).message)
+    ros.spin_until(lambda: stats()["steps"] > 50, 10.0, "simulation running")
+    assert stats()["publish_failures"] == 0
+    rclpy.node.Node.destroy_publisher(sim, sim.state_pub)
+    ros.spin_until(lambda: stats()["publish_failures"] > 0, 10.0, "a failed publication counted")
+    ros.spin_until(lambda: stats()["fault"] is not None, 10.0, "the run of failures ends the simulation")
+    after = stats()
+    assert "publications of the state in a row failed" in after["fault"], after["fault"]
+    assert after["publish_failures"] >= 200 and after["steps"] >= 200     # it kept simulating until then
+
+
 def test_simulator_re_anchors_its_schedule_after_a_stall(ros_process, ros):
     """A stalled simulator (SIGSTOP for 0.3 s) resumes at real time instead of integrating the
     missed periods back to back: the stall shows up as one schedule slip of about 0.3 s and the

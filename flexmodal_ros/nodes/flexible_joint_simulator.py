@@ -58,7 +58,9 @@ late_steps = steps integrated without a command received since the previous samp
 (counted once the controller has sent its first command), overrun_steps = steps that started more
 than one period behind the real-time schedule, schedule_slips / slipped_s = re-anchorings of the
 schedule and the wall time [s] given up by them, publish_delay_us_p50/p90/p99/p999/max =
-publication time minus its scheduled time over the last 20 s, _over = more than one period).
+publication time minus its scheduled time over the last 20 s, _over = more than one period,
+publish_failures = states the middleware refused to publish: dropped, warned about once, the
+simulation goes on; PUBLISH_FAILURES_MAX in a row stop it as a fault).
 Bad commands (wrong length, NaN) are rejected and logged; the simulation keeps running with the
 previous command.
 """
@@ -93,6 +95,42 @@ STATS_WINDOW = 20_000      # publication delays kept for the statistics: the las
 # every sample.
 STATE_HISTORY = 100
 FAULT_POLL_S = 0.05         # [s] commands drained this often while the simulation is stopped
+PUBLISH_FAILURES_MAX = 1000  # failed publications in a row (1 s at 1 kHz) before the loop stops as a fault
+
+
+class StateOutput:
+    """The simulator's publications of each state (/joint_states) and its /clock. One the
+    middleware refuses (rmw's "cannot publish data" when a reliable reader is too slow to take its
+    samples, ros2/rmw#209) is a dropped sample: counted in the node's ~/statistics
+    (publish_failures), warned about once, the simulation goes on; PUBLISH_FAILURES_MAX in a row
+    raise, which ends the loop as a fault (FlexibleJointSimulator._loop)."""
+
+    def __init__(self, node, state_pub, clock_pub):
+        self.node, self.state_pub, self.clock_pub = node, state_pub, clock_pub
+        self.failed_in_row, self.warned = 0, False
+
+    def publish(self, state, clock):
+        node = self.node
+        try:
+            self.state_pub.publish(state)
+            self.clock_pub.publish(clock)
+        except Exception as exc:   # noqa: BLE001 - rclpy raises its RCLError, which it does not export
+            if not (node._running and rclpy.ok(context=node.context)):
+                raise
+            with node.lock:
+                node.stats["publish_failures"] += 1
+                self.failed_in_row += 1
+                if self.failed_in_row >= PUBLISH_FAILURES_MAX:
+                    raise RuntimeError(f"{self.failed_in_row} publications of the state in a row failed, the "
+                                       f"last: {type(exc).__name__}: {exc}") from exc
+                if not self.warned:
+                    self.warned = True
+                    node.get_logger().warning(
+                        f"publishing a state failed ({type(exc).__name__}: {exc}): the sample is dropped and "
+                        f"counted in ~/statistics publish_failures; {PUBLISH_FAILURES_MAX} in a row stop the "
+                        "simulation")
+            return
+        self.failed_in_row = 0
 
 
 def declare_input_bounds(node, model):
@@ -172,7 +210,7 @@ class FlexibleJointSimulator(GuardedNode):
         self.lockstep, self.lockstep_timeout = p["lockstep"], p["lockstep_timeout_s"]
         self.lock = threading.Lock()
         self.stats = dict(steps=0, commands_received=0, commands_rejected=0, late_steps=0, overrun_steps=0,
-                          schedule_slips=0, slipped_s=0.0)
+                          schedule_slips=0, slipped_s=0.0, publish_failures=0)
         self.input = CommandInput(self.sim, self.model, self.stats, self.excitation_limit, self.excitation_duration,
                                   motor_joint_efforts=not self.EFFORT_IS_MOTOR_TORQUE)
         self.plant = DrivenPlant(self.sim, self.input, self.law, self.ENGINE)
@@ -184,6 +222,7 @@ class FlexibleJointSimulator(GuardedNode):
         self._serialize_state = JointStateWriter(self.model)     # states go out as serialized bytes
         self.state_pub = self.create_publisher(JointState, "joint_states", STATE_HISTORY)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.output = StateOutput(self, self.state_pub, self.clock_pub)
         self.status_pub = self.create_publisher(
             String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.fault_listeners.append(lambda text: self.status_pub.publish(String(data=text)))
@@ -311,8 +350,7 @@ class FlexibleJointSimulator(GuardedNode):
                 state, clock = self._state_messages()
                 scheduled = pacing.scheduled(self.sim.t)
             published = time.monotonic()
-            self.state_pub.publish(state)
-            self.clock_pub.publish(clock)
+            self.output.publish(state, clock)
             if self.lockstep:
                 self.commands.wait(self.lockstep_timeout)
             with self.lock:
