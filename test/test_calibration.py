@@ -501,7 +501,8 @@ def test_bad_settings_are_refused_naming_the_field(lwr):
                           ({"unknowns": ("k", "x")}, "unknowns"), ({"ranges": {"k": (2.0, 3.0)}}, "ranges.k"),
                           ({"experiment_kd_scale": 2.0}, "experiment_kd_scale"), ({"record_s": 100.0}, "record_s"),
                           ({"design": "clever"}, "design"), ({"pulse_joints": ("joint_9",)}, "pulse_joints"),
-                          ({"pulse_joints": (7,)}, "pulse_joints"), ({"pulse_joints": ()}, "pulse_joints")):
+                          ({"pulse_joints": (7,)}, "pulse_joints"), ({"pulse_joints": ()}, "pulse_joints"),
+                          ({"pulse_joints": (None,)}, "pulse_joints"), ({"pulse_joints": (1.5,)}, "pulse_joints")):
         with pytest.raises(InputError, match=field):
             check_settings(lwr, CalibrationSettings(**change), 1000.0)
 

@@ -141,7 +141,9 @@ def pulse_joint_indices(model, s: CalibrationSettings) -> tuple:
             if j not in model.joint_names:
                 raise InputError(f"pulse_joints: unknown joint {shown(j)}; robot has {', '.join(model.joint_names)}")
             j = model.joint_names.index(j)
-        if isinstance(j, bool) or not float(j).is_integer() or not 0 <= int(j) < model.n:
+        if isinstance(j, bool) or not isinstance(j, (int, np.integer)):
+            raise InputError(f"pulse_joints: expected joint names or 0-based indices, got {shown(j)}")
+        if not 0 <= j < model.n:
             raise InputError(f"pulse_joints: index {j} outside 0..{model.n - 1}")
         out.append(int(j))
     if not out:
