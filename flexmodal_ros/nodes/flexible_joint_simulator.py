@@ -105,27 +105,29 @@ class StateOutput:
     (publish_failures), warned about once, the simulation goes on; PUBLISH_FAILURES_MAX in a row
     raise, which ends the loop as a fault (FlexibleJointSimulator._loop)."""
 
-    def __init__(self, node, state_pub, clock_pub):
-        self.node, self.state_pub, self.clock_pub = node, state_pub, clock_pub
+    def __init__(self, state_pub, clock_pub, lock, stats, logger, running):
+        """``lock`` guards ``stats`` (the node's ~/statistics counters); ``running()`` is False once
+        the node stops or its context shuts down (a failure then is the shutdown's, raised)."""
+        self.state_pub, self.clock_pub, self.lock, self.stats = state_pub, clock_pub, lock, stats
+        self.logger, self.running = logger, running
         self.failed_in_row, self.warned = 0, False
 
     def publish(self, state, clock):
-        node = self.node
         try:
             self.state_pub.publish(state)
             self.clock_pub.publish(clock)
         except Exception as exc:   # noqa: BLE001 - rclpy raises its RCLError, which it does not export
-            if not (node._running and rclpy.ok(context=node.context)):
+            if not self.running():
                 raise
-            with node.lock:
-                node.stats["publish_failures"] += 1
+            with self.lock:
+                self.stats["publish_failures"] += 1
                 self.failed_in_row += 1
                 if self.failed_in_row >= PUBLISH_FAILURES_MAX:
                     raise RuntimeError(f"{self.failed_in_row} publications of the state in a row failed, the "
                                        f"last: {type(exc).__name__}: {exc}") from exc
                 if not self.warned:
                     self.warned = True
-                    node.get_logger().warning(
+                    self.logger.warning(
                         f"publishing a state failed ({type(exc).__name__}: {exc}): the sample is dropped and "
                         f"counted in ~/statistics publish_failures; {PUBLISH_FAILURES_MAX} in a row stop the "
                         "simulation")
@@ -222,7 +224,8 @@ class FlexibleJointSimulator(GuardedNode):
         self._serialize_state = JointStateWriter(self.model)     # states go out as serialized bytes
         self.state_pub = self.create_publisher(JointState, "joint_states", STATE_HISTORY)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
-        self.output = StateOutput(self, self.state_pub, self.clock_pub)
+        self.output = StateOutput(self.state_pub, self.clock_pub, self.lock, self.stats, self.get_logger(),
+                                  lambda: self._running and rclpy.ok(context=self.context))
         self.status_pub = self.create_publisher(
             String, "~/status", QoSProfile(depth=20, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.fault_listeners.append(lambda text: self.status_pub.publish(String(data=text)))
