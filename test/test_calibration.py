@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from flexmodal_ros.calibration.campaign import CalibrationSettings, check_settings, design_against_random
+from flexmodal_ros.calibration.campaign_settings import CampaignStop
 from flexmodal_ros.calibration.eigen_sensitivity import CONTINUOUS, LoopModel, Unknowns, loop_modes, mode_sensitivity
 from flexmodal_ros.calibration.design_comparison import compare_with_random
-from flexmodal_ros.calibration.design_selection import (STALL_GAIN, greedy_design, logdet, predicted_std,
-                                                        unserved_count, worst_focus)
+from flexmodal_ros.calibration.design_selection import (REL_STD_LIMIT, STALL_GAIN, greedy_design, logdet,
+                                                        predicted_std, reachable_within, unserved_count, worst_focus)
 from flexmodal_ros.calibration.experiment_design import (DEFAULT_SENSOR_STD, ExcitationPlan, MeasurementModel,
                                                          candidate_configurations, choose_experiment_gains,
                                                          evaluate_pool, loop_damping, parameter_scale,
@@ -29,7 +30,7 @@ from flexmodal_ros.control.excitation import MotorExcitation, default_excitation
 from flexmodal_ros.control import FailSafeController, JointSample, Mode
 from flexmodal_ros.core.blas import single_blas_thread
 from flexmodal_ros.core.errors import InputError
-from flexmodal_ros.core.workers import NO_STOP
+from flexmodal_ros.core.workers import NO_STOP, Interrupted
 from flexmodal_ros.modes import track_modes
 from flexmodal_ros.modes.uncertainty import frequency_damping_jacobian
 from flexmodal_ros.oma.visibility import cramer_rao, single_mode_bounds, spectral_dominance
@@ -265,6 +266,41 @@ def test_worst_focus_picks_the_unknowns_near_the_worst_and_the_design_serves_the
     np.testing.assert_array_equal(count, [2, 0, 0, 0])
     np.testing.assert_array_equal(unserved_count(count, (1,), np.ones(4), np.array([0.98, 1.0, 1.0, 1.0])),
                                   [0, 1, 0, 0])
+
+
+def test_worst_first_waits_only_for_what_its_budget_can_identify(lwr):
+    """reachable_within: an unknown counts as reachable when the budget's configurations, each
+    chosen for it alone, bring its σ (data only) to REL_STD_LIMIT of its scale — more budget, never
+    fewer reachable; none with no budget; none outside the mask; one about which no candidate holds
+    any information never (the prior alone would be within the limit for a stiffness: not counted);
+    the best single configuration does reach those a budget of one reaches."""
+    pool, scale, ranges, _ = _lwr_design_pool(lwr, 12, seed=5)
+    prior = prior_information(scale, ranges)
+    every = np.ones(scale.size, bool)
+    with single_blas_thread():
+        one = reachable_within(pool, prior, scale, 1, 2, every)
+        three = reachable_within(pool, prior, scale, 3, 2, every)
+        assert not reachable_within(pool, prior, scale, 0, 2, every).any()
+        assert one.any() and np.all(three >= one)
+        masked = every.copy()
+        masked[np.flatnonzero(one)[0]] = False
+        np.testing.assert_array_equal(reachable_within(pool, prior, scale, 1, 2, masked), one & masked)
+        # an unknown no record informs (its sensitivity columns zeroed in every candidate)
+        blind = [dataclasses.replace(c, jf=c.jf.copy(), jz=c.jz.copy()) for c in pool]
+        j = int(np.flatnonzero(one)[0])
+        assert predicted_std(prior, scale)[j] <= REL_STD_LIMIT * scale[j]
+        for c in blind:
+            c.jf[:, j] = 0.0
+            c.jz[:, j] = 0.0
+        assert not reachable_within(blind, prior, scale, 3, 2, every)[j]
+        cancelled = CampaignStop()
+        cancelled.cancel()
+        with pytest.raises(Interrupted):                 # interruptible: a cancel stops it
+            reachable_within(pool, prior, scale, 3, 2, every, stop=cancelled)
+    for i in np.flatnonzero(one)[:2]:
+        best = min(predicted_std(c.information([a, b]), scale)[i] for c in pool if c.stable
+                   for a in range(len(c.options)) for b in range(len(c.options)) if a < b)
+        assert best <= REL_STD_LIMIT * scale[i]
 
 
 def test_design_against_random_fast_path_beats_random_draws_of_the_same_size(lwr):
@@ -563,6 +599,7 @@ def test_worst_first_loop_identifies_every_unknown_and_learns_its_visibility_rul
     assert all(h["design_dominance_min"] in DOMINANCES for h in result.history)
     assert all(0 < h["design_spread"] < np.inf for h in result.history)
     assert all(set(h["design_passed_over"]) <= set(result.unknown_names) for h in result.history)
+    assert all(h["design_beyond_budget"] == [] for h in result.history)     # planar_2r: every one reachable in 3
     # what the design expected to see against what the OMA gave (bench_calibration prints both)
     assert all(0 < h["modes_expected"] <= 2 * nominal.n for h in result.history)
     assert all(0 < h["modes_measured"] <= 2 * nominal.n for h in result.history)

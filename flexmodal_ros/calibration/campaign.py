@@ -20,9 +20,11 @@ Per configuration (at most ``budget``):
 4. weighted identification of everything measured so far (:func:`~.weighted_fit.fit_parameters`),
    every configuration re-matched with the new estimate, refitted if a match changed;
 5. stop when every unknown that the candidate pool can identify has a standard deviation below its
-   target (relative to its scale), from MIN_CONFIGURATIONS configurations on, or at the budget.
-   Unknowns that no candidate configuration can identify with these sensors are reported as not
-   identifiable (nominal value kept).
+   target (relative to its scale), from MIN_CONFIGURATIONS configurations on, or at the budget
+   (worst-first: every one its budget can identify, :func:`~.design_selection.reachable_within`;
+   the others are recorded as ``design_beyond_budget`` in the history). Unknowns that no candidate
+   configuration can identify with these sensors are reported as not identifiable (nominal value
+   kept).
 
 Then a final multistart fit, validation at ``validation`` configurations not used in the fit
 (measured against predicted modes, calibrated and nominal model) and — for simulated plants, whose
@@ -52,7 +54,8 @@ from .campaign_settings import (DEFAULT_RANGES, FIRST_GATE, GATE, MAX_RECORD_S, 
 from .campaign_state import CampaignState
 from .eigen_sensitivity import loop_modes
 from .design_comparison import compare_with_random, random_design
-from .design_selection import FOCUS_SHARE, STALL_STEPS, greedy_design, identifiable_mask, predicted_std, unserved_count
+from .design_selection import (FOCUS_SHARE, STALL_STEPS, greedy_design, identifiable_mask, predicted_std,
+                               reachable_within, unserved_count)
 from .experiment_design import candidate_configurations, choose_experiment_gains, prior_information
 from .tracking_check import tracking_trajectory, tracking_validation  # noqa: F401  (re-exported)
 from .visibility_calibration import (CHANGE, DOMINANCES, FACTORS, learned_spread, observe, rescale_noise,
@@ -178,12 +181,25 @@ def _run(run, qs, gain_table):
     s, stop, model, truth_model = run.s, run.stop, run.user_model, run.truth
     message, success = "", False
     validation_idx, pool, prior, pool_std, reachable = _design_pool(run, qs)
+    beyond = np.zeros(run.unknowns.size, bool)     # worst-first: what the budget cannot identify, not waited for
+    # the first fit waits for more residuals (f and ζ of each matched mode) than unknowns it could
+    # determine; worst-first counts only those it waits for (on scompi the d_fm no record shows and
+    # the d_f its budget cannot reach: a fit after the first configuration, and the second chosen
+    # with what the first measured; docs/calibration.md, stop 48)
+    first_fit = run.unknowns.size
     random_rng = np.random.default_rng(s.seed + 1)
     design_steps, used, pool_at = [], set(), run.estimate.copy()
     observations, noise_c, assumed = [], 1.0, run.measurement
     spreads, spread = [], 1.0           # worst-first: log(σ OMA / σ predicted at the assumed noise)
     unserved, last = np.zeros(run.unknowns.size, int), None     # worst-first: unknowns its steps left in place
     try:
+        if s.design == "worst-first":
+            t0 = time.perf_counter()
+            with single_blas_thread():
+                beyond = reachable & ~reachable_within(pool, prior, run.scale, s.budget, s.pulses_per_configuration,
+                                                       reachable, validation_idx, stop)
+            first_fit = int((reachable & ~beyond).sum())
+            run.timed("design", t0)
         for k in range(s.budget):
             stop.check()
             t0 = time.perf_counter()
@@ -201,7 +217,7 @@ def _run(run, qs, gain_table):
                         unserved = unserved_count(unserved, *last, now)      # only between two fits
                     step = greedy_design(pool, 1, run.scale, prior, info, exclude=used | validation_idx,
                                          pulses_per_configuration=s.pulses_per_configuration,
-                                         target=_waited_for(run, reachable & (unserved < STALL_STEPS)),
+                                         target=_waited_for(run, reachable & ~beyond & (unserved < STALL_STEPS)),
                                          focus_share=_focus_share(s))
                     last = (step[0].focus, now) if step and now is not None else None
             run.timed("design", t0)
@@ -215,7 +231,7 @@ def _run(run, qs, gain_table):
             run.configs.append(data)
             run.match(data, run.current_model(), FIRST_GATE if run.fit is None else GATE)
             run.report("fitting", modes_measured=len(data.modes))
-            if sum(len(c.modes) for c in run.configs) * 2 > run.unknowns.size:
+            if sum(len(c.modes) for c in run.configs) * 2 > first_fit:
                 run.refit()
             entry = {"configuration": k, "q": data.q.tolist(), "excitations": data.excitations,
                      "modes_expected": int(pool[step.candidate].visible(step.excitations).sum()),
@@ -245,6 +261,7 @@ def _run(run, qs, gain_table):
             if s.design == "worst-first":
                 entry["design_dominance_min"] = run.measurement.dominance_min
                 entry["design_spread"] = spread
+                entry["design_beyond_budget"] = [run.unknowns.names[i] for i in np.flatnonzero(beyond)]
                 entry["design_passed_over"] = [run.unknowns.names[i] for i in np.flatnonzero(unserved >= STALL_STEPS)]
             run.timed("design", t0)
             run.history.append(entry)
@@ -253,7 +270,7 @@ def _run(run, qs, gain_table):
                        modes_expected=entry["modes_expected"],
                        names=list(run.unknowns.names), values=run.estimate.tolist(),
                        std=run.std.tolist(), predicted_std=step.predicted_std.tolist())
-            done = (run.std <= run.targets * run.scale) | ~reachable
+            done = (run.std <= run.targets * run.scale) | ~reachable | beyond
             if run.fit is not None and done.all() and len(run.configs) >= MIN_CONFIGURATIONS:
                 message = f"targets reached after {k + 1} configuration(s)"
                 break

@@ -13,7 +13,9 @@ pool cannot narrow (the best candidate gives it less than STALL_GAIN and STALL_S
 average unknown gains) is passed over for the next in line; so is, by the loop, an unknown that
 STALL_STEPS measured configurations chosen for it in a row left where it was
 (:func:`unserved_count`: on scompi a d_f the fit never determined held the focus, each
-configuration predicted to narrow it and none doing so; docs/calibration.md). The predicted σ
+configuration predicted to narrow it and none doing so; docs/calibration.md), and, from the
+start, one the budget cannot make identifiable even with every configuration chosen for it
+(:func:`reachable_within`). The predicted σ
 of each unknown is √diag(F⁻¹) of the data's information (:func:`predicted_std`; an unknown in a
 direction the information does not determine is reported as not identifiable, never a number).
 :func:`~.design_comparison.random_design` draws from the same pool, for comparison.
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.workers import NO_STOP
 from ..identification.inverse_eigen import REL_STD_LIMIT
 
 FOCUS_SHARE = 0.7          # worst-first: Ds on σ/target above this share of the worst (docs/calibration.md)
@@ -148,6 +151,35 @@ def greedy_design(candidates, budget, scale, prior, data_information=None, exclu
         steps.append(DesignStep(i, chosen, data.copy(), predicted_std(data, scale),
                                 () if focus is None else tuple(int(j) for j in focus)))
     return steps
+
+
+def reachable_within(candidates, prior, scale, budget, count, mask, exclude=(), stop=NO_STOP) -> np.ndarray:
+    """Worst-first: which unknowns of ``mask`` (bool, (P,)) the experiment can make identifiable
+    at all — ``budget`` configurations, each chosen for that unknown alone (Ds on it, ``count``
+    excitations, from ``prior``), bring its σ (data only: :func:`predicted_std`) to REL_STD_LIMIT of
+    its scale. One they cannot would be reported not identifiable whatever the design did, so the
+    design does not chase it (on scompi with 2²⁰ counts the d_f of joint 1 needs more than 8;
+    docs/calibration.md). False outside ``mask``. At most P × ``budget`` greedy steps over the pool;
+    ``stop.check()`` before each."""
+    out = np.zeros(len(scale), bool)
+    for i in np.flatnonzero(mask):
+        base, used = np.array(prior, float), set(exclude)
+        for _ in range(int(budget)):
+            stop.check()
+            best, pick, chosen = -np.inf, None, ()
+            for c, cand in enumerate(candidates):
+                if c not in used and cand.stable:
+                    options, value = best_excitations(cand, base, count, [int(i)])
+                    if value > best:
+                        best, pick, chosen = value, c, options
+            if pick is None:
+                break
+            used.add(pick)
+            base = base + candidates[pick].information(list(chosen))
+            if predicted_std(base - prior, scale)[i] <= REL_STD_LIMIT * scale[i]:
+                out[i] = True
+                break
+    return out
 
 
 def unserved_count(count, focus, before, now) -> np.ndarray:
