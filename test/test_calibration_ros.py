@@ -96,7 +96,8 @@ def test_calibration_action_cancel_success_and_bad_goals(ros, ros_process, visco
     for goal, field in ((_goal(budget=5), "max_budget"), (_goal(budget=1, output_name="../elsewhere"), "output_name"),
                         (_goal(budget=1, unknowns=["stiffness"]), "unknowns"),
                         (_goal(budget=1, pulse_torque=500.0), "max_excitation_torque"),
-                        (_goal(budget=1, pulse_joints=["joint_9"]), "pulse_joints")):
+                        (_goal(budget=1, pulse_joints=["joint_9"]), "pulse_joints"),
+                        (_goal(budget=1, design="best"), "design")):
         _, result, _ = _send(ros, client, goal)
         ros.spin_until(result.done, 30.0, "bad goal's result")
         assert result.result().status == GoalStatus.STATUS_ABORTED
@@ -166,3 +167,26 @@ def test_topic_plant_without_joint_states_says_none_arrived(ros):
     with pytest.raises(FlexmodalError, match=r"joint_states: none arrived within 0.2 s of wall time") as err:
         plant.measured()
     assert "inf" not in str(err.value)
+
+
+def test_a_goal_chooses_the_design_or_takes_the_nodes():
+    """Calibrate.Goal.design → CalibrationSettings.design: "worst-first" taken, empty = the node's
+    default, anything else refused naming the field."""
+    from flexmodal_ros.core.errors import InputError
+    from flexmodal_ros.nodes.conversions.calibration_messages import calibration_goal_to_core
+
+    model = resolve_model(robot="kuka_lwr4")
+    assert calibration_goal_to_core(model, _goal(design="worst-first"), {})[0].design == "worst-first"
+    assert calibration_goal_to_core(model, _goal(), {"design": "worst-first"})[0].design == "worst-first"
+    assert calibration_goal_to_core(model, _goal(), {})[0].design == "optimal"
+    with pytest.raises(InputError, match=r"^design: unknown value 'random'; one of optimal, worst-first$"):
+        calibration_goal_to_core(model, _goal(design="random"), {})
+
+
+def test_a_bad_design_parameter_ends_the_node_with_one_line(ros_process):
+    """The node's parameter design (the goals' default) other than optimal or worst-first: the node
+    ends at start with one line naming it, not a traceback."""
+    proc = ros_process(["calibration_server", "--ros-args", "-p", "robot:=planar_2r", "-p", "design:=best"])
+    assert proc.popen.wait(30) == 2
+    log = proc.log()
+    assert "parameter design: unknown value 'best'; one of optimal, worst-first" in log and "Traceback" not in log

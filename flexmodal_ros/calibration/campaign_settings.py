@@ -24,6 +24,7 @@ DEFAULT_RANGES = {"k": (0.5, 2.0), "d_f": (0.2, 5.0), "d_fm": (0.2, 5.0)}
 ZERO_NOMINAL_SPAN = 10.0     # range [0, this] of an unknown whose nominal value is 0 [N m s/rad]
 FIRST_GATE, GATE = 0.3, 0.1  # |Δf|/f of a match before / after the first fit
 DESIGNS = ("optimal", "worst-first", "random")  # how the loop chooses the next configuration (random: for comparisons)
+USER_DESIGNS = DESIGNS[:2]   # those the CLI, the action's goal and the calibration node's parameter offer
 SETTLE_CHECK_S = 0.05        # settling: speeds checked this often [s] ...
 SETTLE_SPEED = 1e-3          # ... until below this [rad/s] (a 5 Hz vibration of 3e-5 rad) ...
 SETTLE_MAX_S = 3.0           # ... or this long [s]

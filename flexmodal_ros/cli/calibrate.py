@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from ..calibration.campaign import DEFAULT_RANGES, CalibrationSettings, calibrate
+from ..calibration.campaign_settings import USER_DESIGNS
 from ..calibration.calibration_report import write_params, write_report, write_sidecar
 from ..calibration.eigen_sensitivity import Unknowns
 from ..calibration.experiment_design import sensor_std
@@ -59,7 +60,7 @@ def add_parser(sub):
     exp.add_argument("--pulse-duration", type=float, help="[s] (default two control periods)")
     exp.add_argument("--impacts", action="store_true", help="tool-point impacts allowed as excitations too")
     exp.add_argument("--experiment-kd-scale", help="K_D factor during the experiments, or auto (default auto)")
-    exp.add_argument("--design", choices=("optimal", "worst-first"), default="optimal",
+    exp.add_argument("--design", choices=USER_DESIGNS, default="optimal",
                      help="optimal: D/Ds-optimal on every unknown above its target (default); worst-first: on those "
                           "near the worst σ/target, with overlapping modes judged invisible (fewer configurations "
                           "for the worst unknown under quantized encoders, the others less accurate)")

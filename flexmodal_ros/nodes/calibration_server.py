@@ -22,7 +22,8 @@ Parameters: ``robot`` or ``urdf_path`` + ``params_path``; ``controller`` (/feedf
 ``link_state`` (absolute | deflection); ``controller_rate_hz`` (1000, joint-state and control rate);
 ``hold`` (zoh-delay: the loop model, one period of command delay as on ROS); ``channels`` (both);
 ``output_dir`` (the directory every goal writes under; empty = <ROS log dir>/flexmodal/<node>); defaults of a goal's zero fields ``budget`` (8),
-``validation`` (2), ``pulses_per_configuration`` (2), ``candidates`` (120); bounds checked before a
+``validation`` (2), ``pulses_per_configuration`` (2), ``candidates`` (120), ``design`` (optimal; or
+worst-first, docs/calibration.md); bounds checked before a
 goal starts: ``max_budget`` (30), ``max_candidates`` (500), ``max_excitation_torque`` (declared as 10 % of
 the URDF effort limits, one or per joint [N m]), ``max_duration_s`` (3600: the robot time a goal may
 take, estimated from the budget before it starts, and enforced as a deadline of 3× it in wall
@@ -43,6 +44,7 @@ from rclpy.task import Future
 from flexmodal_interfaces.action import Calibrate
 
 from ..calibration.campaign import MAX_RECORD_S, CampaignStop, calibrate, check_settings
+from ..calibration.campaign_settings import USER_DESIGNS
 from ..calibration.calibration_report import write_params, write_report, write_sidecar
 from ..control.excitation import default_excitation_limit
 from ..core.errors import FlexmodalError, InputError
@@ -65,7 +67,7 @@ class CalibrationServer(GuardedNode):
         self.model = declare_robot_model(self)
         p = {name: declare_typed(self, name, default) for name, default in (
             ("controller", "feedforward_pd_controller"), ("link_state", "absolute"), ("controller_rate_hz", 1000.0),
-            ("hold", "zoh-delay"), ("channels", "both"),
+            ("hold", "zoh-delay"), ("channels", "both"), ("design", "optimal"),
             ("budget", 8), ("validation", 2), ("pulses_per_configuration", 2), ("candidates", 120),
             ("max_budget", 30), ("max_candidates", 500),
             ("max_excitation_torque", [float(v) for v in default_excitation_limit(self.model)]),
@@ -78,10 +80,12 @@ class CalibrationServer(GuardedNode):
                 raise FlexmodalError(f"parameter {name}: must be > 0, got {p[name]}")
         if not (self.excitation_limit > 0).all():
             raise FlexmodalError("parameter max_excitation_torque: must be > 0")
+        if p["design"] not in USER_DESIGNS:
+            raise FlexmodalError(f"parameter design: unknown value {p['design']!r}; one of {', '.join(USER_DESIGNS)}")
         self.output_directory, _ = declare_output_root(self)        # parameter output_dir
         self.defaults = {"budget": p["budget"], "validation": p["validation"],
                          "pulses_per_configuration": p["pulses_per_configuration"], "candidates": p["candidates"],
-                         "excitation_limit": self.excitation_limit, "tracking": False}
+                         "excitation_limit": self.excitation_limit, "tracking": False, "design": p["design"]}
         self.runner = ThreadPoolExecutor(1, thread_name_prefix="calibration")
         self._busy = threading.Lock()
         self._stops = {}

@@ -6,8 +6,9 @@ from dataclasses import replace
 import numpy as np
 
 from ...calibration.campaign import CalibrationSettings
+from ...calibration.campaign_settings import USER_DESIGNS
 from ...core.errors import InputError
-from ...core.validation import shown_names
+from ...core.validation import shown, shown_names
 from ...identification.inverse_eigen import parse_unknowns
 
 
@@ -26,6 +27,10 @@ def calibration_goal_to_core(model, goal, defaults):
                 raise InputError(f"{field}: unknown joint(s) {shown_names(unknown)}; robot has "
                                  f"{', '.join(model.joint_names)}")
             changes[field] = tuple(names)
+    if goal.design:
+        if goal.design not in USER_DESIGNS:
+            raise InputError(f"design: unknown value {shown(goal.design)}; one of {', '.join(USER_DESIGNS)}")
+        changes["design"] = str(goal.design)
     for field, name in (("budget", "budget"), ("validation", "validation"),
                         ("pulses_per_configuration", "pulses_per_configuration"), ("candidates", "candidates")):
         value = int(getattr(goal, field))
