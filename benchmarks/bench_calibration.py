@@ -60,6 +60,7 @@ import numpy as np
 import yaml
 
 from flexmodal_ros.calibration.campaign import CalibrationSettings, calibrate, design_against_random
+from flexmodal_ros.calibration.campaign_settings import USER_DESIGNS
 from flexmodal_ros.calibration.eigen_sensitivity import Unknowns
 from flexmodal_ros.calibration.offline_plants import PlantOptions, make_plant
 from flexmodal_ros.cli.calibrate import random_truth
@@ -449,7 +450,7 @@ def main():
     p.add_argument("--actual-robot", default="kuka_lwr4", choices=sorted(TRUTH_SEEDS),
                    help="part design --actual: the robot of the loop (default kuka_lwr4)")
     p.add_argument("--random-runs", type=int, default=5, help="part design --actual: random runs")
-    p.add_argument("--design", default="optimal", choices=("optimal", "worst-first"),
+    p.add_argument("--design", default="optimal", choices=USER_DESIGNS,
                    help="part design --actual: how the designed loop chooses (CalibrationSettings.design)")
     p.add_argument("--pulse-joints", help="part design --actual: joints the designed loops may pulse, "
                                           "comma-separated (the random loops pulse any joint; default all)")
